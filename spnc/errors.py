@@ -1,0 +1,21 @@
+"""Exceptions spnc raises on purpose. Each subclasses the builtin callers already catch."""
+
+
+class SpncError(Exception):
+    """Base of every error spnc raises on purpose."""
+
+
+class StructureError(SpncError, ValueError):
+    """Node arrays or construction objects do not describe a valid SPN."""
+
+
+class ScopeError(StructureError):
+    """Completeness or decomposability is violated."""
+
+
+class DataError(SpncError, ValueError):
+    """Input data has the wrong shape, dtype or values."""
+
+
+class FormatError(SpncError, ValueError):
+    """A model file does not follow the spnc format (formats/spnc-hdf5.md)."""

@@ -1,0 +1,144 @@
+"""The leaf-type plug-in mechanism.
+
+A leaf type is a subclass of :class:`LeafType`; one instance holds the parameter table of
+*all* leaves of that type in one compiled SPN (structure of arrays). The core never branches
+on leaf type: for each chunk of rows it asks every table to write its leaves' log-values
+into the rows of a leaf matrix, then runs the sum/product kernels. Registering a subclass
+with :func:`register_leaf` is the whole change needed to add a leaf type.
+
+Array conventions shared by every method below:
+
+* ``XT`` -- a chunk of data, transposed: float64, C-contiguous, shape ``(n_vars, m)``;
+  NaN marks a missing value.
+* ``out`` -- float64, C-contiguous, shape ``(n_leaves_total, m)``; leaf ``i`` of this table
+  writes row ``self.slot[i]``.
+* ``active`` -- uint8, shape ``(n_leaves_total, m)``; nonzero where the leaf is on the
+  selected induced tree of that row (MPE / sampling).
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import FormatError, StructureError
+
+_BY_NAME: dict[str, type["LeafType"]] = {}
+_BY_CODE: dict[int, type["LeafType"]] = {}
+
+#: mode values for :meth:`LeafType.log_prob`
+MARGINAL = 0  # missing variables are summed / integrated out
+MAX = 1       # missing variables are maximised over (max-product / MPE)
+
+
+def register_leaf(cls: type["LeafType"]) -> type["LeafType"]:
+    """Class decorator adding a leaf type to the registry (by ``name`` and file ``code``)."""
+    if cls.name in _BY_NAME:
+        raise ValueError(f"leaf type {cls.name!r} is already registered")
+    if cls.code in _BY_CODE or cls.code < 2 or cls.code > 255:
+        raise ValueError(f"leaf type {cls.name!r}: code {cls.code} is taken or outside 2..255")
+    _BY_NAME[cls.name] = cls
+    _BY_CODE[cls.code] = cls
+    cls.node_class._leaf_type = cls
+    return cls
+
+
+def leaf_type_by_name(name: str) -> type["LeafType"]:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise FormatError(f"unknown leaf type {name!r}; known: {sorted(_BY_NAME)}") from None
+
+
+def leaf_type_by_code(code: int) -> type["LeafType"]:
+    try:
+        return _BY_CODE[int(code)]
+    except KeyError:
+        raise FormatError(f"unknown node kind code {code}; known leaf codes: {sorted(_BY_CODE)}") from None
+
+
+def leaf_types() -> list[type["LeafType"]]:
+    """Registered leaf types, ordered by code."""
+    return [_BY_CODE[c] for c in sorted(_BY_CODE)]
+
+
+class LeafType(abc.ABC):
+    """Parameter table for all leaves of one type in a compiled SPN.
+
+    Subclasses set ``name`` (file table ``/leaves/<name>``), ``code`` (node kind code in
+    files, >= 2), ``node_class`` (the construction class, a :class:`spnc.nodes.Leaf`)
+    and ``discrete`` (True if every variable must be discrete).
+    """
+
+    name: ClassVar[str]
+    code: ClassVar[int]
+    node_class: ClassVar[type]
+    discrete: ClassVar[bool] = False
+
+    def __init__(self, node: np.ndarray, scopes: list[np.ndarray], params: dict[str, np.ndarray]):
+        self.node = np.ascontiguousarray(node, dtype=np.int64)
+        self.scopes = [np.asarray(s, dtype=np.int32) for s in scopes]   # per leaf, ascending
+        self.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
+        self.slot = np.arange(len(self.node), dtype=np.int64)  # set by the container
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    # ---- construction and files -------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def from_nodes(cls, node_ids: np.ndarray, leaves: list) -> "LeafType":
+        """Build the table from construction objects (``leaves[i]`` is node ``node_ids[i]``)."""
+
+    @classmethod
+    def from_arrays(cls, node: np.ndarray, scopes: list[np.ndarray], arrays: dict[str, np.ndarray]) -> "LeafType":
+        """Build the table from file arrays (``to_arrays`` output). Does not validate."""
+        return cls(node, scopes, arrays)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The datasets of ``/leaves/<name>`` except ``node``, exactly as stored."""
+        return dict(self.params)
+
+    @abc.abstractmethod
+    def to_node(self, i: int):
+        """Construction object for leaf ``i`` (used to walk a compiled SPN)."""
+
+    @abc.abstractmethod
+    def validate(self, cardinality: np.ndarray) -> None:
+        """Check parameters (shapes, ranges, normalisation) against the variables;
+        raise :class:`StructureError` naming the node and the parameter."""
+
+    def describe(self, i: int, var_names: list[str]) -> str:
+        """Short label for drawings, e.g. ``Bern(X0) p=0.2``."""
+        vs = ",".join(var_names[v] for v in self.scopes[i])
+        return f"{self.name}({vs})"
+
+    # ---- inference ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def log_prob(self, XT: np.ndarray, out: np.ndarray, mode: int, n_threads: int) -> None:
+        """Write log p(x_scope) of each leaf into ``out[slot[i], :]``.
+
+        ``mode == MARGINAL``: missing variables are marginalised; ``mode == MAX``: they are
+        maximised over (the leaf's max-product value)."""
+
+    @abc.abstractmethod
+    def fill(self, XT: np.ndarray, active: np.ndarray, out_XT: np.ndarray, mode: int,
+             seed: int, row0: int) -> None:
+        """For rows where ``active[slot[i], r]`` is set, write the leaf's missing variables
+        into ``out_XT``: the conditional mode given the observed ones (``mode == MAX``) or
+        a sample from the conditional (``mode == MARGINAL``), using counter-based random
+        numbers keyed by ``(seed, row0 + r, node[i])`` (see ``spnc/_random.pxd``)."""
+
+    # ---- learning (EM) -----------------------------------------------------------------
+    def weighted_fit(self, X: np.ndarray, resp: np.ndarray, **options: Any) -> None:
+        """Replace each leaf's parameters by the weighted ML fit, ``resp[:, i]`` being the
+        weight of each row of ``X`` (full-width, n x n_vars) for leaf ``i``."""
+        raise NotImplementedError(f"leaf type {self.name!r} has no weighted fit")
+
+    def check_data(self, X: np.ndarray, cardinality: np.ndarray) -> None:
+        """Raise DataError for values outside the support of this leaf type's variables."""
+
+
+def _err(table: LeafType, i: int, msg: str) -> StructureError:
+    return StructureError(f"node {int(table.node[i])} ({table.name} leaf): {msg}")

@@ -1,0 +1,144 @@
+"""Multivariate Gaussian leaves (full covariance; the Cholesky factor is derived on load)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .. import _leafkern as K
+from ..nodes import Leaf
+from .base import LeafType, _err, register_leaf
+
+
+class MultivariateGaussian(Leaf):
+    """N(mean, cov) over the variables ``vars`` (any order; stored sorted)."""
+
+    __slots__ = ("vars", "mean", "cov")
+
+    def __init__(self, vars: Sequence[int], mean: Sequence[float], cov):
+        v = np.asarray(vars, dtype=np.int64).ravel()
+        mean = np.asarray(mean, dtype=np.float64).ravel()
+        cov = np.asarray(cov, dtype=np.float64)
+        if v.size == 0 or np.any(v < 0) or len(np.unique(v)) != v.size:
+            raise ValueError(f"vars must be distinct non-negative integers, got {v.tolist()}")
+        if mean.shape != (v.size,) or cov.shape != (v.size, v.size):
+            raise ValueError(f"mean must have shape ({v.size},) and cov ({v.size}, {v.size}); "
+                             f"got {mean.shape} and {cov.shape}")
+        order = np.argsort(v)
+        self.vars = v[order]
+        self.mean = mean[order]
+        self.cov = cov[np.ix_(order, order)]
+
+    @property
+    def scope(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.vars)
+
+    def cardinality_hint(self) -> dict[int, int]:
+        return {int(x): 0 for x in self.vars}
+
+    def __repr__(self) -> str:
+        return f"MultivariateGaussian({self.vars.tolist()})"
+
+
+@register_leaf
+class MVGaussianLeaves(LeafType):
+    name = "mvgaussian"
+    code = 5
+    node_class = MultivariateGaussian
+    discrete = False
+
+    def __init__(self, node, scopes, params):
+        super().__init__(node, scopes, params)
+        dim = np.array([len(s) for s in self.scopes], dtype=np.int64)
+        self.var_ptr = np.zeros(len(dim) + 1, dtype=np.int64)
+        np.cumsum(dim, out=self.var_ptr[1:])
+        self.var = np.concatenate(self.scopes).astype(np.int32) if len(dim) else np.zeros(0, np.int32)
+        self._chol = None
+
+    @classmethod
+    def from_nodes(cls, node_ids, leaves):
+        d = [len(l.vars) for l in leaves]
+        mean_ptr = np.zeros(len(d) + 1, dtype=np.int64)
+        cov_ptr = np.zeros(len(d) + 1, dtype=np.int64)
+        np.cumsum(d, out=mean_ptr[1:])
+        np.cumsum(np.square(d), out=cov_ptr[1:])
+        cat = (lambda xs: np.concatenate(xs)) if leaves else (lambda xs: np.zeros(0))
+        return cls(node_ids, [l.vars for l in leaves],
+                   {"mean_ptr": mean_ptr, "mean": cat([l.mean for l in leaves]),
+                    "cov_ptr": cov_ptr, "cov": cat([l.cov.ravel() for l in leaves])})
+
+    def to_node(self, i):
+        p = self.params
+        d = len(self.scopes[i])
+        return MultivariateGaussian(self.scopes[i], p["mean"][p["mean_ptr"][i]:p["mean_ptr"][i + 1]].copy(),
+                                    p["cov"][p["cov_ptr"][i]:p["cov_ptr"][i + 1]].reshape(d, d).copy())
+
+    def validate(self, cardinality):
+        p = self.params
+        L = len(self.node)
+        dim = np.diff(self.var_ptr)
+        for key, size in (("mean", dim), ("cov", dim * dim)):
+            ptr, arr = p.get(key + "_ptr"), p.get(key)
+            if ptr is None or arr is None or ptr.ndim != 1 or arr.ndim != 1 or len(ptr) != L + 1:
+                raise _err(self, 0, f"missing or malformed {key!r}/{key}_ptr arrays")
+            if ptr[0] != 0 or ptr[-1] != len(arr) or np.any(np.diff(ptr) != size):
+                i = int(np.flatnonzero(np.diff(ptr) != size)[0]) if np.any(np.diff(ptr) != size) else 0
+                raise _err(self, i, f"{key}_ptr does not match the scope size {dim[i] if L else 0}")
+            if not np.all(np.isfinite(arr)):
+                j = int(np.flatnonzero(~np.isfinite(arr))[0])
+                i = int(np.searchsorted(ptr, j, side="right") - 1)
+                raise _err(self, i, f"{key} holds a non-finite value")
+        cov, ptr = p["cov"], p["cov_ptr"]
+        for i in range(L):  # per-leaf symmetry check on small blocks
+            c = cov[ptr[i]:ptr[i + 1]].reshape(dim[i], dim[i])
+            if not np.allclose(c, c.T, rtol=1e-9, atol=1e-12):
+                raise _err(self, i, "covariance is not symmetric")
+        self._chol = None
+        if self.chol() is None:
+            raise self._bad
+        _ = cardinality
+
+    def chol(self):
+        if self._chol is None:
+            p = self.params
+            chol = np.empty(len(p["cov"]))
+            bad = K.cholesky_all(np.diff(self.var_ptr), p["cov_ptr"], p["cov"].astype(np.float64, copy=False), chol)
+            if bad >= 0:
+                self._bad = _err(self, bad, "covariance is not positive definite")
+                return None
+            self._chol = chol
+        return self._chol
+
+    def _args(self):
+        p = self.params
+        if self.chol() is None:
+            raise self._bad
+        return (self.var_ptr, self.var, p["mean_ptr"], p["mean"].astype(np.float64, copy=False),
+                p["cov_ptr"], p["cov"].astype(np.float64, copy=False), self._chol)
+
+    def log_prob(self, XT, out, mode, n_threads):
+        K.mvn_log_prob(XT, *self._args(), self.slot, out, mode, n_threads)
+
+    def fill(self, XT, active, out_XT, mode, seed, row0):
+        K.mvn_fill(XT, active, out_XT, *self._args(), self.node, self.slot, mode, seed, row0, 1)
+
+    def describe(self, i, var_names):
+        return "MVN{" + ",".join(var_names[v] for v in self.scopes[i]) + "}"
+
+    def weighted_fit(self, X, resp, *, min_var: float = 1e-6, **_):
+        p = self.params
+        mean, cov = p["mean"].copy(), p["cov"].copy()
+        for i, s in enumerate(self.scopes):  # rows with any missing value in the scope are skipped
+            x = X[:, s]
+            ok = ~np.isnan(x).any(1)
+            w = resp[ok, i]
+            tot = w.sum()
+            if tot <= 0:
+                continue
+            mu = w @ x[ok] / tot
+            dx = x[ok] - mu
+            c = (dx * w[:, None]).T @ dx / tot + min_var * np.eye(len(s))
+            mean[p["mean_ptr"][i]:p["mean_ptr"][i + 1]] = mu
+            cov[p["cov_ptr"][i]:p["cov_ptr"][i + 1]] = c.ravel()
+        p["mean"], p["cov"] = mean, cov
+        self._chol = None
