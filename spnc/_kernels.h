@@ -19,10 +19,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef SPNC_B
 #define SPNC_B 64
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(SPNC_NO_CLONES)
-#define SPNC_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define SPNC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SPNC_CLONES
 #endif

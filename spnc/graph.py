@@ -239,17 +239,18 @@ class SPN:
         bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
         if bad.size:
             e = bad[0]
-            raise StructureError(f"node {parent[e]}: edge weight {w[e]!r} to child {self.child[e]} is negative or not finite")
+            raise StructureError(f"node {parent[e]}: edge weight {float(w[e])!r} to child {self.child[e]} is negative or not finite")
         pk = self.kind[parent]
         bad = np.flatnonzero((pk == PRODUCT) & (w != 1.0))
         if bad.size:
-            raise StructureError(f"node {parent[bad[0]]}: product edge weight must be 1.0, got {w[bad[0]]!r}")
+            raise StructureError(f"node {parent[bad[0]]}: product edge weight must be 1.0, got {float(w[bad[0]])!r}")
         sums = np.flatnonzero(self.kind == SUM)
         if sums.size:
-            tot = np.add.reduceat(w, self.child_ptr[sums]) if w.size else np.zeros(0)
+            cs = np.concatenate([[0.0], np.cumsum(w)])
+            tot = cs[self.child_ptr[sums + 1]] - cs[self.child_ptr[sums]]
             bad = np.flatnonzero(np.abs(tot - 1.0) > WEIGHT_TOL)
             if bad.size:
-                raise StructureError(f"node {sums[bad[0]]}: sum weights add up to {tot[bad[0]]!r}, not 1")
+                raise StructureError(f"node {sums[bad[0]]}: sum weights add up to {float(tot[bad[0]])!r}, not 1")
         for name, table in self.leaf_tables.items():
             if len(table):
                 vars_ = np.concatenate(table.scopes)
@@ -352,7 +353,7 @@ class SPN:
         if code == 1:
             raise DataError(f"{name}[{r}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for missing)")
         if code == 2:
-            raise DataError(f"{name}[{r}, {c}] = {A[r, c]!r} is not a state 0..{self.cardinality[c] - 1} "
+            raise DataError(f"{name}[{r}, {c}] = {float(A[r, c])!r} is not a state 0..{self.cardinality[c] - 1} "
                             f"of discrete variable {c}")
         return A
 
@@ -421,7 +422,7 @@ class SPN:
         both = ~np.isnan(Xe)
         if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
             r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]
-            raise DataError(f"X_query[{r}, {c}] must repeat the evidence value {Xe[r, c]!r}")
+            raise DataError(f"X_query[{r}, {c}] must repeat the evidence value {float(Xe[r, c])!r}")
         return q - e
 
     def mpe(self, X, *, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -669,7 +670,8 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             tot = w.sum()
             if tot <= 0:
                 raise StructureError(f"node {i}: sum weights add up to {tot}, cannot normalise")
-            weight[a:b] = w / tot if normalize else w
+            # exactly-normalised input is kept bit for bit (compile(spn.to_nodes()) is exact)
+            weight[a:b] = w / tot if normalize and abs(tot - 1.0) > 1e-12 else w
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]

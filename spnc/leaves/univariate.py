@@ -135,7 +135,7 @@ class BernoulliLeaves(_UnivariateTable):
         p = self._check_param("p").astype(np.float64, copy=False)
         bad = np.flatnonzero(~(p >= 0) | ~(p <= 1))
         if bad.size:
-            raise _err(self, bad[0], f"p = {p[bad[0]]!r} is outside [0, 1]")
+            raise _err(self, bad[0], f"p = {float(p[bad[0]])!r} is outside [0, 1]")
         card = cardinality[self.var]
         if np.any(card != 2):
             i = int(np.flatnonzero(card != 2)[0])
@@ -206,12 +206,12 @@ class CategoricalLeaves(_UnivariateTable):
         if np.any(~(prob >= 0) | ~(prob <= 1)):
             j = int(np.flatnonzero(~(prob >= 0) | ~(prob <= 1))[0])
             i = int(np.searchsorted(ptr, j, side="right") - 1)
-            raise _err(self, i, f"probability {prob[j]!r} is outside [0, 1]")
+            raise _err(self, i, f"probability {float(prob[j])!r} is outside [0, 1]")
         if len(self.node):
             tot = np.add.reduceat(prob, ptr[:-1]) if prob.size else np.zeros(len(self.node))
             bad = np.flatnonzero(np.abs(tot - 1.0) > 1e-6)
             if bad.size:
-                raise _err(self, bad[0], f"probabilities add up to {tot[bad[0]]!r}, not 1")
+                raise _err(self, bad[0], f"probabilities add up to {float(tot[bad[0]])!r}, not 1")
 
     def log_prob(self, XT, out, mode, n_threads):
         ptr, prob = self.params["prob_ptr"], self.params["prob"].astype(np.float64, copy=False)
@@ -263,10 +263,10 @@ class GaussianLeaves(_UnivariateTable):
         std = self._check_param("std").astype(np.float64, copy=False)
         bad = np.flatnonzero(~np.isfinite(mean))
         if bad.size:
-            raise _err(self, bad[0], f"mean = {mean[bad[0]]!r} is not finite")
+            raise _err(self, bad[0], f"mean = {float(mean[bad[0]])!r} is not finite")
         bad = np.flatnonzero(~np.isfinite(std) | ~(std > 0))
         if bad.size:
-            raise _err(self, bad[0], f"std = {std[bad[0]]!r} must be finite and positive")
+            raise _err(self, bad[0], f"std = {float(std[bad[0]])!r} must be finite and positive")
 
     def log_prob(self, XT, out, mode, n_threads):
         K.gaussian_log_prob(XT, self.var, self.params["mean"].astype(np.float64, copy=False),

@@ -1,0 +1,100 @@
+"""Shared fixtures: random valid SPNs (with DAG sharing) and plain-Python references."""
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.nodes import Product, Sum
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data, skipping the test when the data is not there."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared benchmark data not found at {p}")
+    return p
+
+
+def random_spn(rng: np.random.Generator, card: list[int], depth: int = 3, share: float = 0.3,
+               leaf: str = "mixed"):
+    """A random complete and decomposable SPN over variables with the given cardinalities
+    (2 = binary, >2 categorical). Sub-networks over a scope are reused with probability
+    ``share``, which makes it a DAG."""
+    cache: dict[tuple, list] = {}
+
+    def make_leaf(v):
+        k = card[v]
+        if k == 2 and (leaf == "bernoulli" or (leaf == "mixed" and rng.random() < 0.5)):
+            return spnc.Bernoulli(v, float(rng.uniform(0.05, 0.95)))
+        if leaf == "indicator" or (leaf == "mixed" and rng.random() < 0.15):
+            return Sum([spnc.Indicator(v, s) for s in range(k)], rng.dirichlet(np.ones(k)))
+        return spnc.Categorical(v, rng.dirichlet(np.ones(k)))
+
+    def build(scope: tuple, d: int):
+        pool = cache.setdefault(scope, [])
+        if pool and rng.random() < share:
+            return pool[rng.integers(len(pool))]
+        if len(scope) == 1:
+            node = make_leaf(scope[0])
+        elif d <= 0:
+            node = Product([build((v,), 0) for v in scope])
+        else:
+            k = int(rng.integers(2, 4))
+            kids = []
+            for _ in range(k):
+                perm = list(rng.permutation(scope))
+                cut = int(rng.integers(1, len(scope)))
+                parts = [tuple(sorted(perm[:cut])), tuple(sorted(perm[cut:]))]
+                kids.append(Product([build(p, d - 1) for p in parts]))
+            node = Sum(kids, rng.dirichlet(np.ones(k)))
+        pool.append(node)
+        return node
+
+    return build(tuple(range(len(card))), depth)
+
+
+def eval_linear(node, x, memo=None, maxprod=False):
+    """S_node(x) in the linear domain for a complete assignment x (plain Python)."""
+    memo = {} if memo is None else memo
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if isinstance(node, Sum):
+        vals = [w * eval_linear(c, x, memo, maxprod) for w, c in zip(node.weights, node.children)]
+        v = max(vals) if maxprod else sum(vals)
+    elif isinstance(node, Product):
+        v = 1.0
+        for c in node.children:
+            v *= eval_linear(c, x, memo, maxprod)
+    elif isinstance(node, spnc.Bernoulli):
+        v = node.p if x[node.var] == 1 else 1 - node.p
+    elif isinstance(node, spnc.Categorical):
+        v = node.probs[int(x[node.var])]
+    elif isinstance(node, spnc.Indicator):
+        v = float(x[node.var] == node.value)
+    else:
+        raise TypeError(node)
+    memo[key] = v
+    return v
+
+
+def all_states(card: list[int]) -> np.ndarray:
+    return np.array(list(itertools.product(*[range(k) for k in card])), dtype=np.float64)
+
+
+def completions(row: np.ndarray, card: list[int]) -> np.ndarray:
+    """All complete assignments consistent with the observed entries of ``row``."""
+    choices = [range(k) if np.isnan(x) else [int(x)] for x, k in zip(row, card)]
+    return np.array(list(itertools.product(*choices)), dtype=np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _passive_omp(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "passive"))

@@ -1,0 +1,122 @@
+"""Invalid structures and bad data raise clear exceptions naming the problem."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import Bernoulli, Categorical, Gaussian, Product, Sum
+from spnc.leaves.univariate import BernoulliLeaves
+
+
+def _simple():
+    return spnc.compile(Sum([Product([Bernoulli(0, .3), Bernoulli(1, .6)]),
+                             Product([Bernoulli(0, .8), Bernoulli(1, .1)])], [.4, .6]))
+
+
+@pytest.mark.parametrize("root, match", [
+    (Product([Bernoulli(0, .5), Bernoulli(0, .4)]), "share variable 0"),
+    (Sum([Bernoulli(0, .5), Bernoulli(1, .4)]), "not complete"),
+    (Sum([Bernoulli(0, .5), Bernoulli(0, .4)], [0.5, -0.1]), "non-negative"),
+    (Sum([Bernoulli(0, .5), Bernoulli(0, .4)], [0.0, 0.0]), "cannot normalise"),
+    (Sum([Bernoulli(0, .5), Bernoulli(0, .4)], [0.5, np.nan]), "finite"),
+    (Sum([], []), "no children"),
+    (Product([]), "no children"),
+    (Bernoulli(0, 1.5), r"p = 1.5 is outside \[0, 1\]"),
+    (Categorical(0, [0.5, 0.6]), "add up to"),
+    (Gaussian(0, 0.0, 0.0), "std = 0.0"),
+    (Sum([Bernoulli(0, .5), Gaussian(0, 0, 1)]), "discrete and real"),
+    (spnc.MultivariateGaussian([0, 1], [0, 0], [[1, 2], [2, 1]]), "positive definite"),
+    (spnc.MultivariateGaussian([0, 1], [0, 0], [[1, 0.5], [0.4, 1]]), "symmetric"),
+])
+def test_invalid_structures_raise_value_errors(root, match):
+    with pytest.raises(ValueError, match=match):
+        spnc.compile(root)
+
+
+def test_duplicate_child_and_cycles():
+    b = Bernoulli(0, .5)
+    with pytest.raises(spnc.StructureError, match="listed twice"):
+        spnc.compile(Sum([b, b], [.5, .5]))
+    s = Sum([Bernoulli(0, .5)])
+    s.children.append(s)
+    with pytest.raises(spnc.StructureError, match="cycle"):
+        spnc.compile(s)
+    with pytest.raises(spnc.StructureError, match="spnc node"):
+        spnc.compile(Sum([Bernoulli(0, .5), "x"]))
+
+
+def _arrays(spn):
+    return dict(kind=spn.kind.copy(), child_ptr=spn.child_ptr.copy(), child=spn.child.copy(),
+                weight=spn.weight.copy(), cardinality=spn.cardinality.copy())
+
+
+def _tables(spn):
+    t = spn.leaf_tables["bernoulli"]
+    return {"bernoulli": BernoulliLeaves(t.node.copy(), [s.copy() for s in t.scopes], {"p": t.params["p"].copy()})}
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda a: a["child"].__setitem__(0, 6), "children must precede"),
+    (lambda a: a["child"].__setitem__(0, -1), "negative"),
+    (lambda a: a["kind"].__setitem__(2, 99), "unknown kind code 99"),
+    (lambda a: a["weight"].__setitem__(-1, 0.7), "add up to"),
+    (lambda a: a["weight"].__setitem__(0, 0.5), "product edge weight"),
+    (lambda a: a["child_ptr"].__setitem__(3, 5), "decreases|start at 0|leaf cannot"),
+    (lambda a: a.__setitem__("child_ptr", a["child_ptr"][:-1]), "length"),
+    (lambda a: a["kind"].__setitem__(0, 0), "missing from its leaf table|needs children"),
+])
+def test_from_arrays_rejects_broken_arrays(edit, match):
+    spn = _simple()
+    a = _arrays(spn)
+    edit(a)
+    with pytest.raises(spnc.StructureError, match=match):
+        spnc.SPN.from_arrays(leaf_tables=_tables(spn), **a)
+
+
+def test_from_arrays_roundtrip_and_stored_scope_check():
+    spn = _simple()
+    again = spnc.SPN.from_arrays(leaf_tables=_tables(spn), scope_ptr=spn.scope_ptr, scope=spn.scope, **_arrays(spn))
+    X = np.array([[0, 1], [1, np.nan]], float)
+    np.testing.assert_array_equal(again.log_likelihood(X), spn.log_likelihood(X))
+    bad = spn.scope.copy()
+    bad[0] = 1
+    with pytest.raises(spnc.ScopeError, match="stored scope"):
+        spnc.SPN.from_arrays(leaf_tables=_tables(spn), scope_ptr=spn.scope_ptr, scope=bad, **_arrays(spn))
+
+
+def test_unreachable_nodes_are_rejected():
+    spn = _simple()
+    a = _arrays(spn)
+    with pytest.raises(spnc.StructureError, match="not reachable"):
+        spnc.SPN.from_arrays(leaf_tables=_tables(spn), roots=[2], **a)
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.zeros((3, 3)), "3 columns, the model has 2"),
+    (np.zeros(2), "1-D"),
+    (np.zeros((2, 2, 1)), "2-D"),
+    (np.array([[0.0, np.inf]]), r"X\[0, 1\] = inf"),
+    (np.array([[0.0, 1.0], [2.0, 0.0]]), r"X\[1, 0\] = 2.0 is not a state 0..1"),
+    (np.array([[0.0, 0.5]]), r"X\[0, 1\] = 0.5"),
+    (np.array([[0.0, -1.0]]), r"X\[0, 1\] = -1.0"),
+    ([["a", "b"]], "numeric"),
+])
+def test_bad_data_raises_data_error(X, match):
+    spn = _simple()
+    with pytest.raises(spnc.DataError, match=match):
+        spn.log_likelihood(X)
+
+
+def test_bad_call_arguments():
+    spn = _simple()
+    with pytest.raises(ValueError, match="n >= 0"):
+        spn.sample(-1)
+    with pytest.raises(ValueError, match="n_threads"):
+        spn.log_likelihood(np.zeros((1, 2)), n_threads=0)
+    with pytest.raises(spnc.DataError, match="sample_weight"):
+        spn.backward(np.zeros((2, 2)), sample_weight=[1.0, -1.0])
+    with pytest.raises(ValueError, match="non-negative integer"):
+        Bernoulli(-1, 0.5)
+    assert spn.sample(0, seed=1).shape == (0, 2)
+    assert spn.log_likelihood(np.zeros((0, 2))).shape == (0,)

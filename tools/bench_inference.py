@@ -1,0 +1,251 @@
+#!/usr/bin/env python
+"""Inference throughput of spnc against plain-numpy evaluations of the same model.
+
+Prints rows/s and edge-evaluations/s for log-likelihood, marginals (30 % missing), MPE and
+sampling on 1 thread and on all threads, and the ratio against (a) a node-by-node numpy
+evaluation (one vectorised numpy call per node over all rows) and (b) a layer-by-layer
+numpy evaluation (all nodes of one depth at once over blocks of rows), both measured in
+the same run. Times are medians of repeats; the machine is shared, trust the ratios.
+
+    python tools/bench_inference.py                 # default sizes
+    python tools/bench_inference.py --edges 1e5 --rows 20000 --quick
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+import numpy as np  # noqa: E402
+
+import spnc  # noqa: E402
+from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
+
+
+def random_model(n_vars: int, target_edges: int, seed: int = 0) -> spnc.SPN:
+    """A random region-graph SPN over binary variables (arrays built directly, no objects).
+
+    Each region (a set of variables) has K sum nodes; a region is split in two and every
+    pair of child-region sums gives a product, so K grows the model quadratically."""
+    rng = np.random.default_rng(seed)
+    K = 2
+    while True:
+        est = _estimate_edges(n_vars, K)
+        if est >= target_edges or K > 512:
+            break
+        K += 1
+    kind, children, weights, bern = [], [], [], []
+
+    def add(k, ch=(), w=()):
+        kind.append(k)
+        children.append(list(ch))
+        weights.append(list(w))
+        return len(kind) - 1
+
+    def region(vs, k):
+        if len(vs) == 1:
+            ids = []
+            for _ in range(k):
+                ids.append(add(2))
+                bern.append((ids[-1], vs[0], rng.uniform(0.05, 0.95)))
+            return ids
+        perm = rng.permutation(vs)
+        half = len(vs) // 2
+        left, right = region(sorted(perm[:half]), k), region(sorted(perm[half:]), k)
+        prods = [add(1, (a, b), (1.0, 1.0)) for a in left for b in right]
+        sums = []
+        for _ in range(k):
+            w = rng.dirichlet(np.ones(len(prods)))
+            sums.append(add(0, prods, w))
+        return sums
+
+    top = region(list(range(n_vars)), K)
+    add(0, top, rng.dirichlet(np.ones(len(top))))
+    return _assemble(kind, children, weights, bern, n_vars)
+
+
+def learnspn_like(n_vars: int, target_edges: int, seed: int = 0) -> spnc.SPN:
+    """A tree shaped like LearnSPN output: sums of 2-5 clusters, products splitting the
+    scope in 2-4 blocks, univariate Bernoulli leaves; repeated until the edge budget."""
+    rng = np.random.default_rng(seed)
+    kind, children, weights, bern = [], [], [], []
+    budget = [target_edges]
+
+    def add(k, ch=(), w=()):
+        kind.append(k)
+        children.append(list(ch))
+        weights.append(list(w))
+        budget[0] -= len(ch)
+        return len(kind) - 1
+
+    def build(vs, is_sum):  # recursion depth ~ log(n_vars) levels x 2
+        if len(vs) == 1:
+            ids = add(2)
+            bern.append((ids, vs[0], rng.uniform(0.05, 0.95)))
+            return ids
+        if is_sum:
+            k = int(rng.integers(2, 6)) if budget[0] > 0 else 1
+            kids = [build(vs, False) for _ in range(k)]
+            return add(0, kids, rng.dirichlet(np.ones(k))) if k > 1 else kids[0]
+        parts = np.array_split(rng.permutation(vs), min(len(vs), int(rng.integers(2, 5))))
+        return add(1, [build(sorted(p), True) for p in parts], [1.0] * len(parts))
+
+    build(list(range(n_vars)), True)
+    return _assemble(kind, children, weights, bern, n_vars)
+
+
+def _assemble(kind, children, weights, bern, n_vars):
+    kind = np.array(kind, dtype=np.uint8)
+    ptr = np.zeros(len(kind) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in children], out=ptr[1:])
+    child = np.concatenate([np.array(c, dtype=np.int64) for c in children])
+    weight = np.concatenate([np.array(w, dtype=np.float64) for w in weights])
+    b = np.array(bern)
+    table = BernoulliLeaves(b[:, 0].astype(np.int64), [np.array([int(v)]) for v in b[:, 1]], {"p": b[:, 2].copy()})
+    return spnc.SPN.from_arrays(kind, ptr, child, weight, {"bernoulli": table}, np.full(n_vars, 2))
+
+
+def _estimate_edges(n_vars, K):
+    if n_vars == 1:
+        return 0
+    h = n_vars // 2
+    return _estimate_edges(h, K) + _estimate_edges(n_vars - h, K) + 2 * K * K + K * K * K
+
+
+# ---------------------------------------------------------------------- numpy references
+def numpy_node_by_node(spn: spnc.SPN, X: np.ndarray) -> np.ndarray:
+    """One numpy call per node, vectorised over all rows (log domain)."""
+    N = spn.n_nodes
+    vals = [None] * N
+    t = spn.leaf_tables["bernoulli"]
+    p = t.params["p"]
+    for i, n in enumerate(t.node):
+        x = X[:, t.var[i]]
+        vals[n] = np.where(np.isnan(x), 0.0, np.where(x == 1, np.log(p[i]), np.log1p(-p[i])))
+    lw = spn.logw
+    for n in np.flatnonzero(spn.kind < 2):
+        a, b = spn.child_ptr[n], spn.child_ptr[n + 1]
+        ch = spn.child[a:b]
+        if spn.kind[n] == 1:
+            v = vals[ch[0]].copy()
+            for c in ch[1:]:
+                v += vals[c]
+        else:
+            stack = np.stack([vals[c] for c in ch]) + lw[a:b, None]
+            m = stack.max(0)
+            v = m + np.log(np.exp(stack - m).sum(0))
+        vals[n] = v
+    return vals[N - 1]
+
+
+class NumpyLayered:
+    """All nodes of one depth evaluated together over blocks of rows (log domain)."""
+
+    def __init__(self, spn: spnc.SPN):
+        N = spn.n_nodes
+        depth = np.zeros(N, dtype=np.int64)
+        for n in np.flatnonzero(spn.kind < 2):  # set-up only, not timed
+            depth[n] = depth[spn.children(n)].max() + 1
+        self.spn, self.layers = spn, []
+        for d in range(1, depth.max() + 1):
+            nodes = np.flatnonzero(depth == d)
+            for k in (0, 1):
+                sel = nodes[spn.kind[nodes] == k]
+                if sel.size == 0:
+                    continue
+                deg = spn.child_ptr[sel + 1] - spn.child_ptr[sel]
+                edges = np.concatenate([np.arange(spn.child_ptr[n], spn.child_ptr[n + 1]) for n in sel])
+                starts = np.concatenate([[0], np.cumsum(deg)[:-1]])
+                self.layers.append((k, sel, spn.child[edges], spn.logw[edges][:, None], starts, np.repeat(np.arange(sel.size), deg)))
+        t = spn.leaf_tables["bernoulli"]
+        self.leaf = (t.node, t.var, np.log(t.params["p"]), np.log1p(-t.params["p"]))
+
+    def __call__(self, X: np.ndarray, block: int = 1024) -> np.ndarray:
+        out = np.empty(len(X))
+        node, var, lp, l1p = self.leaf
+        for r0 in range(0, len(X), block):
+            xb = X[r0:r0 + block].T
+            V = np.empty((self.spn.n_nodes, xb.shape[1]))
+            x = xb[var]
+            V[node] = np.where(np.isnan(x), 0.0, np.where(x == 1, lp[:, None], l1p[:, None]))
+            for k, sel, ch, lw, starts, seg in self.layers:
+                C = V[ch]
+                if k == 1:
+                    V[sel] = np.add.reduceat(C, starts, axis=0)
+                else:
+                    C += lw
+                    m = np.maximum.reduceat(C, starts, axis=0)
+                    V[sel] = m + np.log(np.add.reduceat(np.exp(C - m[seg]), starts, axis=0))
+            out[r0:r0 + block] = V[-1]
+        return out
+
+
+def timeit(f, repeat=3):
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--edges", type=float, nargs="*", default=[1e3, 1e4, 1e5, 1e6])
+    ap.add_argument("--vars", type=int, default=64)
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--shape", choices=["learnspn", "region"], nargs="*", default=["learnspn", "region"],
+                    help="learnspn: small fan-out trees like learned models; region: wide region-graph sums")
+    ap.add_argument("--quick", action="store_true", help="fewer repeats, skip the slow references on 1e6 edges")
+    args = ap.parse_args(argv)
+    rep = 1 if args.quick else 3
+    nt_all = spnc._core.max_threads()
+    print(f"spnc {spnc.__version__}  OpenMP={spnc._core.HAVE_OPENMP}  threads={nt_all}  block={spnc._core.BLOCK}")
+    print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} {'vs node-numpy':>14} {'vs layer-numpy':>15}")
+    rng = np.random.default_rng(1)
+    for shape, target in [(s, t) for s in args.shape for t in args.edges]:
+        if shape == "region":
+            spn = random_model(args.vars, int(target))
+        else:
+            spn = learnspn_like(max(args.vars, int(target) // 60), int(target))
+        print(f"-- {shape}: {spn!r}")
+        X = (rng.random((args.rows, spn.n_vars)) < 0.5).astype(float)
+        n = args.rows
+        Xm = X.copy()
+        Xm[rng.random(X.shape) < 0.3] = np.nan
+        nref = min(n, 10000)
+        ref_node = ref_layer = None
+        if not (args.quick and spn.n_edges > 3e5):
+            t = timeit(lambda: numpy_node_by_node(spn, X[:nref]), 1)
+            ref_node = nref / t
+            lay = NumpyLayered(spn)
+            t = timeit(lambda: lay(X[:nref]), 1)
+            ref_layer = nref / t
+            got = spn.log_likelihood(X[:200])
+            assert np.allclose(got, numpy_node_by_node(spn, X[:200]), atol=1e-9)
+            assert np.allclose(got, lay(X[:200]), atol=1e-9)
+        for name, f, rows in (
+            ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt), n),
+            ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt), n),
+            ("mpe", lambda nt: spn.mpe(Xm, n_threads=nt), n),
+            ("sample", lambda nt: spn.sample(n, seed=1, n_threads=nt), n),
+        ):
+            for nt in sorted({1, nt_all}):
+                f(nt)  # warm-up
+                t = timeit(lambda: f(nt), rep)
+                rps = rows / t
+                r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
+                r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
+                print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} {r1} {r2}")
+        if ref_node:
+            print(f"{'':>9} {'':>7} {'numpy-node':<10} {1:>3} {ref_node:11.3g} {ref_node * spn.n_edges:13.3g}")
+            print(f"{'':>9} {'':>7} {'numpy-layer':<10} {1:>3} {ref_layer:11.3g} {ref_layer * spn.n_edges:13.3g}")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
