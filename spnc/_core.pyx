@@ -6,7 +6,8 @@ Graph arrays (see spnc/graph.py): ``kind`` uint8[N] (0 sum, 1 product, >= 2 leaf
 ``child_ptr`` int64[N+1], ``child`` int32[E] (child < parent), ``logw`` float64[E],
 ``leaf_slot`` int64[N] (row of the leaf matrix, -1 for internal nodes).
 Row data per chunk: the leaf matrix ``L`` (n_leaves, m) with m a multiple of BLOCK.
-Work is split into blocks of BLOCK rows; each thread owns a (N, BLOCK) workspace.
+Work is split into blocks of BLOCK rows; each thread owns a row of ``ws``, an (N, BLOCK)
+workspace (two for the backward pass) that the caller allocates once per query.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
@@ -193,15 +194,13 @@ cdef inline void _forward_block(const uint8_t[::1] kind, const int64_t[::1] chil
 def forward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[::1] child,
             const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads):
+            int mode, int n_threads, double[:, ::1] ws):
     """Values of ``out_nodes`` for every column of ``L``: ``out[i, r]``. mode 0 = sum-product
     (log-likelihood / marginals), 1 = max-product. If ``all_values`` has N rows, every
     node's value is stored there too (N, m)."""
     cdef Py_ssize_t N = kind.shape[0], m = L.shape[1], R = out_nodes.shape[0]
     cdef Py_ssize_t n_blocks = m // SPNC_B, b, i, t
     cdef bint keep = all_values.shape[0] == N
-    ws_arr = np.empty((max(n_threads, 1), N * SPNC_B), dtype=np.float64)
-    cdef double[:, ::1] ws = ws_arr
     cdef double *W
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         W = &ws[threadid(), 0]
@@ -217,7 +216,7 @@ def backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_
              const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
-             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads):
+             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho (probability that a node is on the row's induced
     tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
@@ -228,8 +227,6 @@ def backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_
     cdef int64_t a
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
     cdef double mx, s, v
-    ws_arr = np.empty((max(n_threads, 1), 2 * N * SPNC_B), dtype=np.float64)
-    cdef double[:, ::1] ws = ws_arr
     cdef double *W
     cdef double *P
     cdef double *wt
@@ -277,7 +274,8 @@ def backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_
 def select(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[::1] child,
            const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
            int64_t root, uint8_t[:, ::1] leaf_active, double[::1] root_value,
-           int mode, uint64_t seed, int64_t row0, int n_threads):
+           int mode, uint64_t seed, int64_t row0, int n_threads, double[:, ::1] ws,
+           uint8_t[:, ::1] acts):
     """Top-down choice of one induced tree per row. mode 1 (MPE): max-product forward, then
     the arg-max child at each sum node. mode 0 (sampling): sum-product forward on the
     evidence, then a child drawn with probability w_c S_c / S at each sum node, using the
@@ -287,10 +285,6 @@ def select(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[
     cdef Py_ssize_t n_blocks = m // SPNC_B, b, i, j, t, col0
     cdef int64_t a, k, e, pick, last
     cdef double u, cum, p
-    ws_arr = np.empty((max(n_threads, 1), N * SPNC_B), dtype=np.float64)
-    act_arr = np.empty((max(n_threads, 1), N * SPNC_B), dtype=np.uint8)
-    cdef double[:, ::1] ws = ws_arr
-    cdef uint8_t[:, ::1] acts = act_arr
     cdef double *W
     cdef uint8_t *A
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):

@@ -24,7 +24,7 @@ _COMBINE = ("single", "mixture", "independent")
 #: sum weights must add up to 1 within this tolerance
 WEIGHT_TOL = 1e-6
 #: leaf-matrix budget per chunk (float64 values); bounds memory for wide models
-_CHUNK_VALUES = 1 << 22
+_CHUNK_VALUES = 1 << 23
 #: below this much work (rows x edges) queries run on one thread
 _SERIAL_WORK = 1 << 20
 
@@ -357,15 +357,20 @@ class SPN:
                             f"of discrete variable {c}")
         return A
 
-    def _chunk_rows(self) -> int:
+    def _chunk_rows(self, n_threads: int) -> int:
+        """Rows per chunk: the leaf matrix stays within budget, yet every thread gets blocks.
+        Results never depend on it (rows are independent, random numbers counter-based)."""
         rows = _CHUNK_VALUES // max(self.n_leaves, 1)
         B = _core.BLOCK
-        return int(min(max(B, rows // B * B), 16 * 1024))
+        return int(min(max(2 * B * n_threads, rows // B * B), 16 * 1024))
 
-    def _chunks(self, X: np.ndarray) -> Iterable[tuple[int, int, np.ndarray]]:
+    def _workspace(self, n_threads: int, per_thread: int = 1) -> np.ndarray:
+        return np.empty((n_threads, per_thread * self.n_nodes * _core.BLOCK))
+
+    def _chunks(self, X: np.ndarray, n_threads: int) -> Iterable[tuple[int, int, np.ndarray]]:
         """(r0, r1, XT) with XT the transposed chunk padded with NaN to a multiple of BLOCK."""
         n = X.shape[0]
-        step = self._chunk_rows()
+        step = self._chunk_rows(n_threads)
         B = _core.BLOCK
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
@@ -397,10 +402,11 @@ class SPN:
         R = len(self.roots)
         vals = np.empty((R, X.shape[0]))
         empty = np.empty((0, 0))
-        for r0, r1, XT in self._chunks(X):
+        ws = self._workspace(nt)
+        for r0, r1, XT in self._chunks(X, nt):
             L = self._leaf_matrix(XT, mode, nt)
             out = np.empty((R, XT.shape[1]))
-            _core.forward(*self._graph(), L, self.roots, out, empty, mode, nt)
+            _core.forward(*self._graph(), L, self.roots, out, empty, mode, nt, ws)
             vals[:, r0:r1] = out[:, : r1 - r0]
         if self.combine == "single":
             return vals[0]
@@ -466,11 +472,13 @@ class SPN:
     def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None) -> np.ndarray:
         nt = _n_threads(n_threads, X.shape[0] * (self.n_edges + self.n_nodes))
         out = X.copy()
-        for r0, r1, XT in self._chunks(X):
+        ws = self._workspace(nt)
+        acts = np.empty((nt, self.n_nodes * _core.BLOCK), dtype=np.uint8)
+        for r0, r1, XT in self._chunks(X, nt):
             L = self._leaf_matrix(XT, mode, nt)
             active = np.zeros((max(self.n_leaves, 1), XT.shape[1]), dtype=np.uint8)
             rv = np.empty(XT.shape[1])
-            _core.select(*self._graph(), L, self.root, active, rv, mode, seed, r0, nt)
+            _core.select(*self._graph(), L, self.root, active, rv, mode, seed, r0, nt, ws, acts)
             if mode == _lb.MAX and np.any(rv[: r1 - r0] == -np.inf):
                 r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
@@ -512,7 +520,8 @@ class SPN:
         node_acc = np.zeros((nt, self.n_nodes))
         post = np.empty((n, self.n_nodes)) if node_posteriors else None
         resp = np.empty((n, self.n_leaves)) if leaf_responsibilities else None
-        for r0, r1, XT in self._chunks(X):
+        ws = self._workspace(nt, 2)
+        for r0, r1, XT in self._chunks(X, nt):
             m = XT.shape[1]
             L = self._leaf_matrix(XT, _lb.MARGINAL, nt)
             rw = np.zeros(m)
@@ -520,7 +529,7 @@ class SPN:
             llc = np.empty(m)
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))
             ap = np.empty((self.n_nodes, m)) if node_posteriors else np.empty((0, m))
-            _core.backward(*self._graph(), L, self.roots, rlw, rw, llc, edge_acc, node_acc, lr, ap, nt)
+            _core.backward(*self._graph(), L, self.roots, rlw, rw, llc, edge_acc, node_acc, lr, ap, nt, ws)
             ll[r0:r1] = llc[: r1 - r0]
             if post is not None:
                 post[r0:r1] = ap[:, : r1 - r0].T
@@ -539,11 +548,12 @@ class SPN:
         X = self._check_X(X)
         nt = _n_threads(n_threads, X.shape[0] * (self.n_edges + self.n_nodes))
         vals = np.empty((X.shape[0], self.n_nodes))
-        for r0, r1, XT in self._chunks(X):
+        ws = self._workspace(nt)
+        for r0, r1, XT in self._chunks(X, nt):
             L = self._leaf_matrix(XT, mode, nt)
             allv = np.empty((self.n_nodes, XT.shape[1]))
             out = np.empty((len(self.roots), XT.shape[1]))
-            _core.forward(*self._graph(), L, self.roots, out, allv, mode, nt)
+            _core.forward(*self._graph(), L, self.roots, out, allv, mode, nt, ws)
             vals[r0:r1] = allv[:, : r1 - r0].T
         return vals
 
