@@ -14,12 +14,12 @@ except _PNF:  # running from a source tree
 
 from .errors import DataError, FormatError, ScopeError, SpncError, StructureError  # noqa: E402
 from .nodes import Leaf, Node, Product, Sum  # noqa: E402
-from .leaves import (Bernoulli, Categorical, Gaussian, Indicator,  # noqa: E402
+from .leaves import (Bernoulli, Categorical, ChowLiuLeaf, Gaussian, Indicator,  # noqa: E402
                      MultivariateGaussian)
 from .graph import SPN, compile  # noqa: E402
 
 __all__ = [
     "SPN", "compile", "Sum", "Product", "Leaf", "Node",
-    "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator",
+    "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator", "ChowLiuLeaf",
     "SpncError", "StructureError", "ScopeError", "DataError", "FormatError",
 ]

@@ -335,7 +335,7 @@ class SPN:
         st = self._state()
         st["stats"] = {k: np.array(v, copy=True) for k, v in self.stats.items()}
         st["learner"] = dict(self.learner)
-        return SPN.from_arrays(leaf_tables=tables, validate=False, **st)
+        return SPN.from_arrays(leaf_tables=tables, **st)
 
     # ------------------------------------------------------------------ data handling
     def _check_X(self, X, name: str = "X") -> np.ndarray:

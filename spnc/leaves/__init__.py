@@ -3,3 +3,4 @@ importing it is all it takes to make a new leaf type known to the core, the file
 from .base import LeafType, leaf_type_by_code, leaf_type_by_name, leaf_types, register_leaf  # noqa: F401
 from .univariate import Bernoulli, Categorical, Gaussian, Indicator  # noqa: F401
 from .mvgaussian import MultivariateGaussian  # noqa: F401
+from .cltree import ChowLiuLeaf  # noqa: F401

@@ -1,0 +1,711 @@
+# cython: language_level=3
+"""Chow-Liu kernels: weighted pairwise counts, mutual information, maximum spanning
+forest (Prim), edge count tables, and message passing on trees of discrete variables.
+
+Everything here trusts its arguments; spnc/chowliu.py and spnc/leaves/cltree.py check them.
+All loops run without the GIL; OpenMP parallel loops cover pairs (counting, MI) or rows
+(inference). Results do not depend on the number of threads.
+"""
+import numpy as np
+
+from cython.parallel cimport prange, parallel
+from libc.math cimport log, INFINITY, isnan
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport malloc, free
+
+from spnc._openmp cimport omp_get_max_threads
+from spnc._random cimport rand_uniform
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* Popcount of (a & b) over n words; hardware popcnt when the CPU has it. */
+    static uint64_t spnc_andpop_sw(const uint64_t *a, const uint64_t *b, Py_ssize_t n) {
+        uint64_t s = 0; Py_ssize_t k;
+        for (k = 0; k < n; k++) s += (uint64_t)__builtin_popcountll(a[k] & b[k]);
+        return s;
+    }
+    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+    __attribute__((target("popcnt")))
+    static uint64_t spnc_andpop_hw(const uint64_t *a, const uint64_t *b, Py_ssize_t n) {
+        uint64_t s0 = 0, s1 = 0; Py_ssize_t k = 0;
+        for (; k + 1 < n; k += 2) {
+            s0 += (uint64_t)__builtin_popcountll(a[k] & b[k]);
+            s1 += (uint64_t)__builtin_popcountll(a[k + 1] & b[k + 1]);
+        }
+        if (k < n) s0 += (uint64_t)__builtin_popcountll(a[k] & b[k]);
+        return s0 + s1;
+    }
+    static int spnc_has_popcnt(void) { __builtin_cpu_init(); return __builtin_cpu_supports("popcnt"); }
+    #else
+    #define spnc_andpop_hw spnc_andpop_sw
+    static int spnc_has_popcnt(void) { return 0; }
+    #endif
+    /* One data row into the 8-row byte planes (bit m) and the running column maxima;
+       restrict lets the compiler vectorise the byte loop. */
+    static void spnc_pack_row(const uint8_t *restrict row, uint8_t *restrict pb,
+                              uint8_t *restrict cm, uint8_t m, Py_ssize_t d) {
+        Py_ssize_t c;
+        for (c = 0; c < d; c++) {
+            uint8_t v = row[c];
+            pb[c] |= (uint8_t)(0u - (v & 1u)) & m;
+            cm[c] = v > cm[c] ? v : cm[c];
+        }
+    }
+    """
+    uint64_t spnc_andpop_sw(const uint64_t *a, const uint64_t *b, Py_ssize_t n) noexcept nogil
+    uint64_t spnc_andpop_hw(const uint64_t *a, const uint64_t *b, Py_ssize_t n) noexcept nogil
+    int spnc_has_popcnt() noexcept nogil
+    void spnc_pack_row(const uint8_t *row, uint8_t *pb, uint8_t *cm, uint8_t m, Py_ssize_t d) noexcept nogil
+
+cdef bint _HW_POPCNT = spnc_has_popcnt() != 0
+
+
+
+def max_threads() -> int:
+    """OpenMP's thread count for parallel regions (1 without OpenMP)."""
+    return omp_get_max_threads()
+
+
+ctypedef fused code_t:
+    uint8_t
+    int32_t
+
+# ---------------------------------------------------------------------------------------
+# validation scans
+
+
+cdef Py_ssize_t _first_bad_f64(const double[:, ::1] X, const int64_t[::1] card) noexcept nogil:
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
+    cdef double v
+    for r in range(n):
+        for c in range(d):
+            v = X[r, c]
+            if not (v >= 0.0 and v < <double>card[c] and v == <double>(<int64_t>v)):
+                return r * d + c
+    return -1
+
+
+cdef Py_ssize_t _first_bad_u8(const uint8_t[:, ::1] X, const int64_t[::1] card) noexcept nogil:
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
+    for r in range(n):
+        for c in range(d):
+            if X[r, c] >= card[c]:
+                return r * d + c
+    return -1
+
+
+def first_bad_code(const double[:, ::1] X, const int64_t[::1] card) -> int:
+    """Flat index of the first entry of ``X`` that is not an integer in ``0..card[c]-1``
+    (NaN included), or -1."""
+    cdef Py_ssize_t k
+    with nogil:
+        k = _first_bad_f64(X, card)
+    return k
+
+
+def first_bad_code_u8(const uint8_t[:, ::1] X, const int64_t[::1] card) -> int:
+    """As :func:`first_bad_code` for uint8 input."""
+    cdef Py_ssize_t k
+    with nogil:
+        k = _first_bad_u8(X, card)
+    return k
+
+
+# ---------------------------------------------------------------------------------------
+# counting and mutual information
+
+
+cdef inline double _xlogx(double p) noexcept nogil:
+    return p * log(p) if p > 0.0 else 0.0
+
+
+cdef double _mi_table(const double *tab, Py_ssize_t ka, Py_ssize_t kb, double total,
+                      double alpha, double *ma, double *mb) noexcept nogil:
+    """Mutual information (nats) of the smoothed joint (tab + alpha) / Z, tab ka x kb."""
+    cdef double z = total + alpha * ka * kb, p, s = 0.0
+    cdef Py_ssize_t a, b
+    if z <= 0.0:
+        return 0.0
+    for a in range(ka):
+        ma[a] = 0.0
+    for b in range(kb):
+        mb[b] = 0.0
+    for a in range(ka):
+        for b in range(kb):
+            p = (tab[a * kb + b] + alpha) / z
+            if p < 0.0:
+                p = 0.0
+            s += _xlogx(p)
+            ma[a] += p
+            mb[b] += p
+    for a in range(ka):
+        s -= _xlogx(ma[a])
+    for b in range(kb):
+        s -= _xlogx(mb[b])
+    return s if s > 0.0 else 0.0
+
+
+cdef double _mi_binary(double c11, double ci, double cj, double total, double alpha) noexcept nogil:
+    cdef double tab[4]
+    cdef double ma[2]
+    cdef double mb[2]
+    tab[3] = c11
+    tab[2] = ci - c11
+    tab[1] = cj - c11
+    tab[0] = total - ci - cj + c11
+    return _mi_table(tab, 2, 2, total, alpha, ma, mb)
+
+
+def pack_bits(const uint8_t[:, ::1] X):
+    """Column bit vectors of a 0/1 matrix plus each column's maximum.
+
+    Returns ``(bits, colmax)``: ``bits[c, w]`` holds bit 0 of rows 64w..64w+63 of column c
+    (so only meaningful when ``colmax <= 1``). Rows are first gathered 8 at a time into
+    one byte per column (a byte-wide loop over columns, which vectorises), then the bytes
+    are assembled into 64-bit words."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + 7) // 8, nw = (n + 63) // 64
+    cdef Py_ssize_t r, c, b, k
+    P_arr = np.zeros((max(nb, 1), d), dtype=np.uint8)
+    bitsT_arr = np.zeros((max(nw, 1), d), dtype=np.uint64)
+    colmax_arr = np.zeros(d, dtype=np.uint8)
+    cdef uint8_t[:, ::1] P = P_arr
+    cdef uint64_t[:, ::1] bitsT = bitsT_arr
+    cdef uint64_t *wp
+    cdef uint8_t[::1] colmax = colmax_arr
+    cdef uint8_t *cm = &colmax[0] if d else NULL
+    cdef uint8_t *pb
+    cdef const uint8_t *row
+    cdef uint8_t v, m
+    with nogil:
+        for r in range(n):
+            row = &X[r, 0]
+            pb = &P[r >> 3, 0]
+            m = <uint8_t>(1 << (r & 7))
+            spnc_pack_row(row, pb, cm, m, d)
+        for b in range(nb):
+            pb = &P[b, 0]
+            wp = &bitsT[b >> 3, 0]
+            k = 8 * (b & 7)
+            for c in range(d):
+                wp[c] |= (<uint64_t>pb[c]) << k
+    return np.ascontiguousarray(bitsT_arr.T), colmax_arr
+
+
+def cooc_popcount(const uint64_t[:, ::1] bits, int n_threads):
+    """Co-occurrence counts ``C[i, j] = #rows with x_i = x_j = 1`` (j >= i; lower triangle
+    left zero) from packed columns."""
+    cdef Py_ssize_t d = bits.shape[0], nw = bits.shape[1], i, j
+    C_arr = np.zeros((d, d), dtype=np.float64)
+    cdef double[:, ::1] C = C_arr
+    cdef bint hw = _HW_POPCNT
+    if d == 0:
+        return C_arr
+    for i in prange(d, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        for j in range(i, d):
+            if hw:
+                C[i, j] = <double>spnc_andpop_hw(&bits[i, 0], &bits[j, 0], nw)
+            else:
+                C[i, j] = <double>spnc_andpop_sw(&bits[i, 0], &bits[j, 0], nw)
+    return C_arr
+
+
+cdef enum:
+    _CHUNK = 128  # blocks of 8 rows per table chunk (128 x 256 doubles = 256 KiB)
+
+
+def cooc_weighted(const uint8_t[:, ::1] X, const double[::1] w, int n_threads):
+    """Weighted co-occurrence ``C[i, j] = sum_r w_r x_ri x_rj`` (j >= i) of a 0/1 matrix.
+
+    Rows are taken 8 at a time: a 256-entry table holds the weight sum of every subset of
+    the 8 rows, so each pair costs one table look-up per 8 rows (indexed by the AND of the
+    two columns' bytes)."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + 7) // 8
+    cdef Py_ssize_t i, j, b, c0, c1, k, v, r
+    C_arr = np.zeros((d, d), dtype=np.float64)
+    P_arr = np.zeros((max(nb, 1), d), dtype=np.uint8)
+    T_arr = np.zeros((_CHUNK, 256), dtype=np.float64)
+    wp_arr = np.zeros(max(nb, 1) * 8, dtype=np.float64)
+    wp_arr[:n] = w
+    cdef double[:, ::1] C = C_arr
+    cdef uint8_t[:, ::1] P = P_arr
+    cdef double[:, ::1] T = T_arr
+    cdef double[::1] wp = wp_arr
+    cdef uint8_t a
+    cdef double *t
+    cdef double *crow
+    cdef const uint8_t *p
+    if d == 0 or n == 0:
+        return C_arr
+    with nogil:
+        for r in range(n):
+            for i in range(d):
+                P[r >> 3, i] |= (X[r, i] & 1) << (r & 7)
+        c0 = 0
+        while c0 < nb:
+            c1 = min(nb, c0 + _CHUNK)
+            for b in range(c0, c1):
+                t = &T[b - c0, 0]
+                t[0] = 0.0
+                for k in range(8):
+                    for v in range(1 << k):
+                        t[(1 << k) + v] = t[v] + wp[8 * b + k]
+            for i in prange(d, num_threads=n_threads, schedule="dynamic", chunksize=1):
+                crow = &C[i, 0]
+                for b in range(c0, c1):
+                    a = P[b, i]
+                    if a == 0:
+                        continue
+                    t = &T[b - c0, 0]
+                    p = &P[b, 0]
+                    for j in range(i, d):
+                        crow[j] += t[a & p[j]]
+            c0 = c1
+    return C_arr
+
+
+def column_counts(const uint8_t[:, ::1] X):
+    """Number of nonzero entries per column (one vectorised row-major pass)."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
+    cnt_arr = np.zeros(d, dtype=np.int64)
+    cdef int64_t[::1] cnt = cnt_arr
+    cdef int64_t *cp = &cnt[0] if d else NULL
+    cdef const uint8_t *row
+    with nogil:
+        for r in range(n):
+            row = &X[r, 0]
+            for c in range(d):
+                cp[c] += row[c] != 0
+    return cnt_arr
+
+
+def row_lengths(const uint8_t[:, ::1] X, const uint8_t[::1] flip):
+    """Row pointer of the per-row lists of columns c with ``x_rc XOR flip[c] == 1`` (0/1
+    matrix) and the sum of squared row lengths: ``(indptr int64[n+1], sq)``."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
+    ptr_arr = np.zeros(n + 1, dtype=np.int64)
+    cdef int64_t[::1] ptr = ptr_arr
+    cdef int64_t sq = 0
+    cdef int32_t m
+    cdef const uint8_t *row
+    cdef const uint8_t *fl = &flip[0] if d else NULL
+    with nogil:
+        for r in range(n):
+            row = &X[r, 0]
+            m = 0
+            for c in range(d):  # vectorises
+                m += (row[c] ^ fl[c]) & 1
+            ptr[r + 1] = ptr[r] + m
+            sq += <int64_t>m * m
+    return ptr_arr, int(sq)
+
+
+def active_lists(const uint8_t[:, ::1] X, const uint8_t[::1] flip, const int64_t[::1] ptr):
+    """Column indices of the lists delimited by ``ptr`` (from :func:`row_lengths`)."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c, k
+    idx_arr = np.empty(ptr[n] + 1, dtype=np.int32)  # +1: the branch-free writer overshoots
+    cdef int32_t[::1] idx = idx_arr
+    cdef int32_t *ip = &idx[0]
+    cdef const uint8_t *row
+    cdef const uint8_t *fl = &flip[0] if d else NULL
+    with nogil:
+        k = 0
+        for r in range(n):
+            row = &X[r, 0]
+            for c in range(d):
+                ip[k] = <int32_t>c
+                k += (row[c] ^ fl[c]) & 1
+    return idx_arr[:ptr[n]]
+
+
+def cooc_sparse(const int64_t[::1] ptr, const int32_t[::1] idx, const double[::1] w,
+                Py_ssize_t d, int n_threads):
+    """Weighted co-occurrence (upper triangle + diagonal) from per-row active lists
+    (ascending column indices).
+
+    The rows i of ``C`` are cut into stripes of about equal triangle area, handed out
+    dynamically; a stripe finds its part of each list by binary search and adds the row's
+    weight to ``C[i, j]`` for every later j in the list. Every entry is summed in data-row
+    order, so the result does not depend on the thread count."""
+    cdef Py_ssize_t n = ptr.shape[0] - 1, r, k, l, i, s, S, lo, hi, mid, e
+    cdef int nt = max(1, n_threads)
+    C_arr = np.zeros((d, d), dtype=np.float64)
+    cdef double[:, ::1] C = C_arr
+    cdef double wr
+    cdef double *crow
+    if d == 0 or n == 0:
+        return C_arr
+    S = 1 if nt == 1 else min(d, 2 * nt)
+    # stripe s covers rows bound[s] .. bound[s+1]-1 of C; equal areas of the triangle
+    bound_arr = np.unique(np.round(d * (1.0 - np.sqrt(1.0 - np.arange(S + 1) / S))).astype(np.int64))
+    S = len(bound_arr) - 1
+    cdef int64_t[::1] bound = bound_arr
+    for s in prange(S, nogil=True, num_threads=nt, schedule="dynamic", chunksize=1):
+        for r in range(n):
+            # first list position with idx >= bound[s]
+            lo = ptr[r]
+            hi = ptr[r + 1]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if idx[mid] < bound[s]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            wr = w[r]
+            e = ptr[r + 1]
+            k = lo
+            while k < e and idx[k] < bound[s + 1]:
+                i = idx[k]
+                crow = &C[i, 0]
+                for l in range(k, e):
+                    crow[idx[l]] += wr
+                k = k + 1
+    return C_arr
+
+
+def pack_onehot(const code_t[:, ::1] X, const int64_t[::1] off, Py_ssize_t n_ind):
+    """Bit vectors of the one-hot indicators: column ``off[c] + x_rc`` of ``bits`` has row
+    r set (``bits[k, w]`` holds rows 64w..64w+63 of indicator k)."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nw = (n + 63) // 64, r, c
+    bits_arr = np.zeros((n_ind, max(nw, 1)), dtype=np.uint64)
+    cdef uint64_t[:, ::1] bits = bits_arr
+    cdef uint64_t bit
+    with nogil:
+        for r in range(n):
+            bit = (<uint64_t>1) << (r & 63)
+            for c in range(d):
+                bits[off[c] + X[r, c], r >> 6] |= bit
+    return bits_arr
+
+
+def mi_from_onehot(const double[:, ::1] C, const int64_t[::1] off, const int64_t[::1] card,
+                   double total, double alpha, int n_threads):
+    """Symmetric MI matrix from one-hot co-occurrences (``C`` upper triangle: variable
+    pair (i, j), i < j, is the block at rows off[i].., columns off[j]..)."""
+    cdef Py_ssize_t d = card.shape[0], i, j, a, b, ki, kj, kmax = 1
+    M_arr = np.zeros((d, d), dtype=np.float64)
+    cdef double[:, ::1] M = M_arr
+    cdef double *tab
+    cdef double *ma
+    cdef double *mb
+    for i in range(d):
+        kmax = max(kmax, card[i])
+    with nogil, parallel(num_threads=n_threads):
+        tab = <double *> malloc(sizeof(double) * (kmax * kmax + 2 * kmax))
+        ma = tab + kmax * kmax
+        mb = ma + kmax
+        for i in prange(d, schedule="dynamic", chunksize=4):
+            ki = card[i]
+            for j in range(i + 1, d):
+                kj = card[j]
+                for a in range(ki):
+                    for b in range(kj):
+                        tab[a * kj + b] = C[off[i] + a, off[j] + b]
+                M[i, j] = _mi_table(tab, ki, kj, total, alpha, ma, mb)
+        free(tab)
+    M_arr += M_arr.T
+    return M_arr
+
+
+def mi_from_cooc(const double[:, ::1] C, double total, double alpha, int n_threads):
+    """Symmetric MI matrix of binary variables from co-occurrences (upper triangle +
+    diagonal of ``C``) and the total weight."""
+    cdef Py_ssize_t d = C.shape[0], i, j
+    M_arr = np.zeros((d, d), dtype=np.float64)
+    cdef double[:, ::1] M = M_arr
+    for i in prange(d, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
+        for j in range(i + 1, d):
+            M[i, j] = _mi_binary(C[i, j], C[i, i], C[j, j], total, alpha)
+    M_arr += M_arr.T
+    return M_arr
+
+
+def mi_general(const code_t[:, ::1] XT, const int64_t[::1] card, const double[::1] w,
+               double total, double alpha, int n_threads):
+    """Symmetric MI matrix from codes ``XT`` (n_vars x n_rows) by direct pair tables."""
+    cdef Py_ssize_t d = XT.shape[0], n = XT.shape[1], i, j, r, kmax = 1, ki, kj, q
+    cdef double *tab
+    cdef double *ma
+    cdef double *mb
+    M_arr = np.zeros((d, d), dtype=np.float64)
+    cdef double[:, ::1] M = M_arr
+    for i in range(d):
+        kmax = max(kmax, card[i])
+    with nogil, parallel(num_threads=n_threads):
+        tab = <double *> malloc(sizeof(double) * (kmax * kmax + 2 * kmax))
+        ma = tab + kmax * kmax
+        mb = ma + kmax
+        for i in prange(d, schedule="dynamic", chunksize=1):
+            ki = card[i]
+            for j in range(i + 1, d):
+                kj = card[j]
+                for q in range(ki * kj):
+                    tab[q] = 0.0
+                for r in range(n):
+                    tab[XT[i, r] * kj + XT[j, r]] += w[r]
+                M[i, j] = _mi_table(tab, ki, kj, total, alpha, ma, mb)
+        free(tab)
+    M_arr += M_arr.T
+    return M_arr
+
+
+def edge_counts(const code_t[:, ::1] XT, const int64_t[::1] card, const double[::1] w,
+                const int32_t[::1] parent, const int64_t[::1] off, int n_threads):
+    """Weighted count tables: variable j gets ``card[parent[j]] x card[j]`` entries
+    (``1 x card[j]`` for a root) at ``off[j]``, row-major."""
+    cdef Py_ssize_t d = XT.shape[0], n = XT.shape[1], j, r, p, kj
+    out_arr = np.zeros(off[d] if d else 0, dtype=np.float64)
+    cdef double[::1] out = out_arr
+    cdef double *tab
+    for j in prange(d, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        tab = &out[off[j]]
+        p = parent[j]
+        kj = card[j]
+        if p < 0:
+            for r in range(n):
+                tab[XT[j, r]] += w[r]
+        else:
+            for r in range(n):
+                tab[XT[p, r] * kj + XT[j, r]] += w[r]
+    return out_arr
+
+
+def prim_max_forest(const double[:, ::1] M, double threshold):
+    """Maximum spanning forest over edges with ``M[i, j] > threshold`` (dense Prim, O(d^2)).
+
+    Each component is rooted at its lowest-numbered vertex; ties go to the lowest index.
+    Returns ``parent`` (int32, -1 at roots)."""
+    cdef Py_ssize_t d = M.shape[0], step, u, v, best_v
+    parent_arr = np.full(d, -1, dtype=np.int32)
+    best_arr = np.full(d, -INFINITY, dtype=np.float64)
+    done_arr = np.zeros(d, dtype=np.uint8)
+    cdef int32_t[::1] parent = parent_arr
+    cdef double[::1] best = best_arr
+    cdef uint8_t[::1] done = done_arr
+    cdef double bv
+    with nogil:
+        for step in range(d):
+            best_v = -1
+            bv = -INFINITY
+            for u in range(d):
+                if not done[u] and best[u] > bv:
+                    bv = best[u]
+                    best_v = u
+            if best_v < 0:  # no edge left into the tree: start a new component
+                for u in range(d):
+                    if not done[u]:
+                        best_v = u
+                        break
+                parent[best_v] = -1
+            v = best_v
+            done[v] = 1
+            for u in range(d):
+                if not done[u] and M[v, u] > threshold and M[v, u] > best[u]:
+                    best[u] = M[v, u]
+                    parent[u] = <int32_t>v
+    return parent_arr
+
+
+# ---------------------------------------------------------------------------------------
+# message passing on trees (all leaves of one table at once)
+#
+# Flat layout over the concatenated scopes of the L leaves: leaf i owns flat variables
+# var_ptr[i] .. var_ptr[i+1]-1. For flat variable f: gvar[f] (row of XT), card[f],
+# fpar[f] (flat index of its parent, -1 at the root), coff[f] (offset of its CPT in
+# cpt/logcpt), loff[f] (offset of its message vector inside one leaf's scratch).
+# order[var_ptr[i]:var_ptr[i+1]] lists the leaf's flat variables parents-first.
+
+cdef struct Tree:
+    const int64_t *var_ptr
+    const int32_t *order
+    const int32_t *gvar
+    const int32_t *card
+    const int32_t *fpar
+    const int64_t *coff
+    const int64_t *loff
+    const double *cpt
+    const double *logcpt
+
+
+cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
+                       const int32_t[::1] gvar, const int32_t[::1] card,
+                       const int32_t[::1] fpar, const int64_t[::1] coff,
+                       const int64_t[::1] loff, const double[::1] cpt,
+                       const double[::1] logcpt) noexcept:
+    cdef Tree t
+    t.var_ptr = &var_ptr[0]
+    t.order = &order[0]
+    t.gvar = &gvar[0]
+    t.card = &card[0]
+    t.fpar = &fpar[0]
+    t.coff = &coff[0]
+    t.loff = &loff[0]
+    t.cpt = &cpt[0]
+    t.logcpt = &logcpt[0]
+    return t
+
+
+cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
+                    int mode, double *lam, int32_t *val) noexcept nogil:
+    """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
+    and ``val`` (observed code or -1); returns log p (mode 0) or log max p (mode 1)."""
+    cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
+    cdef double v, m, s, logscale = 0.0, root_val = 0.0
+    cdef double *lf
+    cdef const double *row
+    cdef bint all_obs = True
+    for q in range(f0, f1):
+        v = XT[t.gvar[q], r]
+        if isnan(v):
+            val[q - f0] = -1
+            all_obs = False
+        else:
+            val[q - f0] = <int32_t>v
+    if all_obs:  # fully observed: sum of log-CPT entries
+        s = 0.0
+        for q in range(f0, f1):
+            p = t.fpar[q]
+            a = 0 if p < 0 else val[p - f0]
+            s += t.logcpt[t.coff[q] + a * t.card[q] + val[q - f0]]
+        return s
+    for q in range(f0, f1):
+        f = q - f0
+        lf = lam + t.loff[q]
+        if val[f] < 0:
+            for x in range(t.card[q]):
+                lf[x] = 1.0
+        else:
+            for x in range(t.card[q]):
+                lf[x] = 0.0
+            lf[val[f]] = 1.0
+    for q in range(f1 - 1, f0 - 1, -1):  # children before parents
+        f = t.order[q]
+        k = t.card[f]
+        lf = lam + t.loff[f]
+        m = 0.0
+        for x in range(k):
+            if lf[x] > m:
+                m = lf[x]
+        if m <= 0.0:
+            return -INFINITY
+        for x in range(k):
+            lf[x] /= m
+        logscale += log(m)
+        p = t.fpar[f]
+        if p < 0:
+            row = t.cpt + t.coff[f]
+            s = 0.0
+            for x in range(k):
+                if mode == 0:
+                    s += row[x] * lf[x]
+                elif row[x] * lf[x] > s:
+                    s = row[x] * lf[x]
+            root_val = s
+        else:
+            kp = t.card[p]
+            for a in range(kp):
+                row = t.cpt + t.coff[f] + a * k
+                s = 0.0
+                for x in range(k):
+                    if mode == 0:
+                        s += row[x] * lf[x]
+                    elif row[x] * lf[x] > s:
+                        s = row[x] * lf[x]
+                lam[t.loff[p] + a] *= s
+    if root_val <= 0.0:
+        return -INFINITY
+    return logscale + log(root_val)
+
+
+def tree_log_prob(const int64_t[::1] var_ptr, const int32_t[::1] order,
+                  const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
+                  const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
+                  const double[::1] logcpt, const int64_t[::1] slot, Py_ssize_t scratch,
+                  const double[:, ::1] XT, double[:, ::1] out, int mode, int n_threads):
+    """``out[slot[i], r]`` = log p (mode 0, missing summed out) or log max p (mode 1,
+    missing maximised) of leaf i on column r of ``XT``."""
+    cdef Py_ssize_t L = slot.shape[0], m = XT.shape[1], r, i
+    cdef Tree t
+    cdef double *lam
+    cdef int32_t *val
+    if L == 0 or m == 0:
+        return
+    t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
+    with nogil, parallel(num_threads=n_threads):
+        lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
+        val = <int32_t *> (lam + scratch)
+        for r in prange(m, schedule="static"):
+            for i in range(L):
+                out[slot[i], r] = _upward(&t, i, XT, r, mode, lam, val)
+        free(lam)
+
+
+def tree_fill(const int64_t[::1] var_ptr, const int32_t[::1] order,
+              const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
+              const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
+              const double[::1] logcpt, const int64_t[::1] slot, const int64_t[::1] node,
+              Py_ssize_t scratch, const double[:, ::1] XT, const uint8_t[:, ::1] active,
+              double[:, ::1] out_XT, int mode, uint64_t seed, int64_t row0, int n_threads):
+    """Write the missing variables of each active leaf into ``out_XT``: the max-product
+    completion given the observed ones (mode 1) or a sample from the conditional (mode 0,
+    random numbers keyed by (seed, row0 + r, node[i], local variable index))."""
+    cdef Py_ssize_t L = slot.shape[0], m = XT.shape[1], r, i, q, f, f0, p, x, k, pick
+    cdef Tree t
+    cdef double *lam
+    cdef int32_t *val
+    cdef double *lf
+    cdef const double *row
+    cdef double s, best, u, acc, lp
+    if L == 0 or m == 0:
+        return
+    t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
+    with nogil, parallel(num_threads=n_threads):
+        lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
+        val = <int32_t *> (lam + scratch)
+        for r in prange(m, schedule="static"):
+            for i in range(L):
+                if not active[slot[i], r]:
+                    continue
+                f0 = var_ptr[i]
+                # the all-observed shortcut leaves lam unset, but then nothing is missing
+                lp = _upward(&t, i, XT, r, mode, lam, val)
+                for q in range(f0, var_ptr[i + 1]):  # parents first
+                    f = order[q]
+                    if val[f - f0] >= 0:
+                        continue
+                    k = card[f]
+                    p = fpar[f]
+                    row = t.cpt + coff[f] + (0 if p < 0 else val[p - f0] * k)
+                    lf = lam + loff[f]
+                    if lp == -INFINITY:  # impossible evidence: ignore messages
+                        lf = NULL
+                    pick = 0
+                    if mode == 1:
+                        best = -1.0
+                        for x in range(k):
+                            s = row[x] * (lf[x] if lf != NULL else 1.0)
+                            if s > best:
+                                best = s
+                                pick = x
+                    else:
+                        s = 0.0
+                        for x in range(k):
+                            s = s + row[x] * (lf[x] if lf != NULL else 1.0)
+                        u = rand_uniform(seed, <uint64_t>(row0 + r), <uint64_t>node[i],
+                                         <uint64_t>(f - f0)) * s
+                        acc = 0.0
+                        pick = -1
+                        for x in range(k):
+                            acc = acc + row[x] * (lf[x] if lf != NULL else 1.0)
+                            if u < acc:
+                                pick = x
+                                break
+                        if pick < 0:  # rounding at the top end: last state with mass
+                            for x in range(k):
+                                if row[x] * (lf[x] if lf != NULL else 1.0) > 0.0:
+                                    pick = x
+                            if pick < 0:
+                                pick = 0
+                    val[f - f0] = <int32_t>pick
+                    out_XT[gvar[f], r] = <double>pick
+        free(lam)

@@ -1,0 +1,5 @@
+"""Learners, as scikit-learn style estimators: ``fit(X)``, ``score_samples(X)``,
+``score(X)``, ``sample(n)``; the learned model is the compiled :class:`spnc.SPN` in ``spn_``."""
+from .chowliu import ChowLiuTree  # noqa: F401
+
+__all__ = ["ChowLiuTree"]

@@ -1,0 +1,379 @@
+"""Chow-Liu tree leaves: a tree-shaped Bayesian network over several discrete variables.
+
+Inference is exact on the tree (compiled kernels in :mod:`spnc._chowliu`): log-likelihood
+with any subset of the leaf's variables missing (sum-product messages towards the root),
+the max-product value, the max-product completion and conditional sampling (upward
+messages, then a downward pass from the root).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _chowliu as K
+from ..chowliu import (check_weights, cpts_from_counts, fit_chow_liu, forest_to_tree,
+                       resolve_threads, _tables_direct)
+from ..errors import DataError, StructureError
+from ..nodes import Leaf
+from .base import LeafType, _err, register_leaf
+
+#: CPT rows must sum to 1 within this tolerance
+ROW_TOL = 1e-6
+
+
+class ChowLiuLeaf(Leaf):
+    """Tree-shaped distribution over discrete variables ``vars`` (ascending global ids).
+
+    ``parents[j]`` is the local index of the parent of ``vars[j]`` (-1 for the one root);
+    ``cpts[j]`` has shape ``(card(parent), card(vars[j]))``, rows being
+    ``P(x_j | x_parent)``; the root's has shape ``(1, card(root))``.
+
+    Examples
+    --------
+    >>> leaf = ChowLiuLeaf([0, 3], [-1, 0], [[[0.4, 0.6]], [[0.9, 0.1], [0.2, 0.8]]])
+    >>> leaf.scope
+    (0, 3)
+    """
+
+    __slots__ = ("vars", "parents", "cpts")
+
+    def __init__(self, vars: Sequence[int], parents: Sequence[int], cpts: Sequence[Any]):
+        v = np.asarray(vars)
+        if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer) or np.any(v < 0):
+            raise StructureError(f"ChowLiuLeaf: vars must be a non-empty list of non-negative integers, got {vars!r}")
+        if np.any(np.diff(v) <= 0):
+            raise StructureError(f"ChowLiuLeaf: vars must be strictly ascending, got {v.tolist()}")
+        p = np.asarray(parents)
+        if p.shape != v.shape or not np.issubdtype(p.dtype, np.integer):
+            raise StructureError(f"ChowLiuLeaf: parents must be {v.size} integers (one per variable), got {parents!r}")
+        if len(cpts) != v.size:
+            raise StructureError(f"ChowLiuLeaf: {len(cpts)} CPTs for {v.size} variables")
+        tabs = [np.array(c, dtype=np.float64) for c in cpts]
+        for j, c in enumerate(tabs):
+            if c.ndim != 2:
+                raise StructureError(f"ChowLiuLeaf: cpts[{j}] must be 2-D (parent states x states), got shape {c.shape}")
+        self.vars = v.astype(np.int64)
+        self.parents = p.astype(np.int32)
+        self.cpts = tabs
+
+    @property
+    def scope(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.vars)
+
+    def cardinality_hint(self) -> dict[int, int]:
+        return {int(v): int(c.shape[1]) for v, c in zip(self.vars, self.cpts)}
+
+    def __repr__(self) -> str:
+        return f"ChowLiuLeaf(vars={self.vars.tolist()}, parents={self.parents.tolist()})"
+
+
+class _Prepared:
+    """Flat arrays the kernels read (see the layout notes in spnc/_chowliu.pyx)."""
+
+    __slots__ = ("var_ptr", "order", "gvar", "card", "fpar", "coff", "loff", "cpt", "logcpt", "scratch")
+
+
+@register_leaf
+class CLTreeLeafType(LeafType):
+    """All Chow-Liu tree leaves of one SPN.
+
+    Parameter arrays: ``parent_ptr`` (int64, L+1) delimits each leaf's variables in
+    ``parent`` (int32, local parent index, -1 at the root); ``cpt_ptr`` (int64, L+1)
+    delimits each leaf's CPTs in ``cpt`` (float64): per variable in scope order a
+    ``card(parent) x card`` row-major block (``1 x card`` for the root) of probabilities.
+    """
+
+    name = "cltree"
+    code = 6
+    node_class = ChowLiuLeaf
+    discrete = True
+
+    def __init__(self, node, scopes, params):
+        super().__init__(node, scopes, params)
+        self._prep: _Prepared | None = None
+        self._prep_key: tuple | None = None
+        # states per scope variable (concatenated scopes); known from the construction
+        # objects or from validate(cardinality) -- the parameter arrays do not store them
+        self._card: np.ndarray | None = None
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_nodes(cls, node_ids, leaves):
+        pptr = np.zeros(len(leaves) + 1, dtype=np.int64)
+        cptr = np.zeros(len(leaves) + 1, dtype=np.int64)
+        np.cumsum([len(l.vars) for l in leaves], out=pptr[1:])
+        np.cumsum([sum(c.size for c in l.cpts) for l in leaves], out=cptr[1:])
+        parent = np.concatenate([l.parents for l in leaves]).astype(np.int32) if leaves else np.zeros(0, np.int32)
+        cpt = (np.concatenate([c.ravel() for l in leaves for c in l.cpts]) if leaves else np.zeros(0))
+        table = cls(node_ids, [np.asarray(l.vars) for l in leaves],
+                    {"parent_ptr": pptr, "parent": parent, "cpt_ptr": cptr, "cpt": cpt.astype(np.float64)})
+        table._card = np.array([c.shape[1] for l in leaves for c in l.cpts], dtype=np.int64)
+        return table
+
+    def _leaf_arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        pptr, cptr = self.params["parent_ptr"], self.params["cpt_ptr"]
+        return (self.params["parent"][pptr[i]:pptr[i + 1]],
+                self.params["cpt"][cptr[i]:cptr[i + 1]])
+
+    def _cards(self, i: int) -> np.ndarray:
+        a, b = int(self.params["parent_ptr"][i]), int(self.params["parent_ptr"][i + 1])
+        if self._card is not None and len(self._card) == int(self.params["parent_ptr"][-1]):
+            return self._card[a:b]
+        par, cpt = self._leaf_arrays(i)
+        card = _binary_if_consistent(par, cpt.size)
+        if card is None:
+            card = _solve_cards(par.astype(np.int64), cpt)
+        if card is None:
+            raise _err(self, i, "cardinalities cannot be recovered from the CPT sizes; "
+                                "call validate(cardinality) on this table first")
+        return card
+
+    def to_node(self, i):
+        par, cpt = self._leaf_arrays(i)
+        card = self._cards(i)
+        cpts, o = [], 0
+        for j, p in enumerate(par):
+            rows = 1 if p < 0 else card[p]
+            cpts.append(cpt[o:o + rows * card[j]].reshape(rows, card[j]).copy())
+            o += rows * card[j]
+        return ChowLiuLeaf(self.scopes[i].astype(np.int64), par.copy(), cpts)
+
+    def describe(self, i, var_names):
+        vs = ",".join(var_names[v] for v in self.scopes[i])
+        return f"CLT({vs})"
+
+    # ---------------------------------------------------------------- validation
+    def validate(self, cardinality):
+        L = len(self.node)
+        for key, dt in (("parent_ptr", np.int64), ("parent", np.int32), ("cpt_ptr", np.int64), ("cpt", np.float64)):
+            a = self.params.get(key)
+            if a is None or a.ndim != 1:
+                raise _err(self, 0, f"missing or malformed parameter array {key!r}")
+            if (dt is np.float64) != np.issubdtype(a.dtype, np.floating):
+                raise _err(self, 0, f"parameter {key!r} has dtype {a.dtype}, expected {np.dtype(dt).name}")
+        pptr, par = self.params["parent_ptr"], self.params["parent"]
+        cptr, cpt = self.params["cpt_ptr"], self.params["cpt"]
+        for key, ptr, total in (("parent_ptr", pptr, len(par)), ("cpt_ptr", cptr, len(cpt))):
+            if len(ptr) != L + 1 or ptr[0] != 0 or ptr[-1] != total or np.any(np.diff(ptr) < 0):
+                raise _err(self, 0, f"{key} must have {L + 1} entries, start at 0, not decrease and end at {total}")
+        for i in range(L):
+            scope = self.scopes[i]
+            p = par[pptr[i]:pptr[i + 1]].astype(np.int64)
+            if len(p) != len(scope):
+                raise _err(self, i, f"{len(p)} parent entries for a scope of {len(scope)} variables")
+            card = np.asarray(cardinality)[scope].astype(np.int64)
+            if np.any(card < 2):
+                j = int(np.flatnonzero(card < 2)[0])
+                raise _err(self, i, f"variable {scope[j]} is not discrete (cardinality {card[j]})")
+            _check_tree(self, i, p)
+            sizes = np.where(p < 0, 1, card[np.maximum(p, 0)]) * card
+            block = cpt[cptr[i]:cptr[i + 1]]
+            if block.size != sizes.sum():
+                raise _err(self, i, f"cpt holds {block.size} values; the tree over cardinalities {card.tolist()} needs {int(sizes.sum())}")
+            o = 0
+            for j in range(len(p)):
+                t = block[o:o + sizes[j]].reshape(-1, card[j])
+                o += sizes[j]
+                if not np.all(np.isfinite(t)) or np.any(t < 0):
+                    raise _err(self, i, f"CPT of variable {scope[j]} has negative or non-finite entries")
+                s = t.sum(axis=1)
+                bad = np.flatnonzero(np.abs(s - 1.0) > ROW_TOL)
+                if bad.size:
+                    raise _err(self, i, f"CPT of variable {scope[j]}, row {bad[0]} sums to {float(s[bad[0]])!r}, not 1")
+
+    # ---------------------------------------------------------------- kernels
+    def _prepared(self) -> _Prepared:
+        # contents, not identities: parameters may be edited in place (cheap: O(size))
+        key = tuple(hash(np.ascontiguousarray(self.params[k]).tobytes())
+                    for k in ("parent_ptr", "parent", "cpt_ptr", "cpt")) + (id(self._card),)
+        if self._prep is not None and self._prep_key == key:
+            return self._prep
+        pptr = np.ascontiguousarray(self.params["parent_ptr"], dtype=np.int64)
+        par = self.params["parent"].astype(np.int64)
+        cptr = self.params["cpt_ptr"].astype(np.int64)
+        T = int(pptr[-1])
+        P = _Prepared()
+        P.var_ptr = pptr
+        P.order = np.empty(T, dtype=np.int32)
+        P.card = np.empty(T, dtype=np.int32)
+        P.fpar = np.where(par < 0, -1, par + np.repeat(pptr[:-1], np.diff(pptr))).astype(np.int32)
+        P.coff = np.empty(T, dtype=np.int64)
+        P.loff = np.empty(T, dtype=np.int64)
+        P.gvar = (np.concatenate(self.scopes).astype(np.int32) if T else np.zeros(0, np.int32))
+        scratch = 1
+        for i in range(len(self.node)):
+            a, b = int(pptr[i]), int(pptr[i + 1])
+            p = par[a:b]
+            order = _topological(p)
+            card = self._cards(i)
+            rows = np.where(p < 0, 1, card[np.maximum(p, 0)])
+            sizes = rows * card
+            P.order[a:b] = order + a
+            P.card[a:b] = card
+            P.coff[a:b] = cptr[i] + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            P.loff[a:b] = np.concatenate([[0], np.cumsum(card)[:-1]])
+            scratch = max(scratch, int(card.sum()))
+        P.cpt = np.ascontiguousarray(self.params["cpt"], dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            P.logcpt = np.log(P.cpt)
+        P.scratch = scratch
+        self._prep, self._prep_key = P, key
+        return P
+
+    def _args(self) -> tuple:
+        P = self._prepared()
+        return (P.var_ptr, P.order, P.gvar, P.card, P.fpar, P.coff, P.loff, P.cpt, P.logcpt)
+
+    def log_prob(self, XT, out, mode, n_threads):
+        if not len(self.node):
+            return
+        P = self._prepared()
+        K.tree_log_prob(*self._args(), self.slot, P.scratch, XT, out, int(mode), int(n_threads))
+
+    def fill(self, XT, active, out_XT, mode, seed, row0):
+        if not len(self.node):
+            return
+        P = self._prepared()
+        nt = resolve_threads(None, float(XT.shape[1]) * len(P.gvar) * 64)
+        K.tree_fill(*self._args(), self.slot, self.node, P.scratch, XT, active, out_XT,
+                    int(mode), int(seed) & (2**64 - 1), int(row0), nt)
+
+    # ---------------------------------------------------------------- learning
+    def weighted_fit(self, X, resp, *, alpha: float = 0.0, mi_threshold: float = 0.0,
+                     structure: bool = True, n_threads: int | None = None, **_):
+        """Weighted ML refit of every leaf: structure and CPTs (``structure=True``, the
+        mixture-of-trees M-step) or CPTs only. Leaves whose weights are all zero keep their
+        parameters. Rows with positive weight must be complete on the leaf's scope."""
+        P = self._prepared()
+        X = np.asarray(X, dtype=np.float64)
+        resp = np.asarray(resp, dtype=np.float64)
+        new_par, new_cpt = [], []
+        for i in range(len(self.node)):
+            a, b = int(P.var_ptr[i]), int(P.var_ptr[i + 1])
+            card = P.card[a:b].astype(np.int64)
+            par_i = self.params["parent"][a:b]
+            cp = self.params["cpt"][self.params["cpt_ptr"][i]:self.params["cpt_ptr"][i + 1]]
+            w = resp[:, i] if resp.ndim == 2 else resp
+            keep = w > 0
+            if not np.any(keep):
+                new_par.append(par_i.copy())
+                new_cpt.append(cp.copy())
+                continue
+            check_weights(w, X.shape[0])
+            Xs = X[np.ix_(keep, self.scopes[i])]
+            if np.isnan(Xs).any():
+                r, c = np.argwhere(np.isnan(Xs))[0]
+                raise DataError(f"X[{np.flatnonzero(keep)[r]}, {self.scopes[i][c]}] is missing; "
+                                f"the Chow-Liu leaf at node {int(self.node[i])} needs complete rows to refit")
+            if structure:
+                fit = fit_chow_liu(Xs, card, w[keep], alpha=alpha, mi_threshold=mi_threshold, n_threads=n_threads)
+                p, cpts = forest_to_tree(fit.parents, fit.cpts)
+            else:
+                codes = np.ascontiguousarray(Xs, dtype=np.int32 if card.max() > 256 else np.uint8)
+                p = par_i.copy()
+                cpts = cpts_from_counts(_tables_direct(codes, card, w[keep], p.astype(np.int64), 1), alpha)
+            new_par.append(np.asarray(p, dtype=np.int32))
+            new_cpt.append(np.concatenate([c.ravel() for c in cpts]))
+        cptr = np.zeros(len(self.node) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in new_cpt], out=cptr[1:])
+        self.params["parent"] = np.concatenate(new_par).astype(np.int32) if new_par else self.params["parent"]
+        self.params["cpt"] = np.concatenate(new_cpt).astype(np.float64) if new_cpt else self.params["cpt"]
+        self.params["cpt_ptr"] = cptr
+        self._prep = None
+
+
+def _topological(p: np.ndarray) -> np.ndarray:
+    """Local indices parents-first (breadth-first from the root). Assumes a valid tree."""
+    n = len(p)
+    children: list[list[int]] = [[] for _ in range(n)]
+    root = -1
+    for j, q in enumerate(p):
+        if q < 0:
+            root = j
+        else:
+            children[int(q)].append(j)
+    out = [root]
+    k = 0
+    while k < len(out):
+        out.extend(children[out[k]])
+        k += 1
+    return np.asarray(out, dtype=np.int32)
+
+
+def _solve_cards(p: np.ndarray, cpt: np.ndarray, budget: int = 20000) -> np.ndarray | None:
+    """Cardinalities consistent with the CPT block sizes and normalised rows, found by a
+    bounded depth-first search in scope order. Used only for tables that were never
+    validated (validate() records the true cardinalities); None when the search is
+    ambiguous-expensive or fails."""
+    n, S = len(p), len(cpt)
+    if n > 400:
+        return None
+    csum = np.concatenate([[0.0], np.cumsum(cpt)])
+    card = np.zeros(n, dtype=np.int64)
+    steps = [0]
+
+    def rows_ok(o: int, rows: int, k: int) -> bool:
+        if o + rows * k > S:
+            return False
+        ends = o + k * np.arange(rows + 1)
+        return bool(np.all(np.abs(np.diff(csum[ends]) - 1.0) <= ROW_TOL))
+
+    def row_lengths(o: int) -> list[int]:
+        # prefix sums only grow: row lengths whose sum is 1 form one index range
+        lo = np.searchsorted(csum, csum[o] + 1.0 - ROW_TOL, side="left")
+        hi = np.searchsorted(csum, csum[o] + 1.0 + ROW_TOL, side="right")
+        return [int(e - o) for e in range(max(lo, o + 2), hi)]
+
+    def go(j: int, o: int) -> bool:
+        steps[0] += 1
+        if steps[0] > budget:
+            return False
+        if j == n:
+            return o == S
+        for k in ([int(card[j])] if card[j] else row_lengths(o)):
+            q = p[j]
+            if q < 0 or card[q]:
+                rs = [1 if q < 0 else int(card[q])]
+            else:  # parent's cardinality not known yet: try row counts 2, 3, ...
+                rs = []
+                r = 1
+                while o + (r + 1) * k <= S and abs(csum[o + (r + 1) * k] - csum[o + r * k] - 1.0) <= ROW_TOL:
+                    r += 1
+                    rs.append(r)
+                    if len(rs) > 64:
+                        break
+            for r in rs:
+                if not rows_ok(o, r, k):
+                    continue
+                saved = card.copy()
+                card[j] = k
+                if q >= 0 and not card[q]:
+                    card[q] = r
+                if go(j + 1, o + r * k):
+                    return True
+                card[:] = saved
+                if steps[0] > budget:
+                    return False
+        return False
+
+    return card if go(0, 0) else None
+
+
+def _binary_if_consistent(p: np.ndarray, size: int) -> np.ndarray | None:
+    n = len(p)
+    return np.full(n, 2, dtype=np.int64) if size == 2 + 4 * (n - 1) else None
+
+
+def _check_tree(table: LeafType, i: int, p: np.ndarray) -> None:
+    n = len(p)
+    bad = np.flatnonzero((p < -1) | (p >= n))
+    if bad.size:
+        raise _err(table, i, f"parent[{bad[0]}] = {p[bad[0]]} is outside -1..{n - 1}")
+    roots = np.flatnonzero(p == -1)
+    if roots.size != 1:
+        raise _err(table, i, f"a tree needs exactly one root (parent -1), found {roots.size}")
+    reached = _topological(p)
+    if len(reached) != n:
+        lost = sorted(set(range(n)) - set(reached.tolist()))
+        raise _err(table, i, f"parent array has a cycle through local variable {lost[0]} (not a tree)")
