@@ -22,4 +22,6 @@ __all__ = [
     "SPN", "compile", "Sum", "Product", "Leaf", "Node",
     "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator", "ChowLiuLeaf",
     "SpncError", "StructureError", "ScopeError", "DataError", "FormatError",
+    "save", "load", "to_dot",
 ]
+from .io import load, save, to_dot  # noqa: E402

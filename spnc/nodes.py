@@ -51,3 +51,7 @@ class Leaf(Node):
     @property
     def scope(self) -> tuple[int, ...]:
         raise NotImplementedError
+
+    def cardinality_hint(self) -> dict[int, int]:
+        """Number of states each scope variable needs (0 for a real variable)."""
+        raise NotImplementedError

@@ -1,0 +1,79 @@
+"""spnc-convert: convert a model file between HDF5 and JSON, or draw it as DOT/SVG/PNG."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import SpncError
+
+PROG = "spnc-convert"
+EXAMPLES = """\
+examples:
+  spnc-convert model.h5 model.json          HDF5 -> JSON (lossless)
+  spnc-convert model.json model.h5          JSON -> HDF5 (lossless)
+  spnc-convert model.h5 model.dot           drawing (one way)
+  spnc-convert model.h5 model.svg --max-depth 4   render with Graphviz dot
+  spnc-convert --validate-only model.h5     check a file, write nothing
+
+exit status: 0 success, 2 bad input (one line "spnc-convert: error: ...")
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Convert spnc model files between .h5/.hdf5 and .json, or "
+        "draw them as .dot (.svg/.png/.pdf when Graphviz is installed).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf)")
+    p.add_argument("--validate-only", action="store_true",
+                   help="check the input (format, structure, parameters) and write nothing")
+    p.add_argument("--max-nodes", type=int, default=500, help="DOT: draw at most this many nodes (default 500)")
+    p.add_argument("--max-depth", type=int, default=None, help="DOT: draw nodes at most this deep below a root")
+    p.add_argument("--show-counts", action="store_true", help="DOT: add n=<count> from /stats/count")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (SpncError, OSError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, OSError) and e.filename and str(e.filename) not in msg:
+            msg = f"{e.filename}: {msg}"
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .. import io
+    v = io.read_validated(args.input)
+    if args.validate_only:
+        from ..io._model import model_from_validated
+        model_from_validated(v)
+        print(f"{args.input}: ok (spnc-model {'.'.join(map(str, v.tree.attrs['format_version']))}, "
+              f"{v.n_nodes} nodes, {v.n_edges} edges, {v.n_vars} variables)")
+        return 0
+    if not args.output:
+        raise SpncError("an OUTPUT file is needed (or --validate-only)")
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext in (".dot", ".gv", ".svg", ".png", ".pdf"):
+        text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
+                         show_counts=args.show_counts)
+        if ext in (".dot", ".gv"):
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            io.render(text, args.output)
+        if args.max_nodes is not None and v.n_nodes > args.max_nodes:
+            print(f"{PROG}: note: drew {args.max_nodes} of {v.n_nodes} nodes (--max-nodes)",
+                  file=sys.stderr)
+        return 0
+    io.write_tree(v.tree, args.output)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Portable model files: HDF5 and JSON (formats/spnc-hdf5.md) and DOT drawings.
+
+>>> import spnc
+>>> spnc.io.save(model, "model.h5")          # or "model.json"
+>>> model = spnc.io.load("model.h5")
+>>> print(spnc.io.to_dot(model, max_nodes=200))
+
+Files are untrusted input: every problem raises one :class:`spnc.errors.FormatError` that
+names the path inside the file.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import FormatError
+
+from .. import leaves as _leaves  # noqa: F401  (registers every built-in leaf type)
+from ._model import model_from_validated, tree_from_model
+from ._spec import DEFAULT_LIMITS, FORMAT, VERSION, Group, Limits, trees_equal
+from ._validate import Validated, validate_tree
+from . import hdf5 as _h5
+from . import jsonio as _js
+from .dot import render, to_dot
+
+__all__ = ["save", "load", "to_dot", "render", "read_validated", "write_tree", "format_of",
+           "FORMAT", "VERSION", "Limits", "Group", "trees_equal", "validate_tree",
+           "tree_from_model"]
+
+_EXT = {".h5": "hdf5", ".hdf5": "hdf5", ".json": "json", ".dot": "dot", ".gv": "dot"}
+
+
+def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
+    """'hdf5', 'json' or 'dot', from ``fmt`` or the file extension."""
+    if fmt is not None:
+        if fmt not in ("hdf5", "json", "dot"):
+            raise FormatError(f"unknown format {fmt!r}; use 'hdf5', 'json' or 'dot'")
+        return fmt
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    try:
+        return _EXT[ext]
+    except KeyError:
+        raise FormatError(f"{os.fspath(path)}: unknown extension {ext!r}; use .h5/.hdf5, "
+                          ".json or .dot") from None
+
+
+def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
+                   limits: Limits = DEFAULT_LIMITS) -> Validated:
+    """Read and check a model file; the result's ``tree`` is fully in memory."""
+    kind = format_of(path, fmt)
+    if kind == "hdf5":
+        with _h5.open_tree(path, limits) as tree:
+            return validate_tree(tree, limits)
+    if kind == "json":
+        return validate_tree(_js.read_tree(path, limits), limits)
+    raise FormatError(f"{os.fspath(path)}: DOT files are drawings and cannot be read back")
+
+
+def write_tree(tree: Group, path: str | os.PathLike, *, fmt: str | None = None) -> None:
+    """Write a validated tree as HDF5 or JSON (atomically)."""
+    kind = format_of(path, fmt)
+    if kind == "hdf5":
+        _h5.write_tree(tree, path)
+    elif kind == "json":
+        _js.write_tree(tree, path)
+    else:
+        raise FormatError("write DOT with spnc.io.to_dot / render")
+
+
+def save(model: Any, path: str | os.PathLike, *, fmt: str | None = None,
+         provenance: dict[str, str] | None = None) -> None:
+    """Save a compiled SPN to ``path`` (.h5/.hdf5 or .json; .dot writes a drawing).
+
+    The file is written to a temporary name in the same directory, flushed to disk and
+    renamed over ``path``, so an existing file survives any failure. ``provenance`` adds
+    root attributes such as ``{"source_format": "spflow-text"}``."""
+    kind = format_of(path, fmt)
+    if kind == "dot":
+        text = to_dot(model).encode("utf-8")
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                f.write(text)
+        _h5.atomic_write(path, write)
+        return
+    tree = tree_from_model(model, provenance=provenance)
+    v = validate_tree(tree)   # never write a file we would refuse to read
+    write_tree(v.tree, path, fmt=kind)
+
+
+def load(path: str | os.PathLike, *, fmt: str | None = None,
+         limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Load a model saved by :func:`save` (or any conforming file) as a :class:`spnc.SPN`."""
+    return model_from_validated(read_validated(path, fmt=fmt, limits=limits))

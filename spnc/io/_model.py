@@ -1,0 +1,121 @@
+"""Conversion between a compiled :class:`spnc.SPN` and the file tree."""
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, SpncError
+from ..leaves import base as leaf_base
+from ._spec import BUILTIN_LEAVES, FORMAT, VERSION, Group
+from ._validate import Validated
+
+
+def _creator() -> str:
+    try:
+        from .. import __version__
+    except ImportError:  # pragma: no cover
+        __version__ = "unknown"
+    return f"spnc {__version__}"
+
+
+def tree_from_model(spn: Any, *, provenance: dict[str, str] | None = None) -> Group:
+    """The file tree of a compiled SPN (see formats/spnc-hdf5.md)."""
+    tables = {k: t for k, t in spn.leaf_tables.items() if len(t)}
+    feats = sorted(f"leaf:{k}" for k in tables if BUILTIN_LEAVES.get(k) != type(tables[k]).code)
+    attrs: dict[str, Any] = {
+        "format": FORMAT, "format_version": list(VERSION), "required_features": feats,
+        "creator": _creator(),
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model_uuid": str(uuid.uuid4()),
+    }
+    for k, v in (provenance or {}).items():
+        attrs[k] = v
+    root = Group(attrs)
+    var = Group(members={"type": np.asarray(spn.var_type, dtype=np.uint8),
+                         "cardinality": np.asarray(spn.cardinality, dtype=np.int32)})
+    if spn.var_names is not None:
+        var.members["name"] = [str(s) for s in spn.var_names]
+    kind = np.asarray(spn.kind, dtype=np.uint8)
+    kmax = int(kind.max()) if kind.size else 1
+    kn = ["" for _ in range(max(kmax, 1) + 1)]
+    kn[0], kn[1] = "sum", "product"
+    for t in leaf_base.leaf_types():
+        if t.code <= kmax:
+            kn[t.code] = t.name
+    nodes = Group({"kind_names": kn},
+                  {"kind": kind, "scope_ptr": np.asarray(spn.scope_ptr, dtype=np.int64),
+                   "scope": np.asarray(spn.scope, dtype=np.int32)})
+    edges = Group(members={"ptr": np.asarray(spn.child_ptr, dtype=np.int64),
+                           "child": np.asarray(spn.child, dtype=np.int64),
+                           "weight": np.asarray(spn.weight, dtype=np.float64)})
+    roots = Group({"combine": str(spn.combine)},
+                  {"node": np.asarray(spn.roots, dtype=np.int64)})
+    if spn.root_weights is not None and spn.combine == "mixture":
+        roots.members["weight"] = np.asarray(spn.root_weights, dtype=np.float64)
+    leaves = Group()
+    for name in sorted(tables, key=lambda k: type(tables[k]).code):
+        t = tables[name]
+        arrays = t.to_arrays()
+        if "node" in arrays:
+            raise FormatError(f"leaf type {name!r}: parameter name 'node' is reserved")
+        leaves.members[name] = Group(members={"node": np.asarray(t.node, dtype=np.int64),
+                                              **{k: np.asarray(v) for k, v in arrays.items()}})
+    root.members.update(variables=var, nodes=nodes, edges=edges, roots=roots, leaves=leaves)
+    stats = getattr(spn, "stats", None) or {}
+    if stats:
+        root.members["stats"] = Group(members={k: _free_array(v, f"stats[{k!r}]")
+                                               for k, v in stats.items()})
+    learner = getattr(spn, "learner", None) or {}
+    if learner:
+        try:
+            params = json.dumps(learner.get("params", {}), allow_nan=False, sort_keys=True)
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"learner params are not JSON-serialisable: {e}") from None
+        lg = Group({"name": str(learner.get("name", "")), "version": str(learner.get("version", "")),
+                    "params": params})
+        for k, v in (learner.get("arrays") or {}).items():
+            lg.members[k] = _free_array(v, f"learner arrays[{k!r}]")
+        root.members["learner"] = lg
+    return root
+
+
+def _free_array(v: Any, what: str) -> Any:
+    if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v) and len(v):
+        return list(v)
+    a = np.asarray(v)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    if a.ndim != 1:
+        raise FormatError(f"{what}: only 1-D arrays can be stored, got shape {a.shape}")
+    return a
+
+
+def model_from_validated(v: Validated) -> Any:
+    """Build a :class:`spnc.SPN` from a validated tree."""
+    from ..graph import SPN
+    t = v.tree
+    var, nodes, edges, roots = (t.members[k] for k in ("variables", "nodes", "edges", "roots"))
+    stats = {}
+    if "stats" in t.members:
+        stats = {k: a for k, a in t.members["stats"].members.items()}
+    learner: dict[str, Any] = {}
+    if "learner" in t.members:
+        lg = t.members["learner"]
+        learner = {"name": lg.attrs["name"], "version": lg.attrs["version"],
+                   "params": v.learner_params, "arrays": dict(lg.members)}
+    try:
+        return SPN.from_arrays(
+            nodes.members["kind"], edges.members["ptr"], edges.members["child"].astype(np.int32),
+            edges.members["weight"], v.tables, var.members["cardinality"],
+            var_type=var.members["type"], var_names=var.members.get("name"),
+            scope_ptr=nodes.members["scope_ptr"], scope=nodes.members["scope"],
+            roots=roots.members["node"], root_weights=roots.members.get("weight"),
+            combine=roots.attrs["combine"], stats=stats, learner=learner, validate=True)
+    except SpncError as e:
+        raise FormatError(f"/: {e}") from None
+    except (ValueError, IndexError, TypeError) as e:
+        raise FormatError(f"/: invalid model: {e}") from None
