@@ -178,11 +178,11 @@ class SPN:
         N, V = len(self.kind), len(self.cardinality)
         slot = np.full(N, -1, dtype=np.int64)
         scope_len = np.zeros(N, dtype=np.int64)
-        parts: list[tuple[np.ndarray, list[np.ndarray]]] = []
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         offset = 0
         for name, table in self.leaf_tables.items():
             tcls = _lb.leaf_type_by_name(name)
-            if type(table) is not tcls and not isinstance(table, tcls):
+            if not isinstance(table, tcls):
                 raise StructureError(f"leaf table {name!r} holds a {type(table).__name__}")
             node = table.node
             if node.size and (node.min() < 0 or node.max() >= N):
@@ -190,23 +190,33 @@ class SPN:
                 raise StructureError(f"{name} leaf {i}: node id {node[i]} is out of range [0, {N})")
             if len(table.scopes) != len(node):
                 raise StructureError(f"{name} leaves: {len(table.scopes)} scopes for {len(node)} nodes")
-            for i, n in enumerate(node):
-                if self.kind[n] != tcls.code:
-                    raise StructureError(f"node {n} is listed as a {name} leaf but has kind {self.kind[n]}")
-                if slot[n] >= 0:
-                    raise StructureError(f"node {n} is listed twice in the leaf tables")
-                slot[n] = offset + i
-            for i, s in enumerate(table.scopes):
-                if s.ndim != 1 or s.size == 0:
-                    raise StructureError(f"node {node[i]} ({name} leaf): empty scope")
-                if s.min() < 0 or s.max() >= V:
-                    raise StructureError(f"node {node[i]} ({name} leaf): variable {int(s.max() if s.max() >= V else s.min())} is outside 0..{V - 1}")
-                if s.size > 1 and np.any(np.diff(s) <= 0):
-                    raise StructureError(f"node {node[i]} ({name} leaf): scope must be strictly ascending")
-                scope_len[node[i]] = s.size
+            bad = np.flatnonzero(self.kind[node] != tcls.code)
+            if bad.size:
+                n = node[bad[0]]
+                raise StructureError(f"node {n} is listed as a {name} leaf but has kind {self.kind[n]}")
+            twice = np.flatnonzero(slot[node] >= 0)
+            if twice.size or len(np.unique(node)) != len(node):
+                n = node[twice[0]] if twice.size else node[np.flatnonzero(np.bincount(node) > 1)[0]]
+                raise StructureError(f"node {n} is listed twice in the leaf tables")
+            slot[node] = offset + np.arange(len(node))
+            lens = np.fromiter((getattr(s, "size", -1) if getattr(s, "ndim", 0) == 1 else -1
+                                for s in table.scopes), dtype=np.int64, count=len(node))
+            if np.any(lens <= 0):
+                raise StructureError(f"node {node[np.flatnonzero(lens <= 0)[0]]} ({name} leaf): empty or malformed scope")
+            flat = np.concatenate(table.scopes).astype(np.int64) if len(node) else np.zeros(0, np.int64)
+            owner = np.repeat(np.arange(len(node)), lens)
+            bad = np.flatnonzero((flat < 0) | (flat >= V))
+            if bad.size:
+                raise StructureError(f"node {node[owner[bad[0]]]} ({name} leaf): variable {flat[bad[0]]} is outside 0..{V - 1}")
+            if flat.size > 1:
+                same = owner[1:] == owner[:-1]
+                bad = np.flatnonzero(same & (np.diff(flat) <= 0))
+                if bad.size:
+                    raise StructureError(f"node {node[owner[bad[0]]]} ({name} leaf): scope must be strictly ascending")
+            scope_len[node] = lens
             table.slot = np.arange(offset, offset + len(node), dtype=np.int64)
             offset += len(node)
-            parts.append((node, table.scopes))
+            parts.append((node, lens, flat))
         missing = np.flatnonzero((self.kind >= 2) & (slot < 0))
         if missing.size:
             raise StructureError(f"node {missing[0]} is a leaf (kind {self.kind[missing[0]]}) missing from its leaf table")
@@ -215,9 +225,9 @@ class SPN:
         lptr = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(scope_len, out=lptr[1:])
         lscope = np.empty(lptr[-1], dtype=np.int32)
-        for node, scopes in parts:
-            for n, s in zip(node, scopes):
-                lscope[lptr[n]:lptr[n + 1]] = s
+        for node, lens, flat in parts:
+            start = np.repeat(lptr[node] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+            lscope[start + np.arange(flat.size)] = flat
         self._leaf_scope = (lptr, lscope)
 
     def _scopes(self) -> tuple[np.ndarray, np.ndarray]:
