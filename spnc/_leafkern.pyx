@@ -17,6 +17,31 @@ cdef double HALF_LOG_2PI = 0.5 * log(2.0 * M_PI)
 
 
 # ---------------------------------------------------------------- Bernoulli / categorical
+cdef extern from *:
+    """
+    /* branch-free over a contiguous row so it vectorises (x is 0, 1 or NaN) */
+    static void spnc_bernoulli_row(double *restrict out, const double *restrict x, Py_ssize_t m,
+                                   double lp0, double lp1, double miss)
+    {
+        for (Py_ssize_t r = 0; r < m; r++) {
+            double v = x[r] > 0.5 ? lp1 : lp0;
+            out[r] = x[r] != x[r] ? miss : v;
+        }
+    }
+    """
+    void spnc_bernoulli_row(double *out, const double *x, Py_ssize_t m, double lp0, double lp1,
+                            double miss) noexcept nogil
+
+
+def bernoulli_log_prob(const double[:, ::1] XT, const int32_t[::1] var, const double[::1] logp,
+                       const int64_t[::1] slot, double[:, ::1] out, int mode, int n_threads):
+    """Bernoulli leaves: ``logp[2 i]`` = log(1 - p_i), ``logp[2 i + 1]`` = log p_i."""
+    cdef Py_ssize_t L = var.shape[0], m = XT.shape[1], i
+    cdef double miss
+    for i in prange(L, nogil=True, num_threads=n_threads, schedule="static"):
+        miss = 0.0 if mode == 0 else (logp[2 * i] if logp[2 * i] > logp[2 * i + 1] else logp[2 * i + 1])
+        spnc_bernoulli_row(&out[slot[i], 0], &XT[var[i], 0], m, logp[2 * i], logp[2 * i + 1], miss)
+
 def categorical_log_prob(const double[:, ::1] XT, const int32_t[::1] var,
                          const int64_t[::1] ptr, const double[::1] logp, const double[::1] maxlogp,
                          const int64_t[::1] slot, double[:, ::1] out, int mode, int n_threads):

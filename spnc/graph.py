@@ -23,8 +23,9 @@ VAR_BINARY, VAR_CATEGORICAL, VAR_REAL = 0, 1, 2
 _COMBINE = ("single", "mixture", "independent")
 #: sum weights must add up to 1 within this tolerance
 WEIGHT_TOL = 1e-6
-#: leaf-matrix budget per chunk (float64 values); bounds memory for wide models
-_CHUNK_VALUES = 1 << 23
+#: leaf-matrix budget per chunk (float64 values): 16 MB, so the matrix is still in the
+#: last-level cache when the sweep reads it back
+_CHUNK_VALUES = 1 << 21
 #: below this much work (rows x edges) queries run on one thread
 _SERIAL_WORK = 1 << 20
 
@@ -389,8 +390,15 @@ class SPN:
             XT[:, : r1 - r0] = X[r0:r1].T
             yield r0, r1, XT
 
-    def _leaf_matrix(self, XT: np.ndarray, mode: int, n_threads: int) -> np.ndarray:
-        L = np.empty((max(self.n_leaves, 1), XT.shape[1]))
+    def _leaf_matrix(self, XT: np.ndarray, mode: int, n_threads: int,
+                     buf: np.ndarray | None = None) -> np.ndarray:
+        """Leaf log-values (n_leaves, m) for a chunk; ``buf`` (reused across chunks of one
+        query) avoids re-faulting a large fresh array per chunk."""
+        shape = (max(self.n_leaves, 1), XT.shape[1])
+        if buf is not None and buf.size >= shape[0] * shape[1]:
+            L = buf.ravel()[: shape[0] * shape[1]].reshape(shape)
+        else:
+            L = np.empty(shape)
         for table in self.leaf_tables.values():
             if len(table):
                 table.log_prob(XT, L, mode, n_threads)
@@ -413,8 +421,9 @@ class SPN:
         vals = np.empty((R, X.shape[0]))
         empty = np.empty((0, 0))
         ws = self._workspace(nt)
+        lbuf = np.empty(max(self.n_leaves, 1) * min(self._chunk_rows(nt), -(-X.shape[0] // _core.BLOCK) * _core.BLOCK))
         for r0, r1, XT in self._chunks(X, nt):
-            L = self._leaf_matrix(XT, mode, nt)
+            L = self._leaf_matrix(XT, mode, nt, lbuf)
             out = np.empty((R, XT.shape[1]))
             _core.forward(*self._graph(), L, self.roots, out, empty, mode, nt, ws)
             vals[:, r0:r1] = out[:, : r1 - r0]
@@ -484,8 +493,9 @@ class SPN:
         out = X.copy()
         ws = self._workspace(nt)
         acts = np.empty((nt, self.n_nodes * _core.BLOCK), dtype=np.uint8)
+        lbuf = np.empty(max(self.n_leaves, 1) * min(self._chunk_rows(nt), -(-X.shape[0] // _core.BLOCK) * _core.BLOCK))
         for r0, r1, XT in self._chunks(X, nt):
-            L = self._leaf_matrix(XT, mode, nt)
+            L = self._leaf_matrix(XT, mode, nt, lbuf)
             active = np.zeros((max(self.n_leaves, 1), XT.shape[1]), dtype=np.uint8)
             rv = np.empty(XT.shape[1])
             _core.select(*self._graph(), L, self.root, active, rv, mode, seed, r0, nt, ws, acts)
@@ -531,9 +541,10 @@ class SPN:
         post = np.empty((n, self.n_nodes)) if node_posteriors else None
         resp = np.empty((n, self.n_leaves)) if leaf_responsibilities else None
         ws = self._workspace(nt, 2)
+        lbuf = np.empty(max(self.n_leaves, 1) * min(self._chunk_rows(nt), -(-X.shape[0] // _core.BLOCK) * _core.BLOCK))
         for r0, r1, XT in self._chunks(X, nt):
             m = XT.shape[1]
-            L = self._leaf_matrix(XT, _lb.MARGINAL, nt)
+            L = self._leaf_matrix(XT, _lb.MARGINAL, nt, lbuf)
             rw = np.zeros(m)
             rw[: r1 - r0] = w[r0:r1]
             llc = np.empty(m)
@@ -559,8 +570,9 @@ class SPN:
         nt = _n_threads(n_threads, X.shape[0] * (self.n_edges + self.n_nodes))
         vals = np.empty((X.shape[0], self.n_nodes))
         ws = self._workspace(nt)
+        lbuf = np.empty(max(self.n_leaves, 1) * min(self._chunk_rows(nt), -(-X.shape[0] // _core.BLOCK) * _core.BLOCK))
         for r0, r1, XT in self._chunks(X, nt):
-            L = self._leaf_matrix(XT, mode, nt)
+            L = self._leaf_matrix(XT, mode, nt, lbuf)
             allv = np.empty((self.n_nodes, XT.shape[1]))
             out = np.empty((len(self.roots), XT.shape[1]))
             _core.forward(*self._graph(), L, self.roots, out, allv, mode, nt, ws)

@@ -183,6 +183,33 @@ class NumpyLayered:
         return out
 
 
+def peer_rates(spn: spnc.SPN, X: np.ndarray, peers: str) -> dict[str, dict]:
+    """rows/s of the same model in SPFlow and sparc-pc, each in its own venv (subprocess).
+    Peers whose venv is missing are skipped; results are checked against spnc's."""
+    import json
+    import subprocess
+    import tempfile
+    out = {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        mpath, dpath = os.path.join(tmp, "m.json"), os.path.join(tmp, "x.npy")
+        spnc.save(spn, mpath)
+        np.save(dpath, X)
+        for lib in ("sparc", "spflow"):
+            py = os.path.join(peers, lib, "bin", "python")
+            if not os.path.exists(py):
+                continue
+            r = subprocess.run([py, os.path.join(here, "peer_eval.py"), lib, mpath, dpath],
+                               capture_output=True, text=True, timeout=1800)
+            if r.returncode:
+                print(f"   ({lib} failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode})")
+                continue
+            d = json.loads(r.stdout.strip().splitlines()[-1])
+            ok = np.allclose(d["ll_head"], spn.log_likelihood(X[:50]), atol=1e-8)
+            out[lib] = dict(d, agrees=bool(ok))
+    return out
+
+
 def timeit(f, repeat=3):
     ts = []
     for _ in range(repeat):
@@ -194,11 +221,13 @@ def timeit(f, repeat=3):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--edges", type=float, nargs="*", default=[1e3, 1e4, 1e5, 1e6])
+    ap.add_argument("--edges", type=float, nargs="*", default=[1e2, 4e3, 1e5, 1e6])
     ap.add_argument("--vars", type=int, default=64)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--shape", choices=["learnspn", "region"], nargs="*", default=["learnspn", "region"],
                     help="learnspn: small fan-out trees like learned models; region: wide region-graph sums")
+    ap.add_argument("--peers", default="/tmp/peers",
+                    help="folder of ../shared/tools/peer-venvs.sh venvs (skipped when missing)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats, skip the slow references on 1e6 edges")
     args = ap.parse_args(argv)
     rep = 1 if args.quick else 3
@@ -240,6 +269,10 @@ def main(argv=None) -> int:
                 r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
                 r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
                 print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} {r1} {r2}")
+        if spn.n_edges <= 20000 and os.path.isdir(args.peers):
+            for lib, d in peer_rates(spn, X[:20000], args.peers).items():
+                print(f"{'':>9} {'':>7} {lib:<10} {1:>3} {d['rows_per_s']:11.3g} {d['rows_per_s'] * spn.n_edges:13.3g}"
+                      f"   marginal rows/s {d['marginal_rows_per_s'] or float('nan'):.3g}   LL agrees with spnc: {d['agrees']}")
         if ref_node:
             print(f"{'':>9} {'':>7} {'numpy-node':<10} {1:>3} {ref_node:11.3g} {ref_node * spn.n_edges:13.3g}")
             print(f"{'':>9} {'':>7} {'numpy-layer':<10} {1:>3} {ref_layer:11.3g} {ref_layer * spn.n_edges:13.3g}")

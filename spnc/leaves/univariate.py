@@ -149,8 +149,8 @@ class BernoulliLeaves(_UnivariateTable):
         return ptr, logp, np.stack([1.0 - p, p], axis=1).ravel()
 
     def log_prob(self, XT, out, mode, n_threads):
-        ptr, logp, _ = self._tables()
-        K.categorical_log_prob(XT, self.var, ptr, logp, logp.reshape(-1, 2).max(1), self.slot, out, mode, n_threads)
+        _, logp, _ = self._tables()
+        K.bernoulli_log_prob(XT, self.var, logp, self.slot, out, mode, n_threads)
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
         ptr, _, prob = self._tables()

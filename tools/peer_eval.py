@@ -1,0 +1,89 @@
+"""Evaluate an spnc model in a peer library (run with the peer venv's python; never
+imported by spnc). Reads the spnc JSON file with the standard library, rebuilds the model
+node for node in the peer's API (Bernoulli leaves only) and prints one JSON line:
+{"lib", "rows_per_s", "marginal_rows_per_s", "ll_head"}.
+
+    /tmp/peers/sparc/bin/python tools/peer_eval.py sparc model.json data.npy
+"""
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def load(path):
+    d = json.load(open(path))
+    kind = d["nodes"]["kind"]
+    ptr, child, weight = d["edges"]["ptr"], d["edges"]["child"], d["edges"]["weight"]
+    b = d["leaves"]["bernoulli"]
+    scope_ptr, scope = d["nodes"]["scope_ptr"], d["nodes"]["scope"]
+    leaf = {n: (scope[scope_ptr[n]], p) for n, p in zip(b["node"], b["p"])}
+    return kind, ptr, child, weight, leaf
+
+
+def build(lib, model):
+    kind, ptr, child, weight, leaf = model
+    objs = [None] * len(kind)
+    if lib == "sparc":
+        import sparc
+        for n, k in enumerate(kind):
+            ch = [objs[c] for c in child[ptr[n]:ptr[n + 1]]]
+            if k == 0:
+                objs[n] = sparc.SumNode(ch, weight[ptr[n]:ptr[n + 1]])
+            elif k == 1:
+                objs[n] = sparc.ProductNode(ch)
+            else:
+                objs[n] = sparc.BernoulliInputNode(int(leaf[n][0]), float(leaf[n][1]))
+        return objs[-1].compile()
+    from spn.structure.Base import Product, Sum, assign_ids, rebuild_scopes_bottom_up
+    from spn.structure.leaves.parametric.Parametric import Bernoulli
+    for n, k in enumerate(kind):
+        ch = [objs[c] for c in child[ptr[n]:ptr[n + 1]]]
+        if k == 0:
+            objs[n] = Sum(weights=list(weight[ptr[n]:ptr[n + 1]]), children=ch)
+        elif k == 1:
+            objs[n] = Product(children=ch)
+        else:
+            objs[n] = Bernoulli(p=float(leaf[n][1]), scope=[int(leaf[n][0])])
+    root = objs[-1]
+    assign_ids(root)
+    rebuild_scopes_bottom_up(root)
+    return root
+
+
+def evaluate(lib, circuit, X):
+    if lib == "sparc":
+        Xi = np.where(np.isnan(X), -1, X).astype(np.int32)
+        return circuit.log_likelihood(Xi)
+    from spn.algorithms.Inference import log_likelihood
+    return log_likelihood(circuit, X)[:, 0]
+
+
+def timed(f, repeat=3):
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = f()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2], out
+
+
+def main():
+    lib, model_path, data_path = sys.argv[1:4]
+    X = np.load(data_path)
+    circuit = build(lib, load(model_path))
+    t, ll = timed(lambda: evaluate(lib, circuit, X))
+    Xm = X.copy()
+    Xm[np.random.default_rng(0).random(X.shape) < 0.3] = np.nan
+    try:
+        tm, _ = timed(lambda: evaluate(lib, circuit, Xm))
+        mrate = len(X) / tm
+    except Exception:  # the peer may not support missing values
+        mrate = None
+    print(json.dumps({"lib": lib, "rows_per_s": len(X) / t, "marginal_rows_per_s": mrate,
+                      "ll_head": [float(v) for v in np.asarray(ll)[:50]]}))
+
+
+if __name__ == "__main__":
+    main()
