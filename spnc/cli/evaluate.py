@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import DataError, SpncError
 from . import _data
+from . import run_tool
 
 PROG = "spnc-eval"
 EXAMPLES = """\
@@ -56,15 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except (SpncError, OSError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, OSError) and e.filename and str(e.filename) not in msg:
-            msg = f"{e.filename}: {msg}"
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 2
+    return run_tool(PROG, _parser(), _run, argv)
 
 
 class _Progress:

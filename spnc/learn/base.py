@@ -1,0 +1,56 @@
+"""What every spnc estimator shares: scikit-learn style parameters and the queries that
+delegate to the learned model ``spn_``."""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from ..graph import SPN
+
+
+class DensityEstimator:
+    """Base class of learners. Subclasses take their hyper-parameters as keyword arguments
+    of ``__init__`` (stored under the same names) and set ``spn_`` in ``fit``."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self._param_names()}
+
+    def set_params(self, **params: Any):
+        valid = self._param_names()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}; valid: {valid}")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()) + ")"
+
+    def _model(self) -> SPN:
+        if not hasattr(self, "spn_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        return self.spn_
+
+    def score_samples(self, X, *, n_threads: int | None = None) -> np.ndarray:
+        """log p(x) per row of ``X``; NaN entries are marginalised out."""
+        return self._model().log_likelihood(X, n_threads=n_threads)
+
+    def score(self, X, y=None) -> float:
+        """Mean log-likelihood of the rows of ``X``."""
+        ll = self.score_samples(X)
+        if ll.size == 0:
+            raise DataError("X has no rows to score")
+        return float(np.mean(ll))
+
+    def sample(self, n: int, seed: int | None = None) -> np.ndarray:
+        """Draw ``n`` rows from the learned model, reproducible for a given ``seed``."""
+        return self._model().sample(int(n), seed=seed)
