@@ -12,6 +12,8 @@ MODULES = [
     ("spnc._core", True),
     ("spnc._leafkern", True),
     ("spnc._chowliu", True),
+    ("spnc._em", True),
+    ("spnc._oslrau", True),
 ]
 
 DIRECTIVES = {

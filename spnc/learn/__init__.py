@@ -1,5 +1,6 @@
 """Learners, as scikit-learn style estimators: ``fit(X)``, ``score_samples(X)``,
 ``score(X)``, ``sample(n)``; the learned model is the compiled :class:`spnc.SPN` in ``spn_``."""
 from .chowliu import ChowLiuTree  # noqa: F401
+from .em import EM  # noqa: F401
 
-__all__ = ["ChowLiuTree"]
+__all__ = ["ChowLiuTree", "EM"]

@@ -1,0 +1,396 @@
+"""EM for SPNs with arbitrary leaves (spnc.learn.em)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.learn import em as em_mod
+from spnc.learn.em import EM, constrained_weights
+from spnc.nodes import Product, Sum
+
+from conftest import random_spn, shared_data
+
+
+# ---------------------------------------------------------------------- model builders
+def random_structure(rng, n_vars, make_leaf, depth=2, share=0.3):
+    """Random complete, decomposable DAG; ``make_leaf(scope)`` returns a leaf over a tuple of
+    variables (None to split further)."""
+    cache: dict[tuple, list] = {}
+
+    def build(scope, d):
+        pool = cache.setdefault(scope, [])
+        if pool and rng.random() < share:
+            return pool[rng.integers(len(pool))]
+        leaf = make_leaf(scope) if (d <= 0 or len(scope) == 1) else None
+        if leaf is not None:
+            node = leaf
+        elif d <= 0 or len(scope) == 1:
+            node = Product([build((v,), 0) for v in scope])
+        else:
+            k = int(rng.integers(2, 4))
+            kids = []
+            for _ in range(k):
+                perm = list(rng.permutation(scope))
+                cut = int(rng.integers(1, len(scope)))
+                kids.append(Product([build(tuple(sorted(perm[:cut])), d - 1),
+                                     build(tuple(sorted(perm[cut:])), d - 1)]))
+            node = Sum(kids, rng.dirichlet(np.ones(k)))
+        pool.append(node)
+        return node
+
+    return spnc.compile(build(tuple(range(n_vars)), depth))
+
+
+def gaussian_model(seed, n_vars=4):
+    rng = np.random.default_rng(seed)
+
+    def leaf(scope):
+        if len(scope) == 1:
+            return spnc.Gaussian(scope[0], float(rng.normal()), float(rng.uniform(0.5, 2)))
+        return None
+    return random_structure(rng, n_vars, leaf)
+
+
+def mvn_model(seed, n_vars=4):
+    rng = np.random.default_rng(seed)
+
+    def leaf(scope):
+        if len(scope) > 2:
+            return None
+        A = rng.normal(size=(len(scope), len(scope)))
+        return spnc.MultivariateGaussian(scope, rng.normal(size=len(scope)), A @ A.T + np.eye(len(scope)))
+    return random_structure(rng, n_vars, leaf)
+
+
+def cltree_model(seed, n_vars=6):
+    rng = np.random.default_rng(seed)
+
+    def leaf(scope):
+        if len(scope) < 2 or len(scope) > 3:
+            return None if len(scope) > 3 else spnc.Bernoulli(scope[0], float(rng.uniform(.1, .9)))
+        parents = [-1] + [int(rng.integers(0, j)) for j in range(1, len(scope))]
+        cpts = [rng.dirichlet(np.ones(2), size=1 if p < 0 else 2) for p in parents]
+        return spnc.ChowLiuLeaf(list(scope), parents, cpts)
+    return random_structure(rng, n_vars, leaf)
+
+
+def discrete_model(seed):
+    return spnc.compile(random_spn(np.random.default_rng(seed), [2, 3, 2, 4, 2], depth=3, share=0.3))
+
+
+MODELS = {"discrete": discrete_model, "gaussian": gaussian_model, "mvgaussian": mvn_model, "cltree": cltree_model}
+
+
+def data_for(kind, n=600, seed=0):
+    truth = MODELS[kind](seed + 100)
+    return truth.sample(n, seed=seed)
+
+
+# ---------------------------------------------------------------------- monotonicity
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_objective_never_decreases(kind, variant):
+    X = data_for(kind)
+    init = MODELS[kind](7)
+    em = EM(max_iter=8, tol=-np.inf, variant=variant, weight_floor=0.0).fit(init, X)
+    h = em.history_["train"]
+    assert len(h) == 9
+    assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1])), h
+    assert h[-1] > h[0]
+    if variant == "soft":  # the recorded objective is the log-likelihood of each iterate
+        assert h[-1] == pytest.approx(em.spn_.log_likelihood(X).mean(), rel=1e-10)
+    else:  # hard EM is monotone in the max-product (Viterbi) objective
+        viterbi = em.spn_.node_log_values(X, mode=1)[:, em.spn_.root]
+        assert h[-1] == pytest.approx(viterbi.mean(), rel=1e-10)
+
+
+def test_input_model_untouched_and_recorded():
+    X = data_for("discrete")
+    init = discrete_model(3)
+    before = init.weight.copy(), {k: t.to_arrays() for k, t in init.leaf_tables.items()}
+    em = EM(max_iter=3, alpha=0.5).fit(init, X)
+    assert np.array_equal(init.weight, before[0])
+    for k, t in init.leaf_tables.items():
+        for a, v in t.to_arrays().items():
+            assert np.array_equal(v, before[1][k][a])
+    spn = em.spn_
+    assert spn is not init and spn.stats["count"].shape == (spn.n_nodes,)
+    assert spn.stats["count"][spn.root] == pytest.approx(len(X))
+    assert spn.learner["name"] == "em" and spn.learner["params"]["alpha"] == 0.5
+    assert np.array_equal(spn.learner["arrays"]["history_train"], em.history_["train"])
+    assert em.score(X) == pytest.approx(spn.log_likelihood(X).mean())
+    assert em.sample(5, seed=1).shape == (5, 5)
+
+
+def test_save_load_round_trip(tmp_path):
+    X = data_for("discrete")
+    spn = EM(max_iter=2, tol=-np.inf).fit(discrete_model(3), X).spn_  # -inf is stored as a string
+    spnc.save(spn, tmp_path / "m.h5")
+    back = spnc.load(tmp_path / "m.h5")
+    assert np.array_equal(back.stats["count"], spn.stats["count"])
+    assert back.learner["params"]["variant"] == "soft"
+    assert np.array_equal(back.log_likelihood(X), spn.log_likelihood(X))
+
+
+# ---------------------------------------------------------------------- Gaussian mixtures
+def test_matches_sklearn_gaussian_mixture():
+    mixture = pytest.importorskip("sklearn.mixture")
+    rng = np.random.default_rng(0)
+    d, K, it = 3, 3, 12
+    X = np.concatenate([rng.normal(size=(200, d)) @ rng.normal(size=(d, d)) + 4 * rng.normal(size=d)
+                        for _ in range(K)])
+    means = X[rng.choice(len(X), K, replace=False)]
+    covs = [np.cov(X.T)] * K
+    w0 = np.array([0.2, 0.3, 0.5])
+    spn = spnc.compile(Sum([spnc.MultivariateGaussian(range(d), m, c) for m, c in zip(means, covs)], w0))
+    em = EM(max_iter=it, tol=-np.inf, min_std=1e-3).fit(spn, X)  # ridge 1e-6 = sklearn's reg_covar
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = mixture.GaussianMixture(K, covariance_type="full", max_iter=it, tol=0, reg_covar=1e-6,
+                                     weights_init=w0, means_init=means,
+                                     precisions_init=np.array([np.linalg.inv(c) for c in covs])).fit(X)
+    t = em.spn_.leaf_tables["mvgaussian"]
+    np.testing.assert_allclose(t.params["mean"].reshape(K, d), gm.means_, atol=1e-6)
+    np.testing.assert_allclose(t.params["cov"].reshape(K, d, d), gm.covariances_, atol=1e-6)
+    np.testing.assert_allclose(em.spn_.weight, gm.weights_, atol=1e-6)
+    assert em.history_["train"][-1] == pytest.approx(gm.score(X), abs=1e-6)
+
+
+def test_diagonal_mixture_of_products_equals_closed_form():
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(-2, 1, size=(150, 2)), rng.normal(3, 0.5, size=(150, 2))])
+    comps = [Product([spnc.Gaussian(0, m, 1.0), spnc.Gaussian(1, m, 1.0)]) for m in (-1.0, 1.0)]
+    spn = spnc.compile(Sum(comps, [0.5, 0.5]))
+    em = EM(max_iter=1, tol=-np.inf).fit(spn, X)
+    # one EM step of a diagonal Gaussian mixture, by hand
+    from scipy.stats import norm
+    lp = np.stack([norm.logpdf(X, m, 1.0).sum(1) + np.log(0.5) for m in (-1.0, 1.0)], 1)
+    r = np.exp(lp - np.logaddexp.reduce(lp, 1)[:, None])
+    mu = r.T @ X / r.sum(0)[:, None]
+    var = np.stack([(r[:, k:k + 1] * (X - mu[k]) ** 2).sum(0) / r[:, k].sum() for k in range(2)])
+    g = em.spn_.leaf_tables["gaussian"]
+    order = np.argsort(g.node)  # leaves in node order: comp 0 (vars 0, 1), comp 1 (vars 0, 1)
+    np.testing.assert_allclose(g.params["mean"][order], mu.ravel(), rtol=1e-10)
+    np.testing.assert_allclose(g.params["std"][order], np.sqrt(var).ravel(), rtol=1e-10)
+    np.testing.assert_allclose(np.sort(em.spn_.weight[em.spn_.kind[np.repeat(np.arange(em.spn_.n_nodes),
+                               np.diff(em.spn_.child_ptr))] == 0]), np.sort(r.mean(0)), rtol=1e-10)
+
+
+# ---------------------------------------------------------------------- sharing, floor, freeze, Eq. 12
+def test_shared_nodes_pool_their_statistics():
+    rng = np.random.default_rng(2)
+    S = Sum([spnc.Bernoulli(1, 0.2), spnc.Bernoulli(1, 0.7)], [0.5, 0.5])  # on every induced tree
+    shared = spnc.Bernoulli(2, 0.5)
+    root = Sum([Product([spnc.Bernoulli(0, 0.3), S, shared]), Product([spnc.Bernoulli(0, 0.8), S, shared])],
+               [0.4, 0.6])
+    spn = spnc.compile(root)
+    assert spn.n_nodes == 9  # S, its leaves and `shared` appear once
+    X = (rng.random((400, 3)) < [0.5, 0.4, 0.65]).astype(float)
+    out = EM(max_iter=1, tol=-np.inf, weight_floor=0.0).fit(spn, X).spn_
+    b = out.leaf_tables["bernoulli"]
+    i_shared = [i for i in range(len(b)) if b.var[i] == 2]
+    assert len(i_shared) == 1 and b.params["p"][i_shared[0]] == pytest.approx(X[:, 2].mean())
+    # S's weights: one EM step of a two-component mixture on x1 over all rows
+    lik = np.stack([np.where(X[:, 1] == 1, p, 1 - p) * 0.5 for p in (0.2, 0.7)], 1)
+    r = lik / lik.sum(1, keepdims=True)
+    s_node = int(np.flatnonzero((out.kind == 0) & (np.arange(out.n_nodes) != out.root))[0])
+    np.testing.assert_allclose(out.weight[out.child_ptr[s_node]:out.child_ptr[s_node + 1]], r.mean(0), rtol=1e-10)
+
+
+def test_constrained_weights_floor_is_the_constrained_maximum():
+    c = np.array([10.0, 0.0, 1e-9, 5.0, 3.0, 0.0])
+    seg = np.array([0, 0, 0, 1, 1, 2])
+    w = constrained_weights(c, seg, 3, 1e-3)
+    assert np.all(w[:5] >= 1e-3) and np.isnan(w[5])
+    np.testing.assert_allclose(np.bincount(seg[:5], w[:5]), 1.0, atol=1e-12)
+    np.testing.assert_allclose(w[:3], [1 - 2e-3, 1e-3, 1e-3])
+    np.testing.assert_allclose(w[3:5], [5 / 8, 3 / 8])
+    # no feasible point does better on the objective
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        v = rng.dirichlet(np.ones(3)) * (1 - 3e-3) + 1e-3
+        assert np.dot(c[:3], np.log(v)) <= np.dot(c[:3], np.log(w[:3])) + 1e-12
+
+
+def test_weights_stay_normalised_and_positive_with_floor():
+    X = data_for("discrete")
+    out = EM(max_iter=5, weight_floor=1e-4, alpha=0.0).fit(discrete_model(3), X).spn_
+    sums = np.flatnonzero(out.kind == 0)
+    for n in sums:
+        w = out.weight[out.child_ptr[n]:out.child_ptr[n + 1]]
+        assert w.min() >= 1e-4 * (1 - 1e-9) and abs(w.sum() - 1) <= 1e-12
+
+
+def test_freeze_keeps_parameters():
+    X = data_for("discrete")
+    init = discrete_model(3)
+    sums = np.flatnonzero(init.kind == 0)
+    leaves = init.leaf_tables["categorical"].node[:3]
+    out = EM(max_iter=3, freeze=np.concatenate([sums[:2], leaves])).fit(init, X).spn_
+    for n in sums[:2]:
+        a, b = init.child_ptr[n], init.child_ptr[n + 1]
+        assert np.array_equal(out.weight[a:b], init.weight[a:b])
+    a, b = out.child_ptr[sums[2]], out.child_ptr[sums[2] + 1]
+    assert not np.array_equal(out.weight[a:b], init.weight[a:b])
+    t0, t1 = init.leaf_tables["categorical"], out.leaf_tables["categorical"]
+    for i in range(3):
+        assert np.array_equal(t0.to_node(i).probs, t1.to_node(i).probs)
+    assert not np.array_equal(t0.params["prob"], t1.params["prob"])
+
+
+def test_eq12_rejects_updates_that_lower_the_leaf_bound(monkeypatch):
+    X = data_for("discrete")
+    init = discrete_model(3)
+    good = em_mod._BernoulliStats.fit
+
+    def bad_fit(self, s):
+        p = good(self, s)["p"]
+        p[::2] = 1.0 - p[::2]  # every other leaf moves away from its weighted MLE
+        return {"p": p}
+
+    monkeypatch.setattr(em_mod._BernoulliStats, "fit", bad_fit)
+    em = EM(max_iter=1, tol=-np.inf).fit(init, X)
+    p0, p1 = init.leaf_tables["bernoulli"].params["p"], em.spn_.leaf_tables["bernoulli"].params["p"]
+    assert em.rejected_ >= 1
+    assert em.rejected_ == np.sum(p0 == p1)  # a rejected leaf keeps its old value exactly
+    ok = EM(max_iter=1, tol=-np.inf, check_leaves=False).fit(init, X)
+    assert not np.any(ok.spn_.leaf_tables["bernoulli"].params["p"] == p0)
+
+
+def test_cltree_structure_is_refit():
+    X = data_for("cltree", n=800)
+    init = cltree_model(11)
+    out = EM(max_iter=3).fit(init, X).spn_
+    t0, t1 = init.leaf_tables["cltree"], out.leaf_tables["cltree"]
+    assert not np.array_equal(t0.params["cpt"], t1.params["cpt"])
+    assert out.log_likelihood(X).mean() > init.log_likelihood(X).mean()
+
+
+# ---------------------------------------------------------------------- online, validation
+def test_online_improves_and_is_deterministic():
+    X = data_for("discrete", n=1500)
+    init = discrete_model(3)
+    a = EM(variant="online", max_iter=3, batch_size=200, random_state=0).fit(init, X)
+    b = EM(variant="online", max_iter=3, batch_size=200, random_state=0).fit(init, X)
+    assert np.array_equal(a.spn_.weight, b.spn_.weight)
+    assert a.history_["train"][-1] > a.history_["train"][0]
+    assert len(a.history_["train"]) == 4
+
+
+def test_validation_patience_returns_best_model():
+    X = data_for("discrete", n=200)
+    Xv = data_for("discrete", n=300, seed=5)
+    em = EM(max_iter=40, tol=-np.inf, patience=2).fit(discrete_model(3), X, X_valid=Xv)
+    hv = em.history_["valid"]
+    assert em.score(Xv) == pytest.approx(hv.max())
+    assert em.n_iter_ <= 40 and len(hv) == em.n_iter_
+
+
+def test_mixture_roots_get_weights():
+    X = data_for("discrete")
+    r1, r2 = random_spn(np.random.default_rng(8), [2, 3, 2, 4, 2]), random_spn(np.random.default_rng(9), [2, 3, 2, 4, 2])
+    spn = spnc.compile([r1, r2], root_weights=[0.5, 0.5], combine="mixture")
+    em = EM(max_iter=4, tol=-np.inf, weight_floor=0.0).fit(spn, X)
+    assert not np.allclose(em.spn_.root_weights, 0.5)
+    assert np.all(np.diff(em.history_["train"]) >= -1e-12)
+
+
+def test_bad_arguments():
+    spn = discrete_model(3)
+    X = data_for("discrete", n=20)
+    with pytest.raises(ValueError, match="variant"):
+        EM(variant="bogus").fit(spn, X)
+    with pytest.raises(ValueError, match="freeze"):
+        EM(freeze=[10**6]).fit(spn, X)
+    with pytest.raises(spnc.DataError):
+        EM().fit(spn, X[:, :3])
+    with pytest.raises(AttributeError):
+        EM().score(X)
+
+
+# ---------------------------------------------------------------------- shared data
+def test_em_improves_test_ll_on_binary_benchmark():
+    base = shared_data("binary")
+    name = "nltcs"
+    if not (base / f"{name}.train.data").exists():
+        pytest.skip(f"{name} not in shared data")
+    tr = np.loadtxt(base / f"{name}.train.data", delimiter=",")[:4000]
+    te = np.loadtxt(base / f"{name}.test.data", delimiter=",")
+    va = np.loadtxt(base / f"{name}.valid.data", delimiter=",")
+    init = spnc.compile(random_spn(np.random.default_rng(0), [2] * tr.shape[1], depth=3, share=0.2,
+                                   leaf="bernoulli"))
+    em = EM(max_iter=15, alpha=0.1, patience=3).fit(init, tr, X_valid=va)
+    before, after = init.log_likelihood(te).mean(), em.score(te)
+    assert after > before + 0.5, (before, after)
+
+
+@pytest.mark.skipif(em_mod._em is None, reason="compiled hard-EM kernel not built")
+@pytest.mark.parametrize("kind", ["discrete", "cltree", "gaussian"])
+def test_hard_kernel_matches_numpy_reference(kind):
+    spn = MODELS[kind](4)
+    X = data_for(kind, n=300)
+    X[::7, 1] = np.nan  # max-product leaves with a missing value
+    w = np.random.default_rng(0).random(len(X))
+    got = em_mod._hard_pass(spn, X, w, 1, compiled=True)
+    ref = em_mod._hard_pass(spn, X, w, 1, compiled=False)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif(em_mod._em is None, reason="compiled EM helpers not built")
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+def test_numpy_fallback_gives_the_same_fit(monkeypatch, variant):
+    X = data_for("discrete")
+    X[::5, 0] = np.nan
+    a = EM(max_iter=3, tol=-np.inf, variant=variant).fit(discrete_model(7), X)
+    monkeypatch.setattr(em_mod, "_em", None)
+    b = EM(max_iter=3, tol=-np.inf, variant=variant).fit(discrete_model(7), X)
+    np.testing.assert_allclose(a.history_["train"], b.history_["train"], rtol=1e-12)
+    np.testing.assert_allclose(a.spn_.weight, b.spn_.weight, rtol=1e-10, atol=1e-14)
+
+
+def test_eq12_on_tables_refit_through_weighted_fit(monkeypatch):
+    from spnc.leaves.cltree import CLTreeLeafType
+    orig = CLTreeLeafType.weighted_fit
+
+    def oversmoothed(self, X, resp, **kw):  # near-uniform CPTs: a worse weighted fit
+        return orig(self, X, resp, **{**kw, "alpha": 1e6})
+
+    monkeypatch.setattr(CLTreeLeafType, "weighted_fit", oversmoothed)
+    init = cltree_model(11)
+    X = data_for("cltree", n=800)
+    em = EM(max_iter=1, tol=-np.inf).fit(init, X)
+    t0, t1 = init.leaf_tables["cltree"], em.spn_.leaf_tables["cltree"]
+    same = [all(np.array_equal(a, b) for a, b in zip(t0.to_node(i).cpts, t1.to_node(i).cpts))
+            for i in range(len(t0))]
+    assert em.rejected_ >= 1 and em.rejected_ == sum(same)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "mvgaussian"])
+def test_recentred_moments_equal_moments_at_the_new_centre(kind):
+    spn = MODELS[kind](4)
+    table = spn.leaf_tables[kind]
+    X = data_for(kind, n=200)
+    XT = np.ascontiguousarray(X.T)
+    R = np.random.default_rng(0).random((spn.n_leaves, len(X)))
+    rw = np.ones(len(X))
+    h = em_mod._stats_for(table, 0.0, 1e-3)
+    a = h.zero()
+    h.accumulate(a, XT, R, rw)
+    new_c = a["center"] + np.random.default_rng(1).normal(size=a["center"].shape)
+    h.recentre(a, new_c)
+    b = h.zero()
+    b["center"] = new_c.copy()
+    h.accumulate(b, XT, R, rw)
+    for key in ("w", "sd", "sdd"):
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-9, atol=1e-9)
+
+
+def test_online_gaussian_improves():
+    X = data_for("gaussian", n=1200)
+    init = gaussian_model(7)
+    em = EM(variant="online", max_iter=4, batch_size=300, random_state=0).fit(init, X)
+    assert em.history_["train"][-1] > em.history_["train"][0]
