@@ -239,7 +239,7 @@ def main(argv=None) -> int:
         if shape == "region":
             spn = random_model(args.vars, int(target))
         else:
-            spn = learnspn_like(max(args.vars, int(target) // 60), int(target))
+            spn = learnspn_like(max(16, int(target) // 60), int(target))
         print(f"-- {shape}: {spn!r}")
         X = (rng.random((args.rows, spn.n_vars)) < 0.5).astype(float)
         n = args.rows
