@@ -2,5 +2,6 @@
 ``score(X)``, ``sample(n)``; the learned model is the compiled :class:`spnc.SPN` in ``spn_``."""
 from .chowliu import ChowLiuTree  # noqa: F401
 from .em import EM  # noqa: F401
+from .oslrau import OSLRAU  # noqa: F401
 
-__all__ = ["ChowLiuTree", "EM"]
+__all__ = ["ChowLiuTree", "EM", "OSLRAU"]
