@@ -173,40 +173,81 @@ def first_bad_value(const double[:, :] X, const int32_t[::1] card):
     return br, bc, code
 
 
+def plan_slots(const int64_t[::1] child_ptr, const int32_t[::1] child, const int64_t[::1] keep):
+    """Workspace slot of every node for a forward-only sweep: a slot is reused once the
+    node's last parent has read it, so the workspace holds the live set, not all N nodes
+    (for tree-shaped models a small fraction, which keeps the sweep in cache). Nodes in
+    ``keep`` (the roots) are never freed. Returns (slot int32[N], n_slots)."""
+    cdef Py_ssize_t N = child_ptr.shape[0] - 1, n, e
+    last_arr = np.full(N, -1, dtype=np.int64)
+    slot_arr = np.empty(N, dtype=np.int32)
+    free_arr = np.empty(N + 1, dtype=np.int32)
+    cdef int64_t[::1] last = last_arr
+    cdef int32_t[::1] slot = slot_arr
+    cdef int32_t[::1] free_ = free_arr
+    cdef int64_t nfree = 0, nslots = 0
+    with nogil:
+        for n in range(N):
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                last[child[e]] = n
+    for n in range(keep.shape[0]):
+        last[keep[n]] = N
+    with nogil:
+        for n in range(N):
+            if nfree > 0:
+                nfree = nfree - 1
+                slot[n] = free_[nfree]
+            else:
+                slot[n] = <int32_t> nslots
+                nslots = nslots + 1
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                if last[child[e]] == n:
+                    last[child[e]] = -2  # freed once, even if listed twice
+                    free_[nfree] = slot[child[e]]
+                    nfree = nfree + 1
+    return slot_arr, nslots
+
+
 cdef inline void _forward_block(const uint8_t[::1] kind, const int64_t[::1] child_ptr,
                                 const int32_t[::1] child, const double[::1] logw,
                                 const int64_t[::1] leaf_slot, const double[:, ::1] L,
-                                Py_ssize_t col0, double *W, int mode) noexcept nogil:
+                                Py_ssize_t col0, double *W, int mode,
+                                const int32_t *node_slot) noexcept nogil:
+    """``child`` holds workspace slots of children and ``node_slot[n]`` the slot of n (the
+    identity when every node's value is kept)."""
     cdef Py_ssize_t N = kind.shape[0], n
     cdef int64_t a
+    cdef double *out
     for n in range(N):
         a = child_ptr[n]
+        out = W + (<int64_t> node_slot[n]) * SPNC_B
         if kind[n] >= 2:
-            memcpy(W + n * SPNC_B, &L[leaf_slot[n], col0], SPNC_B * sizeof(double))
+            memcpy(out, &L[leaf_slot[n], col0], SPNC_B * sizeof(double))
         elif kind[n] == 1:
-            spnc_prod_block(W + n * SPNC_B, W, &child[a], child_ptr[n + 1] - a)
+            spnc_prod_block(out, W, &child[a], child_ptr[n + 1] - a)
         elif mode == 0:
-            spnc_sum_block(W + n * SPNC_B, W, &child[a], &logw[a], child_ptr[n + 1] - a)
+            spnc_sum_block(out, W, &child[a], &logw[a], child_ptr[n + 1] - a)
         else:
-            spnc_max_block(W + n * SPNC_B, W, &child[a], &logw[a], child_ptr[n + 1] - a)
+            spnc_max_block(out, W, &child[a], &logw[a], child_ptr[n + 1] - a)
 
 
 def forward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[::1] child,
             const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads, double[:, ::1] ws):
+            int mode, int n_threads, double[:, ::1] ws, const int32_t[::1] node_slot):
     """Values of ``out_nodes`` for every column of ``L``: ``out[i, r]``. mode 0 = sum-product
-    (log-likelihood / marginals), 1 = max-product. If ``all_values`` has N rows, every
-    node's value is stored there too (N, m)."""
+    (log-likelihood / marginals), 1 = max-product. ``child``/``node_slot`` address workspace
+    slots (see plan_slots). If ``all_values`` has N rows (slots must then be the identity),
+    every node's value is stored there too (N, m)."""
     cdef Py_ssize_t N = kind.shape[0], m = L.shape[1], R = out_nodes.shape[0]
     cdef Py_ssize_t n_blocks = m // SPNC_B, b, i, t
     cdef bint keep = all_values.shape[0] == N
     cdef double *W
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         W = &ws[threadid(), 0]
-        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, b * SPNC_B, W, mode)
+        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, b * SPNC_B, W, mode, &node_slot[0])
         for i in range(R):
-            memcpy(&out[i, b * SPNC_B], W + out_nodes[i] * SPNC_B, SPNC_B * sizeof(double))
+            memcpy(&out[i, b * SPNC_B], W + (<int64_t> node_slot[out_nodes[i]]) * SPNC_B, SPNC_B * sizeof(double))
         if keep:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
@@ -216,7 +257,8 @@ def backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_
              const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
-             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws):
+             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
+             const int32_t[::1] ident):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho (probability that a node is on the row's induced
     tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
@@ -235,7 +277,7 @@ def backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_
         W = &ws[t, 0]
         P = &ws[t, N * SPNC_B]
         col0 = b * SPNC_B
-        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, col0, W, 0)
+        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, col0, W, 0, &ident[0])
         memset(P, 0, N * SPNC_B * sizeof(double))
         for j in range(SPNC_B):
             mx = -INFINITY
@@ -275,7 +317,7 @@ def select(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[
            const double[::1] logw, const int64_t[::1] leaf_slot, const double[:, ::1] L,
            int64_t root, uint8_t[:, ::1] leaf_active, double[::1] root_value,
            int mode, uint64_t seed, int64_t row0, int n_threads, double[:, ::1] ws,
-           uint8_t[:, ::1] acts):
+           uint8_t[:, ::1] acts, const int32_t[::1] ident):
     """Top-down choice of one induced tree per row. mode 1 (MPE): max-product forward, then
     the arg-max child at each sum node. mode 0 (sampling): sum-product forward on the
     evidence, then a child drawn with probability w_c S_c / S at each sum node, using the
@@ -292,7 +334,7 @@ def select(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[
         W = &ws[t, 0]
         A = &acts[t, 0]
         col0 = b * SPNC_B
-        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, col0, W, mode)
+        _forward_block(kind, child_ptr, child, logw, leaf_slot, L, col0, W, mode, &ident[0])
         memcpy(&root_value[col0], W + root * SPNC_B, SPNC_B * sizeof(double))
         memset(A, 0, N * SPNC_B)
         for j in range(SPNC_B):

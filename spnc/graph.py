@@ -407,6 +407,20 @@ class SPN:
     def _graph(self) -> tuple:
         return self.kind, self.child_ptr, self.child, self.logw, self.leaf_slot
 
+    @property
+    def _ident(self) -> np.ndarray:
+        """Identity slots: every node keeps its own workspace row (backward, MPE, sampling)."""
+        if getattr(self, "_ident_cache", None) is None:
+            self._ident_cache = np.arange(self.n_nodes, dtype=np.int32)
+        return self._ident_cache
+
+    def _plan(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(child slots, node slots, n_slots) for forward-only sweeps (see _core.plan_slots)."""
+        if getattr(self, "_plan_cache", None) is None:
+            slot, n_slots = _core.plan_slots(self.child_ptr, self.child, self.roots)
+            self._plan_cache = (np.ascontiguousarray(slot[self.child]), slot, int(n_slots))
+        return self._plan_cache
+
     # ------------------------------------------------------------------ queries
     def log_likelihood(self, X, *, n_threads: int | None = None) -> np.ndarray:
         """log p(x) for each row of ``X`` (n, n_vars); NaN entries are marginalised out, so
@@ -420,12 +434,14 @@ class SPN:
         R = len(self.roots)
         vals = np.empty((R, X.shape[0]))
         empty = np.empty((0, 0))
-        ws = self._workspace(nt)
+        child_slot, node_slot, n_slots = self._plan()
+        ws = np.empty((nt, n_slots * _core.BLOCK))
+        kind, ptr, _, logw, leaf_slot = self._graph()
         lbuf = np.empty(max(self.n_leaves, 1) * min(self._chunk_rows(nt), -(-X.shape[0] // _core.BLOCK) * _core.BLOCK))
         for r0, r1, XT in self._chunks(X, nt):
             L = self._leaf_matrix(XT, mode, nt, lbuf)
             out = np.empty((R, XT.shape[1]))
-            _core.forward(*self._graph(), L, self.roots, out, empty, mode, nt, ws)
+            _core.forward(kind, ptr, child_slot, logw, leaf_slot, L, self.roots, out, empty, mode, nt, ws, node_slot)
             vals[:, r0:r1] = out[:, : r1 - r0]
         if self.combine == "single":
             return vals[0]
@@ -498,7 +514,7 @@ class SPN:
             L = self._leaf_matrix(XT, mode, nt, lbuf)
             active = np.zeros((max(self.n_leaves, 1), XT.shape[1]), dtype=np.uint8)
             rv = np.empty(XT.shape[1])
-            _core.select(*self._graph(), L, self.root, active, rv, mode, seed, r0, nt, ws, acts)
+            _core.select(*self._graph(), L, self.root, active, rv, mode, seed, r0, nt, ws, acts, self._ident)
             if mode == _lb.MAX and np.any(rv[: r1 - r0] == -np.inf):
                 r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
@@ -550,7 +566,7 @@ class SPN:
             llc = np.empty(m)
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))
             ap = np.empty((self.n_nodes, m)) if node_posteriors else np.empty((0, m))
-            _core.backward(*self._graph(), L, self.roots, rlw, rw, llc, edge_acc, node_acc, lr, ap, nt, ws)
+            _core.backward(*self._graph(), L, self.roots, rlw, rw, llc, edge_acc, node_acc, lr, ap, nt, ws, self._ident)
             ll[r0:r1] = llc[: r1 - r0]
             if post is not None:
                 post[r0:r1] = ap[:, : r1 - r0].T
@@ -575,7 +591,7 @@ class SPN:
             L = self._leaf_matrix(XT, mode, nt, lbuf)
             allv = np.empty((self.n_nodes, XT.shape[1]))
             out = np.empty((len(self.roots), XT.shape[1]))
-            _core.forward(*self._graph(), L, self.roots, out, allv, mode, nt, ws)
+            _core.forward(*self._graph(), L, self.roots, out, allv, mode, nt, ws, self._ident)
             vals[r0:r1] = allv[:, : r1 - r0].T
         return vals
 

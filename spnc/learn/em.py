@@ -734,7 +734,7 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, nt: int, b
         else:
             if empty is None or empty.shape[1] != m:
                 empty = np.empty((0, m))
-            _core.backward(*spn._graph(), L, spn.roots, rlw, rw, v, edge, node, R, empty, nt, ws)
+            _core.backward(*spn._graph(), L, spn.roots, rlw, rw, v, edge, node, R, empty, nt, ws, spn._ident)
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
