@@ -23,10 +23,11 @@ def shared_data(*parts: str) -> Path:
 
 
 def random_spn(rng: np.random.Generator, card: list[int], depth: int = 3, share: float = 0.3,
-               leaf: str = "mixed"):
+               leaf: str = "mixed", leaf_factory=None):
     """A random complete and decomposable SPN over variables with the given cardinalities
     (2 = binary, >2 categorical). Sub-networks over a scope are reused with probability
-    ``share``, which makes it a DAG."""
+    ``share``, which makes it a DAG. ``leaf_factory(scope)``, if given, is asked for a leaf
+    over a whole scope at the bottom of the recursion (None: use the default leaves)."""
     cache: dict[tuple, list] = {}
 
     def make_leaf(v):
@@ -41,7 +42,10 @@ def random_spn(rng: np.random.Generator, card: list[int], depth: int = 3, share:
         pool = cache.setdefault(scope, [])
         if pool and rng.random() < share:
             return pool[rng.integers(len(pool))]
-        if len(scope) == 1:
+        custom = leaf_factory(scope) if leaf_factory and (d <= 0 or len(scope) == 1) else None
+        if custom is not None:
+            node = custom
+        elif len(scope) == 1:
             node = make_leaf(scope[0])
         elif d <= 0:
             node = Product([build((v,), 0) for v in scope])

@@ -18,30 +18,7 @@ from conftest import random_spn, shared_data
 def random_structure(rng, n_vars, make_leaf, depth=2, share=0.3):
     """Random complete, decomposable DAG; ``make_leaf(scope)`` returns a leaf over a tuple of
     variables (None to split further)."""
-    cache: dict[tuple, list] = {}
-
-    def build(scope, d):
-        pool = cache.setdefault(scope, [])
-        if pool and rng.random() < share:
-            return pool[rng.integers(len(pool))]
-        leaf = make_leaf(scope) if (d <= 0 or len(scope) == 1) else None
-        if leaf is not None:
-            node = leaf
-        elif d <= 0 or len(scope) == 1:
-            node = Product([build((v,), 0) for v in scope])
-        else:
-            k = int(rng.integers(2, 4))
-            kids = []
-            for _ in range(k):
-                perm = list(rng.permutation(scope))
-                cut = int(rng.integers(1, len(scope)))
-                kids.append(Product([build(tuple(sorted(perm[:cut])), d - 1),
-                                     build(tuple(sorted(perm[cut:])), d - 1)]))
-            node = Sum(kids, rng.dirichlet(np.ones(k)))
-        pool.append(node)
-        return node
-
-    return spnc.compile(build(tuple(range(n_vars)), depth))
+    return spnc.compile(random_spn(rng, [0] * n_vars, depth=depth, share=share, leaf_factory=make_leaf))
 
 
 def gaussian_model(seed, n_vars=4):
