@@ -14,6 +14,7 @@ MODULES = [
     ("spnc._chowliu", True),
     ("spnc._em", True),
     ("spnc._oslrau", True),
+    ("spnc._learnspn", True),
 ]
 
 DIRECTIVES = {

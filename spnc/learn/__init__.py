@@ -2,6 +2,7 @@
 ``score(X)``, ``sample(n)``; the learned model is the compiled :class:`spnc.SPN` in ``spn_``."""
 from .chowliu import ChowLiuTree  # noqa: F401
 from .em import EM  # noqa: F401
+from .learnspn import LearnSPN  # noqa: F401
 from .oslrau import OSLRAU  # noqa: F401
 
-__all__ = ["ChowLiuTree", "EM", "OSLRAU"]
+__all__ = ["ChowLiuTree", "EM", "LearnSPN", "OSLRAU"]

@@ -1,0 +1,256 @@
+# cython: language_level=3
+"""Kernels of the top-down structure learners: value counts, pairwise G statistics from
+indicator co-occurrences, hard-EM clustering of discrete rows under a naive-Bayes mixture,
+and k-means for real rows. Data slices arrive row-major (rows x vars)."""
+import numpy as np
+
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport log, INFINITY
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memset
+
+ctypedef fused code_t:
+    uint8_t
+    int32_t
+
+
+def value_counts(const code_t[:, ::1] X, const int64_t[::1] off):
+    """``counts[off[v] + x]`` = number of rows with ``X[:, v] == x``."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, v
+    counts_arr = np.zeros(off[d], dtype=np.float64)
+    cdef double[::1] counts = counts_arr
+    with nogil:
+        for r in range(n):
+            for v in range(d):
+                counts[off[v] + X[r, v]] += 1.0
+    return counts_arr
+
+
+def gtest_onehot(const double[:, ::1] C, const int64_t[::1] off, double n):
+    """G statistic and degrees of freedom of every variable pair.
+
+    ``C`` holds co-occurrences of one-hot indicator columns (upper triangle and diagonal,
+    as ``_chowliu.cooc_popcount`` gives them); ``off`` the first indicator of each
+    variable. ``G[i, j] = 2 sum_ab c_ab log(c_ab n / (c_a c_b))`` over the pair's table and
+    ``dof[i, j] = (k_i - 1)(k_j - 1)`` with ``k`` the number of values seen in the slice."""
+    cdef Py_ssize_t d = off.shape[0] - 1, i, j, a, b, ia, jb
+    G_arr = np.zeros((d, d), dtype=np.float64)
+    dof_arr = np.zeros((d, d), dtype=np.float64)
+    seen_arr = np.zeros(d, dtype=np.float64)
+    cdef double[:, ::1] G = G_arr
+    cdef double[:, ::1] dof = dof_arr
+    cdef double[::1] seen = seen_arr
+    cdef double g, c, ca, cb
+    with nogil:
+        for i in range(d):
+            for a in range(off[i], off[i + 1]):
+                if C[a, a] > 0:
+                    seen[i] += 1
+        for i in range(d):
+            for j in range(i + 1, d):
+                g = 0.0
+                for a in range(off[i], off[i + 1]):
+                    ca = C[a, a]
+                    if ca <= 0:
+                        continue
+                    for b in range(off[j], off[j + 1]):
+                        c = C[a, b]
+                        cb = C[b, b]
+                        if c > 0:
+                            g += c * log(c * n / (ca * cb))
+                G[i, j] = 2.0 * g
+                G[j, i] = 2.0 * g
+                dof[i, j] = (seen[i] - 1) * (seen[j] - 1)
+                dof[j, i] = dof[i, j]
+    return G_arr, dof_arr
+
+
+cdef void _nb_tables(const double *counts, const double *csize, const int64_t *off,
+                     const int64_t *card, Py_ssize_t d, Py_ssize_t m, Py_ssize_t k,
+                     double alpha, double n, double *T, double *lw) noexcept nogil:
+    """Smoothed log-probability tables and log mixing weights from hard counts."""
+    cdef Py_ssize_t c, v, j
+    cdef double denom
+    for c in range(k):
+        lw[c] = log((csize[c] + alpha) / (n + k * alpha)) if csize[c] + alpha > 0 else -INFINITY
+        for v in range(d):
+            denom = csize[c] + alpha * card[v]
+            for j in range(off[v], off[v + 1]):
+                if denom > 0:
+                    T[c * m + j] = log((counts[c * m + j] + alpha) / denom)
+                else:
+                    T[c * m + j] = -INFINITY
+
+
+def nb_hard_em(const code_t[:, ::1] X, const int64_t[::1] off, const int64_t[::1] card,
+               const int64_t[:, ::1] protos, int n_iter, double alpha, int n_threads):
+    """Hard EM for a mixture of ``k`` naive-Bayes components over discrete rows.
+
+    Each restart (a row of ``protos``: ``k`` seed rows) starts from components centred on
+    its seed rows, then alternates assigning every row to its most likely component and
+    re-estimating the (``alpha``-smoothed) tables and mixing weights, until no row moves
+    or ``n_iter`` rounds. Returns ``(labels, loglik)`` of the restart with the highest
+    complete-data log-likelihood."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], k = protos.shape[1], R = protos.shape[0]
+    cdef Py_ssize_t m = off[d], r, c, v, i, it
+    T_arr = np.empty(k * m, dtype=np.float64)
+    counts_arr = np.zeros(k * m, dtype=np.float64)
+    csize_arr = np.zeros(k, dtype=np.float64)
+    lw_arr = np.zeros(k, dtype=np.float64)
+    lab_arr = np.full(n, -1, dtype=np.int32)
+    best_arr = np.zeros(n, dtype=np.int32)
+    score_arr = np.zeros(n, dtype=np.float64)
+    cdef double[::1] T = T_arr
+    cdef double[::1] counts = counts_arr
+    cdef double[::1] csize = csize_arr
+    cdef double[::1] lw = lw_arr
+    cdef int32_t[::1] lab = lab_arr
+    cdef int32_t[::1] best = best_arr
+    cdef double[::1] score = score_arr
+    cdef double s, total, best_total = -INFINITY
+    cdef Py_ssize_t changed
+    cdef int32_t old
+    cdef int nt = n_threads if n_threads > 0 else 1
+    if n == 0 or k == 0:
+        return best_arr, 0.0
+    with nogil:
+        for r in range(R):
+            # components centred on the seed rows (a pseudo-count of one each)
+            memset(&counts[0], 0, k * m * sizeof(double))
+            for c in range(k):
+                csize[c] = 1.0
+                for v in range(d):
+                    counts[c * m + off[v] + X[protos[r, c], v]] = 1.0
+            for i in range(n):
+                lab[i] = -1
+            for it in range(n_iter):
+                _nb_tables(&counts[0], &csize[0], &off[0], &card[0], d, m, k, alpha,
+                           <double>n if it > 0 else <double>k, &T[0], &lw[0])
+                changed = 0
+                for i in prange(n, num_threads=nt, schedule="static"):
+                    _assign_row(&X[0, 0] + i * d, i, &off[0], &T[0], &lw[0], d, m, k, &lab[0], &score[0])
+                # recount
+                memset(&counts[0], 0, k * m * sizeof(double))
+                memset(&csize[0], 0, k * sizeof(double))
+                for i in range(n):
+                    c = lab[i] & 0x7fffffff
+                    if lab[i] < 0:
+                        changed += 1
+                        lab[i] = <int32_t>c
+                    csize[c] += 1.0
+                    for v in range(d):
+                        counts[c * m + off[v] + X[i, v]] += 1.0
+                if changed == 0:
+                    break
+            # score the final assignment under the final tables
+            _nb_tables(&counts[0], &csize[0], &off[0], &card[0], d, m, k, alpha, <double>n, &T[0], &lw[0])
+            total = 0.0
+            for i in range(n):
+                c = lab[i]
+                s = lw[c]
+                for v in range(d):
+                    s = s + T[c * m + off[v] + X[i, v]]
+                total += s
+            if total > best_total:
+                best_total = total
+                for i in range(n):
+                    best[i] = lab[i]
+    return best_arr, best_total
+
+
+cdef inline void _assign_row(const code_t *x, Py_ssize_t i, const int64_t *off,
+                             const double *T, const double *lw, Py_ssize_t d, Py_ssize_t m,
+                             Py_ssize_t k, int32_t *lab, double *score) noexcept nogil:
+    """Most likely component of row ``i``; a moved row is flagged by a set sign bit (the
+    caller counts and clears it)."""
+    cdef Py_ssize_t c, v, bc = 0
+    cdef double s, bs = -INFINITY
+    cdef const double *Tc
+    for c in range(k):
+        Tc = T + c * m
+        s = lw[c]
+        for v in range(d):
+            s = s + Tc[off[v] + x[v]]
+        if s > bs:
+            bs = s
+            bc = c
+    score[i] = bs
+    if lab[i] != <int32_t>bc:
+        lab[i] = <int32_t>(bc | (-0x7fffffff - 1))   # sign bit marks a move
+    # unchanged rows keep their label
+
+
+def kmeans(const double[:, ::1] X, const int64_t[:, ::1] init, int n_iter, int n_threads):
+    """Lloyd's k-means from each row of ``init`` (``k`` seed rows per restart); returns
+    ``(labels, inertia)`` of the restart with the lowest within-cluster sum of squares."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], k = init.shape[1], R = init.shape[0]
+    cdef Py_ssize_t r, c, v, i, it, changed
+    cent_arr = np.zeros((k, d), dtype=np.float64)
+    sums_arr = np.zeros((k, d), dtype=np.float64)
+    size_arr = np.zeros(k, dtype=np.float64)
+    lab_arr = np.full(n, -1, dtype=np.int32)
+    best_arr = np.zeros(n, dtype=np.int32)
+    dist_arr = np.zeros(n, dtype=np.float64)
+    cdef double[:, ::1] cent = cent_arr
+    cdef double[:, ::1] sums = sums_arr
+    cdef double[::1] size = size_arr
+    cdef int32_t[::1] lab = lab_arr
+    cdef int32_t[::1] best = best_arr
+    cdef double[::1] dist = dist_arr
+    cdef double total, best_total = INFINITY
+    cdef int nt = n_threads if n_threads > 0 else 1
+    if n == 0 or k == 0:
+        return best_arr, 0.0
+    with nogil:
+        for r in range(R):
+            for c in range(k):
+                for v in range(d):
+                    cent[c, v] = X[init[r, c], v]
+            for i in range(n):
+                lab[i] = -1
+            for it in range(n_iter + 1):
+                for i in prange(n, num_threads=nt, schedule="static"):
+                    _nearest(&X[0, 0] + i * d, i, &cent[0, 0], k, d, &lab[0], &dist[0])
+                changed = 0
+                memset(&sums[0, 0], 0, k * d * sizeof(double))
+                memset(&size[0], 0, k * sizeof(double))
+                for i in range(n):
+                    if lab[i] < 0:
+                        changed += 1
+                        lab[i] = lab[i] & 0x7fffffff
+                    c = lab[i]
+                    size[c] += 1.0
+                    for v in range(d):
+                        sums[c, v] += X[i, v]
+                if changed == 0 or it == n_iter:
+                    break
+                for c in range(k):
+                    if size[c] > 0:
+                        for v in range(d):
+                            cent[c, v] = sums[c, v] / size[c]
+            total = 0.0
+            for i in range(n):
+                total += dist[i]
+            if total < best_total:
+                best_total = total
+                for i in range(n):
+                    best[i] = lab[i]
+    return best_arr, best_total
+
+
+cdef inline void _nearest(const double *x, Py_ssize_t i, const double *cent,
+                          Py_ssize_t k, Py_ssize_t d, int32_t *lab, double *dist) noexcept nogil:
+    cdef Py_ssize_t c, v, bc = 0
+    cdef double s, t, bs = INFINITY
+    for c in range(k):
+        s = 0.0
+        for v in range(d):
+            t = x[v] - cent[c * d + v]
+            s = s + t * t
+        if s < bs:
+            bs = s
+            bc = c
+    dist[i] = bs
+    if lab[i] != <int32_t>bc:
+        lab[i] = <int32_t>(bc | (-0x7fffffff - 1))

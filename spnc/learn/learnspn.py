@@ -1,0 +1,311 @@
+"""LearnSPN: top-down structure learning (Gens & Domingos; Rahman & Gogate, Alg. 1) as one
+template whose variable splitter, instance splitter and base model are pluggable
+(:mod:`spnc.learn.structure`). GVS, RGVS, EBVS, EBVS-AE (Vergari et al.), L-SPNs and
+O-SPNs with Chow-Liu tree leaves are configurations of :class:`LearnSPN`."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from ..chowliu import check_codes, resolve_threads
+from ..errors import DataError
+from ..graph import SPN, compile as _compile
+from ..nodes import Node, Product, Sum
+from .base import DensityEstimator
+from .structure import Context, Slice, UnivariateLeaves, resolve_step
+
+
+class _Progress:
+    """One status line on stderr, refreshed at most twice a second."""
+
+    def __init__(self, enabled: bool, total_rows: int):
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.nodes = 0
+        self.rows = 0
+        self.total = total_rows
+
+    def step(self, rows: int, nodes: int = 1) -> None:
+        self.nodes += nodes
+        self.rows += rows
+        if self.enabled:
+            t = time.perf_counter()
+            if t - self.last > 0.5:
+                self.last = t
+                self._print(t, "\r")
+
+    def done(self) -> None:
+        if self.enabled:
+            self._print(time.perf_counter(), "\n")
+
+    def _print(self, t: float, end: str) -> None:
+        sys.stderr.write(f"learnspn: {self.nodes} nodes built, {self.rows / max(self.total, 1):.1f}x the "
+                         f"training rows processed, {t - self.t0:.1f} s{end}")
+        sys.stderr.flush()
+
+
+def learn_structure(ctx: Context, splitter, sum_split, base, *, min_instances: int,
+                    max_depth: int | None, progress: _Progress) -> Node:
+    """Run the template on all rows and variables of ``ctx``; returns the root object.
+
+    Explicit stack (no recursion limit): each task fills one slot of its parent's
+    children list. Base case: one variable (univariate leaf), fewer than
+    ``min_instances`` rows or ``max_depth`` sum nodes above (base model). Otherwise try
+    a product over the splitter's groups, else a sum over the instance splitter's parts
+    (a failed row split also ends in the base model)."""
+    leaf1 = UnivariateLeaves()
+    X = ctx.X
+    holder: list = [None]
+    stack = [(Slice(np.arange(X.shape[0], dtype=np.int64), np.arange(X.shape[1], dtype=np.int64)), holder, 0)]
+    while stack:
+        sl, slot, pos = stack.pop()
+        nr, nv = sl.rows.size, sl.vars.size
+        progress.step(nr)
+        if nv == 1:
+            slot[pos] = leaf1.fit(ctx, sl)
+            continue
+        if nr < min_instances or (max_depth is not None and sl.depth >= max_depth):
+            slot[pos] = base.fit(ctx, sl)
+            continue
+        groups = None if sl.decomposed else _decompose(ctx, splitter, sl)
+        if groups is not None and len(groups) > 1:
+            node = Product([None] * len(groups))
+            for i, g in enumerate(groups):
+                child = Slice(sl.rows, sl.vars[g], sl.depth, decomposed=True)
+                if g.size == nv:
+                    child._data = sl._data
+                stack.append((child, node.children, i))
+            slot[pos] = node
+            continue
+        parts = sum_split.split(ctx, sl)
+        if parts is None:
+            slot[pos] = base.fit(ctx, sl)
+            continue
+        node = Sum([None] * len(parts), [p.weight for p in parts])
+        for i, p in enumerate(parts):
+            child = Slice(p.rows, p.vars, sl.depth + 1)
+            if p.indicator is None:
+                stack.append((child, node.children, i))
+            else:
+                prod = Product([p.indicator, None])
+                node.children[i] = prod
+                stack.append((child, prod.children, 1))
+        slot[pos] = node
+        sl._data = None            # the parent's slice is no longer needed
+    progress.done()
+    return simplify(holder[0])
+
+
+def _decompose(ctx: Context, splitter, sl: Slice) -> list[np.ndarray]:
+    """Groups of column positions; a non-exhaustive splitter is applied again to each
+    group (same rows) until none splits further."""
+    groups = splitter.split(ctx, sl)
+    if splitter.exhaustive or len(groups) == 1:
+        return groups
+    final, queue = [], list(groups)
+    while queue:
+        g = queue.pop()
+        if g.size == 1:
+            final.append(g)
+            continue
+        sub = splitter.split(ctx, Slice(sl.rows, sl.vars[g], sl.depth))
+        if len(sub) == 1:
+            final.append(g)
+        else:
+            queue.extend(g[s] for s in sub)
+    final.sort(key=lambda g: g[0])
+    return final
+
+
+def simplify(root: Node) -> Node:
+    """Splice sums into parent sums (weights multiplied) and products into parent
+    products; keeps the distribution, removes layers. The tree is walked once, bottom-up."""
+    order, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (Sum, Product)):
+            order.append(n)
+            stack.extend(n.children)
+    for n in reversed(order):          # children before parents
+        if isinstance(n, Sum):
+            if any(isinstance(c, Sum) for c in n.children):
+                ch, w = [], []
+                for c, wc in zip(n.children, n.weights):
+                    if isinstance(c, Sum):
+                        ch.extend(c.children)
+                        w.extend(wc * c.weights / c.weights.sum())
+                    else:
+                        ch.append(c)
+                        w.append(wc)
+                n.children, n.weights = ch, np.asarray(w, dtype=np.float64)
+        elif any(isinstance(c, Product) for c in n.children):
+            ch = []
+            for c in n.children:
+                ch.extend(c.children if isinstance(c, Product) else [c])
+            n.children = ch
+    if isinstance(root, (Sum, Product)) and len(root.children) == 1:
+        return root.children[0]
+    return root
+
+
+class LearnSPN(DensityEstimator):
+    """Top-down structure learner for discrete or continuous data.
+
+    Parameters
+    ----------
+    splitter : variable splitting, ``"gvs"``, ``"rgvs"``, ``"ebvs"``, ``"ebvs_ae"``,
+        ``"mi_components"`` (discrete) or ``"correlation"`` (continuous), or a
+        :class:`~spnc.learn.structure.VariableSplitter`.
+    sum_split : ``"latent"`` (L-SPN: hard-EM naive-Bayes clustering, k-means for real
+        data), ``"observed"`` (O-SPN: condition on one variable), or an
+        :class:`~spnc.learn.structure.InstanceSplitter`.
+    leaves : base model, ``"univariate"`` (naive factorisation), ``"bernoulli"`` (the same,
+        insisting on 0/1 data), ``"chowliu"`` (Chow-Liu tree leaves), or a
+        :class:`~spnc.learn.structure.BaseModel`.
+    g_factor : GVS/RGVS threshold rho: dependent when ``G >= 2 * dof * g_factor``.
+    entropy_threshold : EBVS/EBVS-AE threshold eta, in bits.
+    mi_threshold : mutual-information pruning threshold beta (nats) of ``"mi_components"``.
+    corr_threshold : absolute correlation above which real variables are dependent.
+    alpha : Laplace smoothing of leaves, tables, entropies and clustering.
+    min_instances : mu; slices with fewer rows end in the base model.
+    max_depth : at most this many sum nodes on a path (None: unlimited); deeper slices end
+        in the base model (the depth h of Rahman & Gogate).
+    n_clusters, n_restarts, n_iter : row clustering (defaults: 2 clusters, 3 restarts, 15
+        rounds; k-means uses at least 100 rounds).
+    criterion : ``"info_gain"`` or ``"mi_score"``, how O-SPNs choose the variable.
+    min_std : standard-deviation floor of Gaussian leaves.
+    data_type : ``"auto"`` (integer-valued data is discrete), ``"discrete"`` or
+        ``"continuous"``.
+    cardinality : states per discrete variable (None: inferred from the training data).
+    random_state : seed (int) for restarts and random choices; equal seeds give equal models.
+    progress : print nodes built and rows processed to stderr while fitting.
+    n_threads : OpenMP threads of the kernels (None: automatic, -1: all cores).
+
+    Attributes after :meth:`fit`: ``spn_`` (compiled :class:`spnc.SPN`, carrying the
+    learner's name and parameters), ``fit_seconds_``, ``cardinality_``, ``n_features_in_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).integers(0, 2, size=(500, 6))
+    >>> model = LearnSPN(splitter="gvs", min_instances=50, random_state=0).fit(X)
+    >>> float(np.exp(model.score_samples(X[:1]))[0]) > 0
+    True
+    """
+
+    def __init__(self, splitter="gvs", sum_split="latent", leaves="univariate", *,
+                 g_factor: float = 5.0, entropy_threshold: float = 0.3, mi_threshold: float = 0.01,
+                 corr_threshold: float = 0.3, alpha: float = 0.1, min_instances: int = 50,
+                 max_depth: int | None = None, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 15,
+                 criterion: str = "info_gain", min_std: float = 1e-2, data_type: str = "auto",
+                 cardinality=None, random_state: int | None = None, progress: bool = False,
+                 n_threads: int | None = None):
+        self.splitter = splitter
+        self.sum_split = sum_split
+        self.leaves = leaves
+        self.g_factor = g_factor
+        self.entropy_threshold = entropy_threshold
+        self.mi_threshold = mi_threshold
+        self.corr_threshold = corr_threshold
+        self.alpha = alpha
+        self.min_instances = min_instances
+        self.max_depth = max_depth
+        self.n_clusters = n_clusters
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
+        self.criterion = criterion
+        self.min_std = min_std
+        self.data_type = data_type
+        self.cardinality = cardinality
+        self.random_state = random_state
+        self.progress = progress
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        def num(name, lo, strict=False, integer=False):
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+            ok = ok and (v > lo if strict else v >= lo) and (not integer or float(v).is_integer())
+            if not ok:
+                raise ValueError(f"{name} must be a finite {'integer' if integer else 'number'} "
+                                 f"{'>' if strict else '>='} {lo}, got {v!r}")
+        for name in ("g_factor", "entropy_threshold", "mi_threshold", "corr_threshold", "alpha"):
+            num(name, 0)
+        num("min_std", 0, strict=True)
+        num("min_instances", 1, integer=True)
+        num("n_clusters", 2, integer=True)
+        num("n_restarts", 1, integer=True)
+        num("n_iter", 1, integer=True)
+        if self.max_depth is not None:
+            num("max_depth", 0, integer=True)
+        if self.data_type not in ("auto", "discrete", "continuous"):
+            raise ValueError(f"data_type must be 'auto', 'discrete' or 'continuous', got {self.data_type!r}")
+
+    def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
+        A = np.asarray(X)
+        if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
+            raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
+        if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
+            raise DataError(f"X must be numeric, got dtype {A.dtype}")
+        continuous = self.data_type == "continuous"
+        if self.data_type == "auto" and np.issubdtype(A.dtype, np.floating):
+            fin = np.isfinite(A)
+            continuous = bool(fin.all() and np.any(A != np.round(A)))
+        if continuous:
+            if self.cardinality is not None:
+                raise ValueError("cardinality applies to discrete data only")
+            F = np.ascontiguousarray(A, dtype=np.float64)
+            bad = np.argwhere(~np.isfinite(F))
+            if bad.size:
+                r, c = bad[0]
+                raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+            return F, np.zeros(A.shape[1], dtype=np.int64), True
+        codes, card, _ = check_codes(A, self.cardinality)
+        if self.leaves == "bernoulli" and np.any(card != 2):
+            c = int(np.flatnonzero(card != 2)[0])
+            r = int(np.flatnonzero(np.asarray(A[:, c]) > 1)[0]) if np.any(np.asarray(A[:, c]) > 1) else 0
+            raise DataError(f"leaves='bernoulli' needs 0/1 data, but column {c} has value "
+                            f"{np.asarray(A)[r, c].item()!r} (row {r}); use leaves='univariate' for categorical data")
+        return codes, card, False
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None) -> "LearnSPN":
+        """Learn structure and parameters from the rows of ``X`` (no missing values)."""
+        self._check_params()
+        data, card, continuous = self._prepare(X)
+        leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
+        splitter = resolve_step("splitter", self.splitter, self, continuous)
+        sum_split = resolve_step("sum_split", self.sum_split, self, continuous)
+        base = resolve_step("leaves", leaves, self, continuous)
+        n, d = data.shape
+        ctx = Context(data, card, continuous, alpha=self.alpha, min_std=self.min_std,
+                      rng=np.random.default_rng(self.random_state),
+                      n_threads=resolve_threads(self.n_threads, float(n) * d * 64))
+        t0 = time.perf_counter()
+        root = learn_structure(ctx, splitter, sum_split, base, min_instances=int(self.min_instances),
+                               max_depth=None if self.max_depth is None else int(self.max_depth),
+                               progress=_Progress(bool(self.progress), n))
+        spn = _compile(root, n_vars=d, cardinality=card)
+        self.fit_seconds_ = time.perf_counter() - t0
+        spn.learner = {"name": "learnspn", "version": "1", "params": self._json_params(),
+                       "fit_seconds": float(self.fit_seconds_), "n_train": int(n)}
+        self.spn_: SPN = spn
+        self.cardinality_ = card
+        self.n_features_in_ = d
+        return self
+
+    def _json_params(self) -> dict:
+        out = {}
+        for k, v in self.get_params().items():
+            if isinstance(v, np.ndarray):
+                v = v.tolist()
+            elif isinstance(v, (np.integer, np.floating)):
+                v = v.item()
+            elif not (v is None or isinstance(v, (bool, int, float, str, list, tuple))):
+                v = repr(v)
+            out[k] = v
+        return out

@@ -1,0 +1,442 @@
+"""The three pluggable steps of the LearnSPN template (Rahman & Gogate, Alg. 1):
+
+* a :class:`VariableSplitter` partitions the variables of a data slice into groups that
+  look independent (a product node);
+* an :class:`InstanceSplitter` partitions the rows into similar groups (a sum node), over
+  a latent variable (clustering) or an observed one;
+* a :class:`BaseModel` fits the distribution that ends the recursion.
+
+Each paper's variant is a choice of the three. New steps subclass these bases and are
+registered by name with :func:`register_step`; the template never changes.
+Statistics run in the Cython kernels of ``spnc._learnspn`` and ``spnc._chowliu``.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .. import _chowliu as _CK
+from .. import _learnspn as _LK
+from ..chowliu import fit_chow_liu, forest_to_tree, mutual_information
+from ..leaves.cltree import ChowLiuLeaf
+from ..leaves.univariate import Bernoulli, Categorical, Gaussian, Indicator
+from ..nodes import Node, Product
+
+
+# ====================================================================== data
+@dataclass(eq=False)
+class Slice:
+    """Rows and variables of one recursion step. ``depth`` counts the sum nodes above;
+    ``decomposed`` is set when variable splitting already failed on exactly this slice."""
+
+    rows: np.ndarray
+    vars: np.ndarray
+    depth: int = 0
+    decomposed: bool = False
+    _data: np.ndarray | None = field(default=None, repr=False)
+
+
+class Context:
+    """Training data and settings every step sees. ``X`` is the full training matrix,
+    row-major: uint8/int32 codes for discrete data, float64 for continuous data."""
+
+    def __init__(self, X: np.ndarray, cardinality: np.ndarray, continuous: bool, *, alpha: float,
+                 min_std: float, rng: np.random.Generator, n_threads: int):
+        self.X = X
+        self.card = cardinality
+        self.continuous = continuous
+        self.alpha = float(alpha)
+        self.min_std = float(min_std)
+        self.rng = rng
+        self.n_threads = int(n_threads)
+        self.n_total = X.shape[0]
+
+    def data(self, sl: Slice) -> np.ndarray:
+        """The slice's rows x variables, C-contiguous (computed once per slice)."""
+        if sl._data is None:
+            if sl.rows.size == self.n_total and sl.vars.size == self.X.shape[1]:
+                sl._data = self.X
+            else:
+                sl._data = self.X[np.ix_(sl.rows, sl.vars)]
+        return sl._data
+
+    def offsets(self, vars: np.ndarray) -> np.ndarray:
+        off = np.zeros(vars.size + 1, dtype=np.int64)
+        np.cumsum(self.card[vars], out=off[1:])
+        return off
+
+    def value_counts(self, sl: Slice) -> tuple[np.ndarray, np.ndarray]:
+        """``(counts, off)``: occurrences of every value of every slice variable."""
+        off = self.offsets(sl.vars)
+        return _LK.value_counts(self.data(sl), off), off
+
+    def gtest(self, sl: Slice, cols: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Pairwise G statistics and degrees of freedom over ``cols`` of the slice."""
+        D = self.data(sl)
+        vars = sl.vars
+        if cols is not None:
+            D, vars = np.ascontiguousarray(D[:, cols]), vars[cols]
+        off = self.offsets(vars)
+        C = _CK.cooc_popcount(_CK.pack_onehot(D, off, int(off[-1])), self.n_threads)
+        return _LK.gtest_onehot(C, off, float(D.shape[0]))
+
+    def mutual_information(self, sl: Slice) -> np.ndarray:
+        D = self.data(sl)
+        return mutual_information(D, self.card[sl.vars], None, self.alpha, self.n_threads)[0]
+
+
+def components(adjacent: np.ndarray) -> list[np.ndarray]:
+    """Connected components of a boolean adjacency matrix, as sorted index arrays ordered
+    by their smallest member."""
+    n, labels = connected_components(csr_matrix(adjacent), directed=False)
+    order = np.argsort(labels, kind="stable")
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    groups = np.split(order, cuts)
+    groups.sort(key=lambda g: g[0])
+    return groups
+
+
+# ====================================================================== variable splitters
+class VariableSplitter(abc.ABC):
+    """Partition of a slice's variables. ``split`` returns groups of column positions of the
+    slice (a single group: no independence found). ``exhaustive`` splitters return groups
+    that cannot split further on the same rows; the template re-splits the groups of the
+    others until they stop (the same as recursing and merging product chains)."""
+
+    exhaustive = True
+    data_kinds = ("discrete",)
+
+    @abc.abstractmethod
+    def split(self, ctx: Context, sl: Slice) -> list[np.ndarray]: ...
+
+
+class GVS(VariableSplitter):
+    """Greedy variable splitting (Gens & Domingos; Vergari et al.): variables i, j are
+    dependent when their G statistic reaches ``2 * dof * g_factor`` (``dof`` counting the
+    values seen in the slice). Growing a group from a random seed variable through
+    dependent pairs, then again from a seed among the rest, yields the connected
+    components of this dependency graph, which is what is returned."""
+
+    def __init__(self, g_factor: float = 5.0):
+        self.g_factor = float(g_factor)
+
+    def dependent(self, ctx: Context, sl: Slice, cols: np.ndarray | None = None) -> np.ndarray:
+        G, dof = ctx.gtest(sl, cols)
+        dep = G >= 2.0 * dof * self.g_factor + 1e-3
+        np.fill_diagonal(dep, False)
+        return dep
+
+    def split(self, ctx, sl):
+        return components(self.dependent(ctx, sl))
+
+
+class RGVS(GVS):
+    """Random greedy variable splitting: GVS on a random subset of ``max(floor(sqrt(n)), 2)``
+    variables splits off the seed's group; the variables left out join one of the two sides
+    at random (Bernoulli(0.5)). Linear in the number of variables."""
+
+    exhaustive = False
+
+    def split(self, ctx, sl):
+        n = sl.vars.size
+        k = max(int(np.sqrt(n)), 2)
+        if k >= n:
+            groups = components(self.dependent(ctx, sl))
+            if len(groups) == 1:
+                return groups
+            seed = int(ctx.rng.integers(len(groups)))
+            rest = np.sort(np.concatenate([g for i, g in enumerate(groups) if i != seed]))
+            return [groups[seed], rest]
+        sub = np.sort(ctx.rng.choice(n, size=k, replace=False))
+        groups = components(self.dependent(ctx, sl, sub))
+        if len(groups) == 1:
+            return [np.arange(n)]
+        seed = int(ctx.rng.integers(len(groups)))
+        d1 = sub[groups[seed]]
+        d2 = sub[np.concatenate([g for i, g in enumerate(groups) if i != seed])]
+        others = np.setdiff1d(np.arange(n), sub)
+        if ctx.rng.random() < 0.5:
+            d1 = np.concatenate([d1, others])
+        else:
+            d2 = np.concatenate([d2, others])
+        return [np.sort(d1), np.sort(d2)]
+
+
+class EBVS(VariableSplitter):
+    """Entropy-based variable splitting: the variables whose ``alpha``-smoothed entropy (in
+    bits) is below ``threshold`` form one group, the others the second."""
+
+    def __init__(self, threshold: float = 0.3, alpha: float = 0.1):
+        self.threshold = float(threshold)
+        self.alpha = float(alpha)
+
+    def entropies(self, ctx: Context, sl: Slice) -> np.ndarray:
+        counts, off = ctx.value_counts(sl)
+        card = np.diff(off)
+        n = float(sl.rows.size)
+        p = (counts + self.alpha) / np.repeat(n + card * self.alpha, card)
+        h = -p * np.log2(p, where=p > 0, out=np.zeros_like(p))
+        return np.add.reduceat(h, off[:-1])
+
+    def eta(self, ctx: Context, sl: Slice) -> float:
+        return self.threshold
+
+    def split(self, ctx, sl):
+        low = self.entropies(ctx, sl) < self.eta(ctx, sl)
+        if low.all() or not low.any():
+            return [np.arange(sl.vars.size)]
+        return [np.flatnonzero(low), np.flatnonzero(~low)]
+
+
+class EBVSAdaptive(EBVS):
+    """EBVS-AE: the threshold shrinks with the slice, ``threshold * rows / all rows``
+    (floored at float32 epsilon), since entropies shrink on smaller slices."""
+
+    def eta(self, ctx, sl):
+        return max(self.threshold * sl.rows.size / ctx.n_total, float(np.finfo(np.float32).eps))
+
+
+class MIComponents(VariableSplitter):
+    """Connected components of the mutual-information graph after pruning edges whose MI
+    (nats, ``alpha``-smoothed) is at most ``threshold`` (Rahman & Gogate)."""
+
+    def __init__(self, threshold: float = 0.01):
+        self.threshold = float(threshold)
+
+    def split(self, ctx, sl):
+        return components(ctx.mutual_information(sl) > self.threshold)
+
+
+class CorrelationSplitter(VariableSplitter):
+    """Continuous data: connected components of the graph linking variables whose absolute
+    Pearson correlation on the slice exceeds ``threshold`` (constant columns are
+    independent of everything)."""
+
+    data_kinds = ("continuous",)
+
+    def __init__(self, threshold: float = 0.3):
+        self.threshold = float(threshold)
+
+    def split(self, ctx, sl):
+        D = ctx.data(sl)
+        Z = D - D.mean(axis=0)
+        sd = np.sqrt(np.einsum("ij,ij->j", Z, Z))
+        ok = sd > 1e-12 * max(1.0, float(np.abs(D).max()))
+        Z[:, ok] /= sd[ok]
+        R = np.abs(Z.T @ Z)
+        R[~ok, :] = 0.0
+        R[:, ~ok] = 0.0
+        np.fill_diagonal(R, 0.0)
+        return components(R > self.threshold)
+
+
+# ====================================================================== instance splitters
+@dataclass
+class Part:
+    """One child of a sum node: its rows (training-row indices), variables, weight and an
+    optional indicator leaf multiplied in (observed splits)."""
+
+    rows: np.ndarray
+    vars: np.ndarray
+    weight: float
+    indicator: Node | None = None
+
+
+class InstanceSplitter(abc.ABC):
+    """Partition of a slice's rows; ``None`` when no useful split exists."""
+
+    data_kinds = ("discrete",)
+
+    @abc.abstractmethod
+    def split(self, ctx: Context, sl: Slice) -> list[Part] | None: ...
+
+
+def _parts_from_labels(sl: Slice, labels: np.ndarray, k: int) -> list[Part] | None:
+    order = np.argsort(labels, kind="stable")
+    sizes = np.bincount(labels, minlength=k)
+    if np.count_nonzero(sizes) < 2:
+        return None
+    groups = np.split(sl.rows[order], np.cumsum(sizes)[:-1])
+    n = float(sl.rows.size)
+    return [Part(g, sl.vars, g.size / n) for g in groups if g.size]
+
+
+class NaiveBayesEM(InstanceSplitter):
+    """Latent split: hard EM for a mixture of ``n_clusters`` naive-Bayes components with
+    ``n_restarts`` random restarts of at most ``n_iter`` rounds (Gens & Domingos; Rahman &
+    Gogate use 2 clusters, 3 restarts, 15 rounds)."""
+
+    def __init__(self, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 15):
+        self.n_clusters, self.n_restarts, self.n_iter = int(n_clusters), int(n_restarts), int(n_iter)
+
+    def split(self, ctx, sl):
+        n = sl.rows.size
+        k = min(self.n_clusters, n)
+        if k < 2:
+            return None
+        protos = np.stack([ctx.rng.choice(n, size=k, replace=False) for _ in range(self.n_restarts)])
+        labels, _ = _LK.nb_hard_em(ctx.data(sl), ctx.offsets(sl.vars), ctx.card[sl.vars].astype(np.int64),
+                                   protos.astype(np.int64), self.n_iter, ctx.alpha,
+                                   ctx.n_threads if n * sl.vars.size > 1 << 18 else 1)
+        return _parts_from_labels(sl, labels, k)
+
+
+class KMeansSplit(InstanceSplitter):
+    """Latent split of real rows: k-means (k-means++ seeding, ``n_restarts`` restarts) on the
+    slice's columns standardised within the slice."""
+
+    data_kinds = ("continuous",)
+
+    def __init__(self, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 100):
+        self.n_clusters, self.n_restarts, self.n_iter = int(n_clusters), int(n_restarts), int(n_iter)
+
+    def split(self, ctx, sl):
+        n = sl.rows.size
+        k = min(self.n_clusters, n)
+        if k < 2:
+            return None
+        D = ctx.data(sl)
+        sd = D.std(axis=0)
+        Z = np.ascontiguousarray((D - D.mean(axis=0)) / np.where(sd > 0, sd, 1.0))
+        seeds = np.empty((self.n_restarts, k), dtype=np.int64)
+        for r in range(self.n_restarts):        # k-means++ seeding (k is small)
+            seeds[r, 0] = ctx.rng.integers(n)
+            d2 = np.sum((Z - Z[seeds[r, 0]]) ** 2, axis=1)
+            for c in range(1, k):
+                tot = d2.sum()
+                seeds[r, c] = ctx.rng.choice(n, p=d2 / tot) if tot > 0 else ctx.rng.integers(n)
+                d2 = np.minimum(d2, np.sum((Z - Z[seeds[r, c]]) ** 2, axis=1))
+        labels, _ = _LK.kmeans(Z, seeds, self.n_iter, ctx.n_threads if n * D.shape[1] > 1 << 18 else 1)
+        return _parts_from_labels(sl, labels, k)
+
+
+class ObservedSplit(InstanceSplitter):
+    """O-SPN split on an observed variable V: one child per value v, ``[V = v]`` times a
+    sub-model of the other variables learned on the rows with ``V = v``; weights are the
+    ``alpha``-smoothed value frequencies. V maximises ``criterion``:
+
+    * ``"info_gain"``: the drop in the summed single-variable entropies of the slice when
+      conditioning on V, ``H(V) + sum_j I(V; X_j)``;
+    * ``"mi_score"``: ``sum_j I(V; X_j)`` (Rahman & Gogate).
+
+    A value never seen in the slice gets a child fitted to all rows of the slice."""
+
+    def __init__(self, criterion: str = "info_gain"):
+        if criterion not in ("info_gain", "mi_score"):
+            raise ValueError(f"criterion must be 'info_gain' or 'mi_score', got {criterion!r}")
+        self.criterion = criterion
+
+    def split(self, ctx, sl):
+        mi = ctx.mutual_information(sl)
+        score = mi.sum(axis=1) - np.diag(mi)
+        counts, off = ctx.value_counts(sl)
+        seen = np.add.reduceat((counts > 0).astype(np.int64), off[:-1])
+        if self.criterion == "info_gain":
+            score = score + np.diag(mi)       # I(V; V) = H(V)
+        score = np.where(seen > 1, score, -np.inf)
+        if not np.isfinite(score).any():
+            return None
+        j = int(np.argmax(score))
+        var = int(sl.vars[j])
+        col = ctx.data(sl)[:, j]
+        rest = np.delete(sl.vars, j)
+        k = int(ctx.card[var])
+        cnt = counts[off[j]:off[j + 1]]
+        w = (cnt + ctx.alpha) / (sl.rows.size + k * ctx.alpha)
+        parts = []
+        for v in range(k):
+            rows = sl.rows[col == v] if cnt[v] > 0 else sl.rows
+            if w[v] > 0:
+                parts.append(Part(rows, rest, float(w[v]), Indicator(var, v)))
+        return parts
+
+
+# ====================================================================== base models
+class BaseModel(abc.ABC):
+    """Distribution fitted where the recursion stops."""
+
+    data_kinds = ("discrete",)
+
+    @abc.abstractmethod
+    def fit(self, ctx: Context, sl: Slice) -> Node: ...
+
+
+class UnivariateLeaves(BaseModel):
+    """Naive factorisation: one smoothed univariate leaf per variable (Bernoulli for binary
+    variables, categorical otherwise, Gaussian with a standard-deviation floor for real
+    variables)."""
+
+    data_kinds = ("discrete", "continuous")
+
+    def fit(self, ctx, sl):
+        if ctx.continuous:
+            D = ctx.data(sl)
+            mean = D.mean(axis=0)
+            std = np.maximum(D.std(axis=0), ctx.min_std)
+            leaves = [Gaussian(int(v), float(m), float(s)) for v, m, s in zip(sl.vars, mean, std)]
+        else:
+            counts, off = ctx.value_counts(sl)
+            card = np.diff(off)
+            p = (counts + ctx.alpha) / np.repeat(sl.rows.size + card * ctx.alpha, card)
+            leaves = [Bernoulli(int(v), float(p[off[i] + 1])) if card[i] == 2
+                      else Categorical(int(v), p[off[i]:off[i + 1]])
+                      for i, v in enumerate(sl.vars)]
+        return leaves[0] if len(leaves) == 1 else Product(leaves)
+
+
+class ChowLiuLeaves(BaseModel):
+    """A Chow-Liu tree over the slice's variables (``alpha``-smoothed), as one leaf."""
+
+    def fit(self, ctx, sl):
+        if sl.vars.size == 1:
+            return UnivariateLeaves().fit(ctx, sl)
+        res = fit_chow_liu(ctx.data(sl), ctx.card[sl.vars], alpha=ctx.alpha, n_threads=ctx.n_threads)
+        parents, cpts = forest_to_tree(res.parents, res.cpts)
+        return ChowLiuLeaf(sl.vars, parents, cpts)
+
+
+# ====================================================================== registry
+_STEPS: dict[str, dict[str, Callable]] = {"splitter": {}, "sum_split": {}, "leaves": {}}
+
+
+def register_step(kind: str, name: str, factory: Callable) -> None:
+    """Make ``name`` usable as ``LearnSPN(<kind>=name)``. ``kind`` is ``"splitter"``,
+    ``"sum_split"`` or ``"leaves"``; ``factory(estimator, continuous)`` returns the step."""
+    if kind not in _STEPS:
+        raise ValueError(f"unknown step kind {kind!r}; one of {sorted(_STEPS)}")
+    _STEPS[kind][name] = factory
+
+
+def resolve_step(kind: str, spec, est, continuous: bool):
+    """The step object for a name or an instance, checked against the data kind."""
+    base = {"splitter": VariableSplitter, "sum_split": InstanceSplitter, "leaves": BaseModel}[kind]
+    if isinstance(spec, base):
+        step = spec
+    elif isinstance(spec, str) and spec in _STEPS[kind]:
+        step = _STEPS[kind][spec](est, continuous)
+    else:
+        raise ValueError(f"{kind}={spec!r} is not known; use one of {sorted(_STEPS[kind])} "
+                         f"or a {base.__name__} instance")
+    data_kind = "continuous" if continuous else "discrete"
+    if data_kind not in step.data_kinds:
+        raise ValueError(f"{kind}={spec!r} works on {' or '.join(step.data_kinds)} data, but the data is "
+                         f"{data_kind}" + ("; use splitter='correlation'" if kind == "splitter" and continuous else ""))
+    return step
+
+
+register_step("splitter", "gvs", lambda e, c: GVS(e.g_factor))
+register_step("splitter", "rgvs", lambda e, c: RGVS(e.g_factor))
+register_step("splitter", "ebvs", lambda e, c: EBVS(e.entropy_threshold, e.alpha))
+register_step("splitter", "ebvs_ae", lambda e, c: EBVSAdaptive(e.entropy_threshold, e.alpha))
+register_step("splitter", "mi_components", lambda e, c: MIComponents(e.mi_threshold))
+register_step("splitter", "correlation", lambda e, c: CorrelationSplitter(e.corr_threshold))
+register_step("sum_split", "latent", lambda e, c: (KMeansSplit if c else NaiveBayesEM)(
+    e.n_clusters, e.n_restarts, e.n_iter if not c else max(e.n_iter, 100)))
+register_step("sum_split", "observed", lambda e, c: ObservedSplit(e.criterion))
+register_step("leaves", "univariate", lambda e, c: UnivariateLeaves())
+register_step("leaves", "chowliu", lambda e, c: ChowLiuLeaves())

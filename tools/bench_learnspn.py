@@ -1,0 +1,252 @@
+"""Reproduce the LearnSPN variable-splitting comparison on the shared data sets.
+
+For every binary set and every learner configuration (GVS, RGVS, EBVS, EBVS-AE as in
+Vergari et al.; L-SPN and O-SPN with mutual-information components and Chow-Liu leaves
+as in Rahman & Gogate) the hyper-parameters are chosen on the validation split only;
+the chosen model is refitted once, single-threaded, and reported with its learning
+time, test log-likelihood, edges, layers and sum weights (the papers' "parameters").
+``--continuous`` runs 10-fold cross-validation on abalone and banknote with Gaussian
+leaves, correlation splitting and k-means. ``--peers DIR`` adds SPFlow and DeeProb-kit
+runs of the same splitters (their venvs, via ``tools/peer_learnspn.py`` in a
+subprocess; missing venvs are skipped) measured in the same run.
+
+Usage: python tools/bench_learnspn.py [--sets nltcs plants ...] [--learners gvs rgvs ...]
+       [--quick] [--peers /tmp/peers] [--continuous] [--out docs/benchmarks-learnspn.md]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from spnc.learn import LearnSPN  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
+# published test log-likelihoods: LearnSPN (Gens & Domingos) and the GVS column of Vergari et al.
+LEARNSPN = {"nltcs": -6.10, "plants": -12.95, "baudio": -40.51, "jester": -53.45, "bnetflix": -57.38,
+            "accidents": -29.07}
+PAPER = {  # Vergari et al.: (EBVS, EBVS-AE, RGVS, GVS) test LL
+    "nltcs": (-6.051, -6.046, -6.329, -6.040), "plants": (-12.890, -12.853, -16.633, -12.880),
+    "baudio": (-40.763, -40.632, -41.983, -40.697), "jester": (-53.897, -53.528, -54.881, -53.919),
+    "bnetflix": (-58.234, -58.021, -59.752, -58.436), "accidents": (-35.336, -35.635, -39.370, -29.002)}
+
+# validation grids (every combination is fitted; the best validation LL wins)
+COMMON = {"min_instances": [10, 50, 200], "alpha": [0.1, 1.0]}
+GRIDS = {
+    "gvs": dict(splitter=["gvs"], g_factor=[5, 10, 20], n_restarts=[3, 10], leaves=["univariate", "chowliu"], **COMMON),
+    "rgvs": dict(splitter=["rgvs"], g_factor=[5, 10, 20], **COMMON),
+    "ebvs": dict(splitter=["ebvs"], entropy_threshold=[0.1, 0.3, 0.5], **COMMON),
+    "ebvs_ae": dict(splitter=["ebvs_ae"], entropy_threshold=[0.3, 0.5, 0.7], **COMMON),
+    "lspn": dict(splitter=["mi_components"], sum_split=["latent"], leaves=["chowliu"], min_instances=[10],
+                 alpha=[1.0], mi_threshold=[0.001, 0.0015, 0.01, 0.5], max_depth=[4, 5, 6, 7, 10]),
+    "ospn": dict(splitter=["mi_components"], sum_split=["observed"], leaves=["chowliu"], min_instances=[10],
+                 alpha=[1.0], mi_threshold=[0.001, 0.0015, 0.01, 0.5], max_depth=[4, 5, 6, 7, 10],
+                 criterion=["info_gain", "mi_score"]),
+}
+QUICK = {name: {k: v[:1] for k, v in g.items()} for name, g in GRIDS.items()}
+
+
+def load(root: Path, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",", dtype=np.uint8)
+                 for s in ("train", "valid", "test"))
+
+
+def layers(spn) -> int:
+    """Node layers on the longest root-to-leaf path."""
+    depth = np.ones(len(spn.kind), dtype=np.int64)
+    ptr, child = spn.child_ptr, spn.child
+    for n in np.flatnonzero(spn.kind < 2):          # children come before parents
+        depth[n] = 1 + depth[child[ptr[n]:ptr[n + 1]]].max()
+    return int(depth[spn.roots].max())
+
+
+def size(spn) -> dict:
+    sums = spn.kind == 0
+    w = int(np.diff(spn.child_ptr)[sums].sum())
+    return {"nodes": int(len(spn.kind)), "edges": int(len(spn.child)), "layers": layers(spn), "sum_weights": w}
+
+
+def select(grid: dict, tr, va, seed: int) -> tuple[dict, float, int]:
+    keys = list(grid)
+    best, best_ll, n = None, -np.inf, 0
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        params = dict(zip(keys, combo))
+        m = LearnSPN(random_state=seed, n_threads=1, **params).fit(tr)
+        ll = m.score(va)
+        n += 1
+        if ll > best_ll:
+            best, best_ll = params, ll
+    return best, best_ll, n
+
+
+def run_binary(root: Path, sets: list[str], learners: list[str], quick: bool, seed: int) -> list[dict]:
+    rows = []
+    for name in sets:
+        tr, va, te = load(root, name)
+        for lname in learners:
+            t0 = time.perf_counter()
+            params, vll, ncfg = select((QUICK if quick else GRIDS)[lname], tr, va, seed)
+            search = time.perf_counter() - t0
+            m = LearnSPN(random_state=seed, n_threads=1, **params)
+            t = time.perf_counter()
+            m.fit(tr)
+            fit = time.perf_counter() - t
+            row = {"set": name, "learner": lname, "params": params, "fit_seconds": fit, "valid_ll": vll,
+                   "test_ll": m.score(te), "configs": ncfg, "search_seconds": search, **size(m.spn_)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def run_continuous(root: Path, sets: list[str], seed: int) -> list[dict]:
+    """10-fold CV; min_instances and corr_threshold chosen on the last tenth of each
+    training fold, then refitted on all of it."""
+    rows = []
+    grid = list(itertools.product([0.1, 0.2, 0.3, 0.5], [20, 50, 200]))
+    for name in sets:
+        folds = [np.loadtxt(root / "continuous" / name / f"{name}.{k}.data", delimiter=",") for k in range(1, 11)]
+        lls, times, edges = [], [], []
+        for k in range(10):
+            train = np.concatenate([f for j, f in enumerate(folds) if j != k])
+            cut = int(0.9 * len(train))
+            best, best_ll = None, -np.inf
+            for thr, mu in grid:
+                m = LearnSPN(splitter="correlation", corr_threshold=thr, min_instances=mu,
+                             random_state=seed, n_threads=1).fit(train[:cut])
+                ll = m.score(train[cut:])
+                if ll > best_ll:
+                    best, best_ll = (thr, mu), ll
+            m = LearnSPN(splitter="correlation", corr_threshold=best[0], min_instances=best[1],
+                         random_state=seed, n_threads=1)
+            t = time.perf_counter()
+            m.fit(train)
+            times.append(time.perf_counter() - t)
+            lls.append(m.score(folds[k]))
+            edges.append(len(m.spn_.child))
+        lls = np.array(lls)
+        row = {"set": name, "learner": "learnspn-gauss", "test_ll": float(lls.mean()),
+               "stderr": float(lls.std(ddof=1) / np.sqrt(len(lls))), "fit_seconds": float(np.mean(times)),
+               "edges": float(np.mean(edges))}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def run_peers(peers: Path, root: Path, sets: list[str], splitters: list[str], seed: int) -> list[dict]:
+    """Peers and spnc on the same splitter, data and minimum slice size, one after the other."""
+    out = []
+    script = ROOT / "tools" / "peer_learnspn.py"
+    for name in sets:
+        tr, va, te = load(root, name)
+        for lib, spl in [("spflow", "rdc")] + [("deeprob", s) for s in splitters]:
+            py = peers / lib / "bin" / "python"
+            if not py.exists():
+                print(f"skip {lib}: no venv at {py}", file=sys.stderr)
+                continue
+            cmd = [str(py), str(script), lib, str(root / "binary"), name, "--splitter", spl,
+                   "--min-instances", "200", "--seed", str(seed)]
+            env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+                peer = json.loads(res.stdout.strip().splitlines()[-1])
+            except Exception as e:  # a peer failing must not stop the benchmark
+                print(f"skip {lib} {spl} {name}: {e}", file=sys.stderr)
+                continue
+            if "skipped" in peer:
+                print(f"skip {lib}: {peer['skipped']}", file=sys.stderr)
+                continue
+            ours_split = "gvs" if spl == "rdc" else spl
+            m = LearnSPN(splitter=ours_split, min_instances=200, random_state=seed, n_threads=1)
+            t = time.perf_counter()
+            m.fit(tr)
+            fit = time.perf_counter() - t
+            row = {"set": name, "peer": lib, "splitter": spl, "peer_seconds": peer["fit_seconds"],
+                   "peer_test_ll": peer["test_ll"], "peer_edges": peer.get("n_edges"),
+                   "spnc_splitter": ours_split, "spnc_seconds": fit, "spnc_test_ll": m.score(te),
+                   "spnc_edges": len(m.spn_.child), "speedup": peer["fit_seconds"] / fit}
+            out.append(row)
+            print(json.dumps(row), flush=True)
+    return out
+
+
+def markdown(binary: list[dict], cont: list[dict], peers: list[dict]) -> str:
+    L = ["# LearnSPN benchmarks", "",
+         "Produced by `python tools/bench_learnspn.py` (one thread; hyper-parameters chosen on the",
+         "validation split only, then one timed refit). *params* counts sum-node weights, as in the",
+         "papers' tables; layers are node layers on the longest path.", ""]
+    if binary:
+        L += ["## Test log-likelihood, learning time and size", "",
+              "| set | learner | test LL | valid LL | fit s | edges | layers | params | chosen |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for r in binary:
+            chosen = ", ".join(f"{k}={v}" for k, v in r["params"].items() if k != "splitter")
+            L.append(f"| {r['set']} | {r['learner']} | {r['test_ll']:.3f} | {r['valid_ll']:.3f} | "
+                     f"{r['fit_seconds']:.2f} | {r['edges']} | {r['layers']} | {r['sum_weights']} | {chosen} |")
+        L += ["", "Published figures (test LL): LearnSPN " +
+              ", ".join(f"{k} {v}" for k, v in LEARNSPN.items()) + "; Vergari et al. EBVS / EBVS-AE / RGVS / GVS " +
+              "; ".join(f"{k} {' / '.join(str(x) for x in v)}" for k, v in PAPER.items()) + ".", ""]
+    if cont:
+        L += ["## Continuous data (10-fold CV, Gaussian leaves, correlation splitting, k-means)", "",
+              "| set | test LL (mean ± s.e.) | fit s per fold | edges |", "|---|---|---|---|"]
+        for r in cont:
+            L.append(f"| {r['set']} | {r['test_ll']:.3f} ± {r['stderr']:.3f} | {r['fit_seconds']:.2f} | "
+                     f"{r['edges']:.0f} |")
+        L.append("")
+    if peers:
+        L += ["## Against SPFlow and DeeProb-kit (same run, min_instances 200, one thread)", "",
+              "| set | peer | splitter | peer s | peer test LL | spnc s | spnc test LL | speed-up |",
+              "|---|---|---|---|---|---|---|---|"]
+        for r in peers:
+            L.append(f"| {r['set']} | {r['peer']} | {r['splitter']} (spnc: {r['spnc_splitter']}) | "
+                     f"{r['peer_seconds']:.2f} | {r['peer_test_ll']:.3f} | {r['spnc_seconds']:.3f} | "
+                     f"{r['spnc_test_ll']:.3f} | {r['speedup']:.0f}x |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sets", nargs="+", default=SETS)
+    ap.add_argument("--learners", nargs="+", default=list(GRIDS), choices=list(GRIDS))
+    ap.add_argument("--quick", action="store_true", help="first grid value only (smoke run)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--continuous", action="store_true", help="also abalone and banknote (10-fold CV)")
+    ap.add_argument("--no-binary", action="store_true")
+    ap.add_argument("--peers", type=Path, default=None, help="directory of peer venvs (peer-venvs.sh)")
+    ap.add_argument("--peer-sets", nargs="+", default=["nltcs"])
+    ap.add_argument("--peer-splitters", nargs="+", default=["gvs", "rgvs", "ebvs", "ebvs_ae"])
+    ap.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
+    ap.add_argument("--out", type=Path, default=None, help="write a Markdown report here")
+    a = ap.parse_args(argv)
+    if not (a.data / "binary").is_dir():
+        print(f"no data under {a.data}; nothing to do", file=sys.stderr)
+        return 0
+    binary = [] if a.no_binary else run_binary(a.data, a.sets, a.learners, a.quick, a.seed)
+    cont = run_continuous(a.data, ["abalone", "banknote"], a.seed) if a.continuous else []
+    peers = run_peers(a.peers, a.data, a.peer_sets, a.peer_splitters, a.seed) if a.peers else []
+    if a.json:
+        a.json.write_text(json.dumps({"binary": binary, "continuous": cont, "peers": peers}, indent=1))
+    text = markdown(binary, cont, peers)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
