@@ -371,3 +371,13 @@ def test_online_gaussian_improves():
     init = gaussian_model(7)
     em = EM(variant="online", max_iter=4, batch_size=300, random_state=0).fit(init, X)
     assert em.history_["train"][-1] > em.history_["train"][0]
+
+
+def test_validation_stopping_keeps_the_start_when_no_pass_improves_it():
+    """The starting model competes: EM on data unlike the validation rows returns the start."""
+    rng = np.random.default_rng(5)
+    spn = spnc.compile(random_spn(rng, [2] * 6, depth=2, share=0.0, leaf="bernoulli"))
+    X = (rng.random((500, 6)) < 0.9).astype(float)
+    Xv = spn.sample(300, seed=1)
+    em = EM(max_iter=10, patience=2).fit(spn, X, X_valid=Xv)
+    np.testing.assert_array_equal(em.spn_.log_likelihood(Xv), spn.log_likelihood(Xv))

@@ -363,3 +363,22 @@ def test_gaussian_learnspn_on_banknote_is_a_sane_density():
     tr = np.concatenate(folds[1:])
     m = LearnSPN(splitter="correlation", random_state=0).fit(tr)
     assert m.score(folds[0]) > -3.5          # a single full-covariance Gaussian gets about -4.4
+
+
+# ---------------------------------------------------------------- TreeSPN
+def test_treespn_adds_trees_under_every_sum_and_em_never_loses_on_validation():
+    from spnc.learn.treespn import TreeSPN
+    rng = np.random.default_rng(21)
+    X = planted(rng, n=1500, blocks=((0, 1, 2, 3), (4, 5, 6, 7)))
+    X[:, 1] ^= X[:, 5] & (rng.random(1500) < 0.3)            # some cross-block dependence
+    tr, va = X[:1000], X[1000:]
+    m = TreeSPN(n_trees=3, max_depth=2, min_instances=20, random_state=0).fit(tr, va)
+    check_normalised(m, [2] * 8)
+    check_valid(m.spn_)
+    s = m.structure_
+    tree_code = s.leaf_tables["cltree"].code
+    for n in np.flatnonzero(s.kind == 0):                    # every sum has >= 3 tree children
+        kids = s.child[s.child_ptr[n]:s.child_ptr[n + 1]]
+        assert np.count_nonzero(s.kind[kids] == tree_code) >= 3
+    assert m.score(va) >= float(s.log_likelihood(va).mean()) - 1e-12
+    assert m.spn_.learner["name"] == "treespn"

@@ -87,7 +87,9 @@ def learn_structure(ctx: Context, splitter, sum_split, base, *, min_instances: i
         node = Sum([None] * len(parts), [p.weight for p in parts])
         for i, p in enumerate(parts):
             child = Slice(p.rows, p.vars, sl.depth + 1)
-            if p.indicator is None:
+            if p.node is not None:
+                node.children[i] = p.node
+            elif p.indicator is None:
                 stack.append((child, node.children, i))
             else:
                 prod = Product([p.indicator, None])

@@ -239,12 +239,14 @@ class CorrelationSplitter(VariableSplitter):
 @dataclass
 class Part:
     """One child of a sum node: its rows (training-row indices), variables, weight and an
-    optional indicator leaf multiplied in (observed splits)."""
+    optional indicator leaf multiplied in (observed splits). A part with ``node`` set is a
+    finished child (for example a tree leaf added to the mixture) and is not learned further."""
 
     rows: np.ndarray
     vars: np.ndarray
     weight: float
     indicator: Node | None = None
+    node: Node | None = None
 
 
 class InstanceSplitter(abc.ABC):

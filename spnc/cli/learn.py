@@ -1,0 +1,343 @@
+"""spnc-learn: learn an SPN from a data file (LearnSPN, Chow-Liu tree or oSLRAU), optionally
+refine it with EM, save it and report log-likelihoods."""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+from ..errors import DataError, SpncError
+from . import _data
+from . import run_tool
+
+PROG = "spnc-learn"
+
+LEARNERS = ("learnspn", "chowliu", "oslrau")
+SPLITTERS = ("gvs", "rgvs", "ebvs", "ebvs_ae", "mi_components", "correlation")
+SUM_SPLITS = ("latent", "observed")
+LEAVES = ("univariate", "bernoulli", "chowliu")
+CRITERIA = ("info_gain", "mi_score")
+DATA_TYPES = ("auto", "discrete", "continuous")
+
+EXAMPLES = """\
+data: CSV/TSV (header optional, its names become the model's variable names), .npy,
+      or HDF5 with --dataset NAME. Training data must be complete (no NaN, ? or empty
+      cells); validation and test data may have missing values (marginalised).
+
+examples:
+  spnc-learn train.csv -o model.h5                         LearnSPN (GVS, latent clusters)
+  spnc-learn train.csv -o model.h5 --valid v.csv --test t.csv --splitter ebvs --leaves chowliu
+  spnc-learn train.csv -o model.json --sum-split observed --criterion mi_score
+  spnc-learn train.csv -o tree.h5 --learner chowliu --alpha 1
+  spnc-learn data.h5 --dataset /train -o m.h5 --learner oslrau --batch-size 10
+  spnc-learn train.csv -o m.h5 --valid v.csv --em 50       EM refinement, early stopping
+
+output: one line each for the learner, the data, fit time, model size and the mean
+log-likelihood (+- standard error) on train / valid / test.
+
+exit status: 0 success, 2 bad input (one line "spnc-learn: error: ...")
+"""
+
+# CLI destination -> (estimator parameter, learners that take it)
+_OPTIONS = {
+    "splitter": ("splitter", ("learnspn",)),
+    "sum_split": ("sum_split", ("learnspn",)),
+    "leaves": ("leaves", ("learnspn",)),
+    "g_factor": ("g_factor", ("learnspn",)),
+    "entropy_threshold": ("entropy_threshold", ("learnspn",)),
+    "mi_threshold": ("mi_threshold", ("learnspn", "chowliu")),
+    "corr_threshold": ("corr_threshold", ("learnspn",)),
+    "alpha": ("alpha", ("learnspn", "chowliu")),
+    "min_instances": ("min_instances", ("learnspn",)),
+    "max_depth": ("max_depth", ("learnspn",)),
+    "clusters": ("n_clusters", ("learnspn",)),
+    "restarts": ("n_restarts", ("learnspn",)),
+    "iterations": ("n_iter", ("learnspn",)),
+    "criterion": ("criterion", ("learnspn",)),
+    "min_std": ("min_std", ("learnspn",)),
+    "data_type": ("data_type", ("learnspn",)),
+    "correlation_threshold": ("correlation_threshold", ("oslrau",)),
+    "max_leaf_vars": ("max_leaf_vars", ("oslrau",)),
+    "batch_size": ("batch_size", ("oslrau",)),
+}
+_CHOICES = {"splitter": SPLITTERS, "sum_split": SUM_SPLITS, "leaves": LEAVES,
+            "criterion": CRITERIA, "data_type": DATA_TYPES}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Learn a sum-product network from data with LearnSPN, a "
+        "Chow-Liu tree or oSLRAU (optionally refined by EM), save it (.h5/.hdf5/.json) and "
+        "print its log-likelihood on training, validation and test data.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("train", help="training data (.csv, .tsv, .txt, .npy, .h5); no missing values")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL",
+                   help="where to save the model (.h5, .hdf5 or .json; written atomically)")
+    p.add_argument("--valid", metavar="FILE", help="validation data (reported; early stopping of --em)")
+    p.add_argument("--test", metavar="FILE", help="test data (reported)")
+    p.add_argument("--dataset", help="dataset name inside HDF5 data files (all of them)")
+    p.add_argument("--delimiter", help="text delimiter (default: ',' or tab for .tsv)")
+    hdr = p.add_mutually_exclusive_group()
+    hdr.add_argument("--header", dest="header", action="store_const", const=True, default=None,
+                     help="the first text line is a header (default: guessed)")
+    hdr.add_argument("--no-header", dest="header", action="store_const", const=False)
+    p.add_argument("--learner", default="learnspn", metavar="NAME",
+                   help="learnspn (default), chowliu (discrete data) or oslrau (real data)")
+
+    g = p.add_argument_group("LearnSPN (--learner learnspn)")
+    g.add_argument("--splitter", metavar="NAME", help="variable splitting: " + ", ".join(SPLITTERS)
+                   + " (default gvs)")
+    g.add_argument("--sum-split", metavar="NAME", help="row splitting: latent (clustering, "
+                   "default) or observed (condition on one variable)")
+    g.add_argument("--leaves", metavar="NAME", help="base model: univariate (default), bernoulli "
+                   "(0/1 data) or chowliu (Chow-Liu tree leaves)")
+    g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold (default 5)")
+    g.add_argument("--entropy-threshold", type=float, metavar="X", help="EBVS/EBVS-AE threshold in bits (default 0.3)")
+    g.add_argument("--mi-threshold", type=float, metavar="X", help="mutual-information threshold in nats of "
+                   "mi_components and of Chow-Liu edges")
+    g.add_argument("--corr-threshold", type=float, metavar="X", help="|correlation| of dependent real variables (default 0.3)")
+    g.add_argument("--alpha", type=float, metavar="X", help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em)")
+    g.add_argument("--min-instances", type=int, metavar="N", help="fewer rows end in the base model (default 50)")
+    g.add_argument("--max-depth", type=int, metavar="N", help="at most this many sum nodes on a path (default: no limit)")
+    g.add_argument("--clusters", type=int, metavar="N", help="clusters per row split (default 2)")
+    g.add_argument("--restarts", type=int, metavar="N", help="clustering restarts (default 3)")
+    g.add_argument("--iterations", type=int, metavar="N", help="clustering rounds (default 15)")
+    g.add_argument("--criterion", metavar="NAME", help="observed splits: info_gain (default) or mi_score")
+    g.add_argument("--min-std", type=float, metavar="X", help="std floor of Gaussian leaves (default 0.01; also used by --em)")
+    g.add_argument("--data-type", metavar="TYPE", help="auto (default: integer-valued data is "
+                   "discrete), discrete or continuous")
+
+    g = p.add_argument_group("oSLRAU (--learner oslrau)")
+    g.add_argument("--correlation-threshold", type=float, metavar="X", help="merge children above this |correlation| (default 0.1)")
+    g.add_argument("--max-leaf-vars", type=int, metavar="N", help="largest multivariate Gaussian leaf (default: by the paper's rule)")
+    g.add_argument("--batch-size", type=int, metavar="N", help="rows per mini-batch (default 1)")
+
+    g = p.add_argument_group("refinement and running")
+    g.add_argument("--em", type=int, metavar="N", help="then run at most N passes of EM on the "
+                   "parameters (stops early on --valid)")
+    g.add_argument("--seed", type=int, metavar="N", default=None, help="random seed (equal seeds give equal models)")
+    g.add_argument("--threads", type=int, metavar="N", default=None, help="threads of the kernels (-1: all cores)")
+    g.add_argument("--progress", action="store_true", help="LearnSPN: a progress line on stderr")
+    g.add_argument("-q", "--quiet", action="store_true", help="no messages on stderr (only errors)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_tool(PROG, _parser(), _run, argv)
+
+
+# ---------------------------------------------------------------------------- checks
+def _check_args(args: argparse.Namespace) -> None:
+    args.learner = _choice("--learner", args.learner, LEARNERS)
+    for dest, (_, learners) in _OPTIONS.items():
+        if getattr(args, dest) is not None and args.learner not in learners:
+            raise SpncError(f"{_flag(dest)} does not apply to --learner {args.learner} "
+                            f"(only to {' and '.join(learners)})")
+    for dest, options in _CHOICES.items():
+        if getattr(args, dest) is not None:
+            setattr(args, dest, _choice(_flag(dest), getattr(args, dest), options))
+    if args.em is not None and args.em < 1:
+        raise SpncError(f"--em needs N >= 1 passes, got {args.em}")
+    if args.threads == 0:
+        raise SpncError("--threads must be a positive number, or -1 for all cores")
+    from .. import io
+    if io.format_of(args.output) not in ("hdf5", "json"):
+        raise SpncError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
+                        "(draw it afterwards with spnc-convert)")
+    d = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(d):
+        raise SpncError(f"{args.output}: directory {d} does not exist")
+
+
+def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
+    v = value.strip().lower().replace("-", "_")
+    if v not in options:
+        raise SpncError(f"unknown {flag} {value!r}; choose one of {', '.join(options)}")
+    return v
+
+
+def _cell_name(path: str, r: int, c: int, names: list[str] | None) -> str:
+    col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
+    return f"{path}: row {r + 1}, {col}"
+
+
+def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argparse.Namespace) -> None:
+    """Complete, finite data; discrete learners get non-negative integer codes."""
+    if X.shape[0] == 0:
+        raise DataError(f"{path}: no data rows")
+    if X.shape[1] == 0:
+        raise DataError(f"{path}: no columns")
+    if names is not None:
+        seen: set[str] = set()
+        for c, nm in enumerate(names):
+            if nm in seen:
+                raise DataError(f"{path}: column name {nm!r} appears twice in the header")
+            seen.add(nm)
+    bad = np.argwhere(~np.isfinite(X))
+    if bad.size:
+        r, c = (int(v) for v in bad[0])
+        what = "is missing" if np.isnan(X[r, c]) else f"is {X[r, c]}"
+        raise DataError(f"{_cell_name(path, r, c, names)} {what}: learning needs complete training "
+                        f"data ({len(np.unique(bad[:, 0]))} rows have missing or infinite values)")
+    integral = bool(np.all(X == np.round(X)))
+    discrete = args.learner == "chowliu" or (args.learner == "learnspn" and (
+        args.data_type == "discrete" or (args.data_type in (None, "auto") and integral)))
+    if discrete:
+        what = "--learner chowliu" if args.learner == "chowliu" else "discrete data"
+        badv = np.argwhere((X != np.round(X)) | (X < 0))
+        if badv.size:
+            r, c = (int(v) for v in badv[0])
+            raise DataError(f"{_cell_name(path, r, c, names)} has value {X[r, c]!r}: {what} needs "
+                            "non-negative integer codes (states 0, 1, 2, ...)")
+    if args.learner == "learnspn" and args.leaves == "bernoulli":
+        badv = np.argwhere((X != 0) & (X != 1))
+        if badv.size:
+            r, c = (int(v) for v in badv[0])
+            raise DataError(f"{_cell_name(path, r, c, names)} has value {X[r, c]!r}: --leaves "
+                            "bernoulli needs 0/1 data (use --leaves univariate for categorical data)")
+
+
+# ---------------------------------------------------------------------------- learning
+def _estimator(args: argparse.Namespace):
+    from ..learn import LearnSPN, ChowLiuTree, OSLRAU
+    kw = {param: getattr(args, dest) for dest, (param, learners) in _OPTIONS.items()
+          if args.learner in learners and getattr(args, dest) is not None}
+    if args.learner == "learnspn":
+        return LearnSPN(**kw, random_state=args.seed, n_threads=args.threads,
+                        progress=bool(args.progress and not args.quiet))
+    if args.learner == "chowliu":
+        return ChowLiuTree(**kw, n_threads=args.threads)
+    return OSLRAU(**kw, random_state=args.seed)
+
+
+_PARAM_FLAGS = {param: _flag(dest) for dest, (param, _) in _OPTIONS.items()}
+_PARAM_FLAGS.update(random_state="--seed", n_threads="--threads")
+
+
+def _as_data_error(e: ValueError) -> DataError:
+    """An estimator's complaint in terms of the command line: parameter names at the start
+    of the message become the flags that set them."""
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    m = re.match(r"(\w+)", msg)
+    if m and m.group(1) in _PARAM_FLAGS:
+        msg = _PARAM_FLAGS[m.group(1)] + msg[m.end():]
+    return DataError(msg)
+
+
+def _with_names(spn, names: list[str] | None):
+    """The same model carrying variable names (the learners do not take them)."""
+    if names is None:
+        return spn
+    from ..graph import SPN
+    return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, spn.weight, spn.leaf_tables,
+                           spn.cardinality, var_type=spn.var_type, var_names=names, roots=spn.roots,
+                           root_weights=spn.root_weights, combine=spn.combine, stats=spn.stats,
+                           learner=spn.learner)
+
+
+def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Namespace):
+    """EM on the parameters; smoothing and std floor follow the structure learner's."""
+    from ..learn import EM
+    kw = {}
+    if getattr(est, "alpha", None) is not None:
+        kw["alpha"] = float(est.alpha)
+    if getattr(est, "min_std", None) is not None:
+        kw["min_std"] = float(est.min_std)
+    em = EM(max_iter=int(args.em), random_state=args.seed, n_threads=args.threads, **kw)
+    em.fit(model, X, Xv)
+    out = em.spn_
+    learner = dict(out.learner)
+    params = dict(learner.get("params", {}))
+    params["structure_learner"] = {"name": model.learner.get("name", args.learner),
+                                   "params": model.learner.get("params", {})}
+    learner["params"] = params
+    out.learner = learner
+    return out, em
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .. import io
+    _check_args(args)
+    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header)
+    X, names = _data.read_table(args.train, **read)
+    _check_train(X, names, args.train, args)
+    n, d = X.shape
+    extra: dict[str, np.ndarray] = {}
+    for tag, path in (("valid", args.valid), ("test", args.test)):
+        if path is not None:
+            Z, znames = _data.read_table(path, **read)
+            extra[tag] = _data.align_columns(Z, znames, names, d, path)
+    if not args.quiet:
+        print(f"{PROG}: learning with {args.learner} from {args.train} ({n} rows, {d} variables)",
+              file=sys.stderr, flush=True)
+
+    est = _estimator(args)
+    t0 = time.perf_counter()
+    try:
+        est.fit(X)
+        model = est.spn_
+    except ValueError as e:
+        if isinstance(e, SpncError):
+            raise
+        raise _as_data_error(e) from None
+    fit_s = time.perf_counter() - t0
+    model = _with_names(model, names)
+    em = None
+    if args.em is not None:
+        t1 = time.perf_counter()
+        try:
+            model, em = _refine(model, est, X, extra.get("valid"), args)
+        except ValueError as e:
+            if isinstance(e, SpncError):
+                raise
+            raise _as_data_error(e) from None
+        em_s = time.perf_counter() - t1
+
+    lls = {"train": model.log_likelihood(X, n_threads=args.threads)}
+    for tag, Z in extra.items():
+        lls[tag] = model.log_likelihood(Z, n_threads=args.threads)
+    io.save(model, args.output)
+
+    print(f"learner: {args.learner}" + _settings(est, args))
+    print(f"data: {n} rows x {d} variables" + "".join(f", {tag} {len(Z)} rows" for tag, Z in extra.items()))
+    print(f"fit time: {fit_s:.3f} s")
+    if em is not None:
+        print(f"em: {em.n_iter_} passes, {em_s:.3f} s")
+    kinds = model.kind
+    n_leaves = int(np.sum(kinds >= 2))
+    print(f"model: {model.n_nodes} nodes, {model.n_edges} edges ({int(np.sum(kinds == 0))} sums, "
+          f"{int(np.sum(kinds == 1))} products, {n_leaves} leaves)")
+    for tag, ll in lls.items():
+        print(_ll_line(tag, ll))
+    print(f"saved: {args.output}")
+    return 0
+
+
+def _settings(est, args: argparse.Namespace) -> str:
+    if args.learner != "learnspn":
+        return ""
+    return f" (splitter {est.splitter}, sum split {est.sum_split}, leaves {est.leaves})"
+
+
+def _ll_line(tag: str, ll: np.ndarray) -> str:
+    n = len(ll)
+    if n == 0:
+        return f"{tag} mean log-likelihood: nan (no rows)"
+    mean = float(np.mean(ll))
+    se = float(np.std(ll, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
+    zero = int(np.sum(ll == -np.inf))
+    extra = f"; {zero} rows have probability 0" if zero else ""
+    return f"{tag} mean log-likelihood: {mean:.6f} +- {se:.6f} (standard error, {n} rows){extra}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""TreeSPN (Desana & Schnörr, Sec. 6): a depth-limited LearnSPN structure in which every sum
+node also gets a fixed number of Chow-Liu tree leaves over its scope, then EM on all
+weights and all trees (structure and tables) until the validation log-likelihood stops
+improving. Built from the LearnSPN template with one extra instance splitter."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _learnspn as _LK
+from ..chowliu import fit_chow_liu, forest_to_tree
+from ..leaves.cltree import ChowLiuLeaf
+from .base import DensityEstimator
+from .em import EM
+from .learnspn import LearnSPN
+from .structure import InstanceSplitter, NaiveBayesEM, Part, Slice, UnivariateLeaves
+
+
+class TreeMixtureSplit(InstanceSplitter):
+    """The children of ``inner`` plus ``n_trees`` Chow-Liu tree leaves over the slice's
+    variables, initialised as a mixture: the rows are clustered into ``n_trees`` groups
+    (naive-Bayes hard EM) and each tree is fitted to one group. The trees share
+    ``tree_share`` of the sum's weight, in proportion to their groups."""
+
+    def __init__(self, inner: InstanceSplitter, n_trees: int = 5, tree_share: float = 0.5, n_iter: int = 10):
+        self.inner = inner
+        self.n_trees = int(n_trees)
+        self.tree_share = float(tree_share)
+        self.n_iter = int(n_iter)
+
+    def split(self, ctx, sl):
+        parts = self.inner.split(ctx, sl)
+        n = sl.rows.size
+        k = min(self.n_trees, n)
+        if k < 1:
+            return parts
+        D = ctx.data(sl)
+        card = ctx.card[sl.vars].astype(np.int64)
+        if k > 1:
+            protos = ctx.rng.choice(n, size=(1, k), replace=False).astype(np.int64)
+            labels, _ = _LK.nb_hard_em(D, ctx.offsets(sl.vars), card, protos, self.n_iter, ctx.alpha, 1)
+        else:
+            labels = np.zeros(n, dtype=np.int32)
+        share = self.tree_share if parts else 1.0
+        trees = []
+        for c in range(k):
+            rows = np.flatnonzero(labels == c)
+            if rows.size == 0:
+                continue
+            if sl.vars.size == 1:
+                leaf = UnivariateLeaves().fit(ctx, Slice(sl.rows[rows], sl.vars))
+            else:
+                fit = fit_chow_liu(D[rows], card, alpha=max(ctx.alpha, 1e-3), n_threads=1)
+                leaf = ChowLiuLeaf(sl.vars, *forest_to_tree(fit.parents, fit.cpts))
+            trees.append(Part(sl.rows[rows], sl.vars, share * rows.size / n, node=leaf))
+        for p in parts or []:
+            p.weight *= 1.0 - share
+        return (parts or []) + trees
+
+
+class TreeSPN(DensityEstimator):
+    """LearnSPN (GVS, naive-Bayes clustering) limited to ``max_depth`` sum layers, with
+    ``n_trees`` Chow-Liu tree leaves added to every sum node and Chow-Liu leaves at the
+    depth limit, refined by soft EM on weights and trees until the validation
+    log-likelihood stops improving (``patience`` passes).
+
+    ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
+    ``history_`` (EM's train/valid log-likelihood per pass)."""
+
+    def __init__(self, n_trees: int = 5, max_depth: int = 4, *, g_factor: float = 5.0, min_instances: int = 50,
+                 alpha: float = 0.1, tree_share: float = 0.5, n_restarts: int = 3, n_iter: int = 15,
+                 em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, random_state: int | None = None,
+                 verbose: int = 0, n_threads: int | None = None):
+        self.n_trees = n_trees
+        self.max_depth = max_depth
+        self.g_factor = g_factor
+        self.min_instances = min_instances
+        self.alpha = alpha
+        self.tree_share = tree_share
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
+        self.em_max_iter = em_max_iter
+        self.em_alpha = em_alpha
+        self.patience = patience
+        self.random_state = random_state
+        self.verbose = verbose
+        self.n_threads = n_threads
+
+    def fit(self, X, X_valid=None) -> "TreeSPN":
+        """Learn the structure on ``X``, then run EM (stopping on ``X_valid`` when given)."""
+        if isinstance(self.n_trees, bool) or not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
+            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
+        split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share)
+        ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
+                      min_instances=self.min_instances, max_depth=self.max_depth, alpha=self.alpha,
+                      data_type="discrete", random_state=self.random_state, n_threads=self.n_threads).fit(X)
+        self.structure_ = ls.spn_
+        em = EM(max_iter=self.em_max_iter, alpha=self.em_alpha, patience=self.patience, verbose=self.verbose,
+                random_state=self.random_state, n_threads=self.n_threads)
+        em.fit(ls.spn_, X, X_valid=X_valid)
+        spn = em.spn_
+        learner = dict(spn.learner)
+        learner["name"] = "treespn"
+        learner["params"] = dict(ls._json_params(), **{k: v for k, v in self.get_params().items()
+                                                       if isinstance(v, (int, float, str, type(None)))})
+        learner["params"]["sum_split"] = f"tree_mixture(n_trees={self.n_trees})"
+        spn.learner = learner
+        self.spn_ = spn
+        self.history_ = em.history_
+        self.n_features_in_ = ls.n_features_in_
+        return self
