@@ -112,6 +112,27 @@ def run_binary(root: Path, sets: list[str], learners: list[str], quick: bool, se
     return rows
 
 
+def run_fixed(root: Path, sets: list[str], seed: int, repeats: int = 3) -> list[dict]:
+    """The four splitters of Vergari et al. under the same settings (their trade-offs without
+    the grid): median fit time of ``repeats`` fits, test LL and size."""
+    rows = []
+    fixed = dict(g_factor=5.0, entropy_threshold=0.5, min_instances=50, alpha=0.1)
+    for name in sets:
+        tr, va, te = load(root, name)
+        for spl in ("gvs", "rgvs", "ebvs", "ebvs_ae"):
+            times = []
+            for _ in range(repeats):
+                m = LearnSPN(splitter=spl, random_state=seed, n_threads=1, **fixed)
+                t = time.perf_counter()
+                m.fit(tr)
+                times.append(time.perf_counter() - t)
+            row = {"set": name, "learner": spl, "params": fixed, "fit_seconds": float(np.median(times)),
+                   "valid_ll": m.score(va), "test_ll": m.score(te), **size(m.spn_)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def run_continuous(root: Path, sets: list[str], seed: int) -> list[dict]:
     """10-fold CV; min_instances and corr_threshold chosen on the last tenth of each
     training fold, then refitted on all of it."""
@@ -183,7 +204,7 @@ def run_peers(peers: Path, root: Path, sets: list[str], splitters: list[str], se
     return out
 
 
-def markdown(binary: list[dict], cont: list[dict], peers: list[dict]) -> str:
+def markdown(binary: list[dict], cont: list[dict], peers: list[dict], fixed: list[dict] = ()) -> str:
     L = ["# LearnSPN benchmarks", "",
          "Produced by `python tools/bench_learnspn.py` (one thread; hyper-parameters chosen on the",
          "validation split only, then one timed refit). *params* counts sum-node weights, as in the",
@@ -199,6 +220,15 @@ def markdown(binary: list[dict], cont: list[dict], peers: list[dict]) -> str:
         L += ["", "Published figures (test LL): LearnSPN " +
               ", ".join(f"{k} {v}" for k, v in LEARNSPN.items()) + "; Vergari et al. EBVS / EBVS-AE / RGVS / GVS " +
               "; ".join(f"{k} {' / '.join(str(x) for x in v)}" for k, v in PAPER.items()) + ".", ""]
+    if fixed:
+        p = fixed[0]["params"]
+        L += ["## The four splitters under the same settings", "",
+              "All with " + ", ".join(f"{k}={v}" for k, v in p.items()) + "; median of three fits.", "",
+              "| set | splitter | fit s | test LL | edges | layers | params |", "|---|---|---|---|---|---|---|"]
+        for r in fixed:
+            L.append(f"| {r['set']} | {r['learner']} | {r['fit_seconds']:.3f} | {r['test_ll']:.3f} | {r['edges']} | "
+                     f"{r['layers']} | {r['sum_weights']} |")
+        L.append("")
     if cont:
         L += ["## Continuous data (10-fold CV, Gaussian leaves, correlation splitting, k-means)", "",
               "| set | test LL (mean ± s.e.) | fit s per fold | edges |", "|---|---|---|---|"]
@@ -227,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--continuous", action="store_true", help="also abalone and banknote (10-fold CV)")
     ap.add_argument("--no-binary", action="store_true")
+    ap.add_argument("--fixed", action="store_true", help="also the four splitters under the same settings")
+    ap.add_argument("--from-json", type=Path, default=None, help="reuse the rows of an earlier --json run")
     ap.add_argument("--peers", type=Path, default=None, help="directory of peer venvs (peer-venvs.sh)")
     ap.add_argument("--peer-sets", nargs="+", default=["nltcs"])
     ap.add_argument("--peer-splitters", nargs="+", default=["gvs", "rgvs", "ebvs", "ebvs_ae"])
@@ -236,12 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.data / "binary").is_dir():
         print(f"no data under {a.data}; nothing to do", file=sys.stderr)
         return 0
-    binary = [] if a.no_binary else run_binary(a.data, a.sets, a.learners, a.quick, a.seed)
-    cont = run_continuous(a.data, ["abalone", "banknote"], a.seed) if a.continuous else []
-    peers = run_peers(a.peers, a.data, a.peer_sets, a.peer_splitters, a.seed) if a.peers else []
+    old = json.loads(a.from_json.read_text()) if a.from_json else {}
+    binary = old.get("binary", []) if a.no_binary else run_binary(a.data, a.sets, a.learners, a.quick, a.seed)
+    fixed = run_fixed(a.data, a.sets, a.seed) if a.fixed else old.get("fixed", [])
+    cont = run_continuous(a.data, ["abalone", "banknote"], a.seed) if a.continuous else old.get("continuous", [])
+    peers = run_peers(a.peers, a.data, a.peer_sets, a.peer_splitters, a.seed) if a.peers else old.get("peers", [])
     if a.json:
-        a.json.write_text(json.dumps({"binary": binary, "continuous": cont, "peers": peers}, indent=1))
-    text = markdown(binary, cont, peers)
+        a.json.write_text(json.dumps({"binary": binary, "fixed": fixed, "continuous": cont, "peers": peers},
+                                     indent=1))
+    text = markdown(binary, cont, peers, fixed)
     if a.out:
         a.out.write_text(text + "\n")
     print(text)

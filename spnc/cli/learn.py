@@ -95,39 +95,51 @@ def _parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("LearnSPN (--learner learnspn)")
     g.add_argument("--splitter", metavar="NAME", help="variable splitting: " + ", ".join(SPLITTERS)
-                   + " (default gvs)")
+                   + " (default gvs; correlation for real-valued data)")
     g.add_argument("--sum-split", metavar="NAME", help="row splitting: latent (clustering, "
                    "default) or observed (condition on one variable)")
     g.add_argument("--leaves", metavar="NAME", help="base model: univariate (default), bernoulli "
                    "(0/1 data) or chowliu (Chow-Liu tree leaves)")
     g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold (default 5)")
-    g.add_argument("--entropy-threshold", type=float, metavar="X", help="EBVS/EBVS-AE threshold in bits (default 0.3)")
+    g.add_argument("--entropy-threshold", type=float, metavar="X",
+                   help="EBVS/EBVS-AE threshold in bits (default 0.3)")
     g.add_argument("--mi-threshold", type=float, metavar="X", help="mutual-information threshold in nats of "
                    "mi_components and of Chow-Liu edges")
-    g.add_argument("--corr-threshold", type=float, metavar="X", help="|correlation| of dependent real variables (default 0.3)")
-    g.add_argument("--alpha", type=float, metavar="X", help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em)")
-    g.add_argument("--min-instances", type=int, metavar="N", help="fewer rows end in the base model (default 50)")
-    g.add_argument("--max-depth", type=int, metavar="N", help="at most this many sum nodes on a path (default: no limit)")
+    g.add_argument("--corr-threshold", type=float, metavar="X",
+                   help="|correlation| of dependent real variables (default 0.3)")
+    g.add_argument("--alpha", type=float, metavar="X",
+                   help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em)")
+    g.add_argument("--min-instances", type=int, metavar="N",
+                   help="fewer rows end in the base model (default 50)")
+    g.add_argument("--max-depth", type=int, metavar="N",
+                   help="at most this many sum nodes on a path (default: no limit)")
     g.add_argument("--clusters", type=int, metavar="N", help="clusters per row split (default 2)")
     g.add_argument("--restarts", type=int, metavar="N", help="clustering restarts (default 3)")
     g.add_argument("--iterations", type=int, metavar="N", help="clustering rounds (default 15)")
     g.add_argument("--criterion", metavar="NAME", help="observed splits: info_gain (default) or mi_score")
-    g.add_argument("--min-std", type=float, metavar="X", help="std floor of Gaussian leaves (default 0.01; also used by --em)")
+    g.add_argument("--min-std", type=float, metavar="X",
+                   help="std floor of Gaussian leaves (default 0.01; also used by --em)")
     g.add_argument("--data-type", metavar="TYPE", help="auto (default: integer-valued data is "
                    "discrete), discrete or continuous")
 
     g = p.add_argument_group("oSLRAU (--learner oslrau)")
-    g.add_argument("--correlation-threshold", type=float, metavar="X", help="merge children above this |correlation| (default 0.1)")
-    g.add_argument("--max-leaf-vars", type=int, metavar="N", help="largest multivariate Gaussian leaf (default: by the paper's rule)")
+    g.add_argument("--correlation-threshold", type=float, metavar="X",
+                   help="merge children above this |correlation| (default 0.1)")
+    g.add_argument("--max-leaf-vars", type=int, metavar="N",
+                   help="largest multivariate Gaussian leaf (default: by the paper's rule)")
     g.add_argument("--batch-size", type=int, metavar="N", help="rows per mini-batch (default 1)")
 
     g = p.add_argument_group("refinement and running")
     g.add_argument("--em", type=int, metavar="N", help="then run at most N passes of EM on the "
                    "parameters (stops early on --valid)")
-    g.add_argument("--seed", type=int, metavar="N", default=None, help="random seed (equal seeds give equal models)")
-    g.add_argument("--threads", type=int, metavar="N", default=None, help="threads of the kernels (-1: all cores)")
-    g.add_argument("--progress", action="store_true", help="LearnSPN: a progress line on stderr")
-    g.add_argument("-q", "--quiet", action="store_true", help="no messages on stderr (only errors)")
+    g.add_argument("--seed", type=int, metavar="N", default=None,
+                   help="random seed (equal seeds give equal models)")
+    g.add_argument("--threads", type=int, metavar="N", default=None,
+                   help="threads of the kernels (-1: all cores)")
+    g.add_argument("--progress", action="store_true", help="progress messages on stderr (LearnSPN: "
+                   "nodes built and rows processed, refreshed twice a second)")
+    g.add_argument("-q", "--quiet", action="store_true", help="nothing on stderr but errors "
+                   "(overrides --progress)")
     return p
 
 
@@ -170,24 +182,26 @@ def _cell_name(path: str, r: int, c: int, names: list[str] | None) -> str:
     return f"{path}: row {r + 1}, {col}"
 
 
-def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argparse.Namespace) -> None:
-    """Complete, finite data; discrete learners get non-negative integer codes."""
+def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argparse.Namespace) -> bool:
+    """Complete, finite data; discrete learners get non-negative integer codes. Returns
+    whether the learner will treat the data as discrete."""
     if X.shape[0] == 0:
         raise DataError(f"{path}: no data rows")
     if X.shape[1] == 0:
         raise DataError(f"{path}: no columns")
     if names is not None:
         seen: set[str] = set()
-        for c, nm in enumerate(names):
+        for nm in names:
             if nm in seen:
                 raise DataError(f"{path}: column name {nm!r} appears twice in the header")
             seen.add(nm)
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         r, c = (int(v) for v in bad[0])
-        what = "is missing" if np.isnan(X[r, c]) else f"is {X[r, c]}"
+        what = "is missing" if np.isnan(X[r, c]) else f"is {_num(X[r, c])}"
+        n_bad = len(np.unique(bad[:, 0]))
         raise DataError(f"{_cell_name(path, r, c, names)} {what}: learning needs complete training "
-                        f"data ({len(np.unique(bad[:, 0]))} rows have missing or infinite values)")
+                        f"data ({n_bad} row{'s' if n_bad > 1 else ''} with missing or infinite values)")
     integral = bool(np.all(X == np.round(X)))
     discrete = args.learner == "chowliu" or (args.learner == "learnspn" and (
         args.data_type == "discrete" or (args.data_type in (None, "auto") and integral)))
@@ -196,22 +210,41 @@ def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argpar
         badv = np.argwhere((X != np.round(X)) | (X < 0))
         if badv.size:
             r, c = (int(v) for v in badv[0])
-            raise DataError(f"{_cell_name(path, r, c, names)} has value {X[r, c]!r}: {what} needs "
-                            "non-negative integer codes (states 0, 1, 2, ...)")
+            hint = " (or give --data-type continuous)" if args.learner == "learnspn" else ""
+            raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(X[r, c])}: {what} needs "
+                            f"non-negative integer codes (states 0, 1, 2, ...){hint}")
     if args.learner == "learnspn" and args.leaves == "bernoulli":
         badv = np.argwhere((X != 0) & (X != 1))
         if badv.size:
             r, c = (int(v) for v in badv[0])
-            raise DataError(f"{_cell_name(path, r, c, names)} has value {X[r, c]!r}: --leaves "
+            raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(X[r, c])}: --leaves "
                             "bernoulli needs 0/1 data (use --leaves univariate for categorical data)")
+    return discrete
+
+
+def _check_states(Z: np.ndarray, card: np.ndarray, names: list[str] | None, path: str) -> None:
+    """Validation/test values of discrete variables must be states seen in training
+    (NaN = missing is fine)."""
+    bad = ~np.isnan(Z) & ((Z != np.round(Z)) | (Z < 0) | (Z >= card[None, :]))
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(Z[r, c])}, not a state of "
+                        f"the variable (the training data has states 0..{int(card[c]) - 1})")
+
+
+def _num(v) -> str:
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
 # ---------------------------------------------------------------------------- learning
-def _estimator(args: argparse.Namespace):
+def _estimator(args: argparse.Namespace, discrete: bool):
     from ..learn import LearnSPN, ChowLiuTree, OSLRAU
     kw = {param: getattr(args, dest) for dest, (param, learners) in _OPTIONS.items()
           if args.learner in learners and getattr(args, dest) is not None}
     if args.learner == "learnspn":
+        if args.splitter is None and not discrete:
+            kw["splitter"] = "correlation"      # the only splitter for real-valued data
         return LearnSPN(**kw, random_state=args.seed, n_threads=args.threads,
                         progress=bool(args.progress and not args.quiet))
     if args.learner == "chowliu":
@@ -224,10 +257,12 @@ _PARAM_FLAGS.update(random_state="--seed", n_threads="--threads")
 
 
 def _as_data_error(e: ValueError) -> DataError:
-    """An estimator's complaint in terms of the command line: parameter names at the start
-    of the message become the flags that set them."""
+    """An estimator's complaint in terms of the command line: ``name='value'`` and a
+    parameter name at the start of the message become the flag that sets it."""
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    m = re.match(r"(\w+)", msg)
+    for param, flag in _PARAM_FLAGS.items():
+        msg = re.sub(rf"\b{param}=(['\"]?)([^'\",;)\s]*)\1", rf"{flag} \2", msg)
+    m = re.match(r"(\w+)\b", msg)
     if m and m.group(1) in _PARAM_FLAGS:
         msg = _PARAM_FLAGS[m.group(1)] + msg[m.end():]
     return DataError(msg)
@@ -269,18 +304,24 @@ def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header)
     X, names = _data.read_table(args.train, **read)
-    _check_train(X, names, args.train, args)
+    discrete = _check_train(X, names, args.train, args)
     n, d = X.shape
+    card = np.maximum(2, X.max(axis=0) + 1) if discrete else None
     extra: dict[str, np.ndarray] = {}
-    for tag, path in (("valid", args.valid), ("test", args.test)):
+    paths = {"valid": args.valid, "test": args.test}
+    for tag, path in paths.items():
         if path is not None:
             Z, znames = _data.read_table(path, **read)
-            extra[tag] = _data.align_columns(Z, znames, names, d, path)
-    if not args.quiet:
+            Z = _data.align_columns(Z, znames, names, d, path)
+            if card is not None:
+                _check_states(Z, card, names, path)
+            extra[tag] = Z
+    progress = bool(args.progress and not args.quiet)
+    if progress:
         print(f"{PROG}: learning with {args.learner} from {args.train} ({n} rows, {d} variables)",
               file=sys.stderr, flush=True)
 
-    est = _estimator(args)
+    est = _estimator(args, discrete)
     t0 = time.perf_counter()
     try:
         est.fit(X)
@@ -290,9 +331,16 @@ def _run(args: argparse.Namespace) -> int:
             raise
         raise _as_data_error(e) from None
     fit_s = time.perf_counter() - t0
+    if not model.learner:           # record which learner made the model and how
+        params = {k: v for k, v in est.get_params().items()
+                  if v is None or isinstance(v, (bool, int, float, str))}
+        model.learner = {"name": args.learner, "version": "1", "params": params,
+                         "fit_seconds": float(fit_s), "n_train": int(n)}
     model = _with_names(model, names)
     em = None
     if args.em is not None:
+        if progress:
+            print(f"{PROG}: EM on the parameters, at most {args.em} passes", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
             model, em = _refine(model, est, X, extra.get("valid"), args)
@@ -304,7 +352,10 @@ def _run(args: argparse.Namespace) -> int:
 
     lls = {"train": model.log_likelihood(X, n_threads=args.threads)}
     for tag, Z in extra.items():
-        lls[tag] = model.log_likelihood(Z, n_threads=args.threads)
+        try:
+            lls[tag] = model.log_likelihood(Z, n_threads=args.threads)
+        except DataError as e:
+            raise DataError(f"{paths[tag]}: {e}") from None
     io.save(model, args.output)
 
     print(f"learner: {args.learner}" + _settings(est, args))
