@@ -5,11 +5,12 @@ One call streams a whole array through the learner's tree, one mini-batch after 
 other, without the GIL: for each batch a bottom-up pass computes every node's
 log-likelihood of every row, a top-down pass routes each row to the child of highest
 likelihood at sum nodes (ties broken by a counter-based hash of seed, batch, node and
-row), and the counts and the running means / covariances of products and leaves absorb
-the rows that reached them (Eq. 3-4 in Chan's pairwise form). After each batch the
-products touched by it are tested for a correlation between variables of different
-children; the call returns as soon as one is found, so that the structure can change
-before the next batch.
+row), and a second top-down pass lets counts and the running means / covariances of
+products and leaves absorb the rows that reached them (Eq. 3-4 in Chan's pairwise form),
+testing each product right after its own update for a correlation between variables of
+different children (Alg. 2). A product that finds one blocks the two children (their
+subtrees skip the batch); the call returns after that batch, the caller makes the
+structure change and passes the batch's rows down the new mixture (Alg. 3).
 
 Learner arrays, indexed by node id (ids are stable; dead nodes are simply not in
 ``order``): ``kind`` (0 sum, 1 product, 2 leaf), children ``child[child_start[n]:child_end[n]]``, sorted scopes in CSR (``scope_ptr``, ``scope``; a node's mean vector lives
@@ -19,6 +20,7 @@ at ``mean[scope_ptr[n]:scope_ptr[n+1]]``), covariances row-major at
 from libc.math cimport log, exp, sqrt, fabs, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t, int8_t, uint8_t
 from libc.stdlib cimport malloc, free
+import numpy as np
 
 cdef double LOG_2PI = 1.8378770664093453
 
@@ -58,12 +60,11 @@ cdef int _cholesky(double* A, int s) noexcept nogil:
     return 0
 
 
-cdef void _leaf_values(const double[:, ::1] X, int64_t r0, int m, const int32_t* var,
-                       const double* mu, const double* cov, int s, double min_var,
-                       double* L, double* z, double* out) noexcept nogil:
-    """out[r] = log N(x_r | mu, cov + min_var I) for the m rows starting at r0."""
-    cdef int i, j, k, r
-    cdef double jitter = min_var, logdet, acc, q
+cdef double _leaf_factor(const double* cov, int s, double min_var, double* L) noexcept nogil:
+    """L = lower Cholesky factor of cov + min_var I (jitter raised until it is positive
+    definite); returns log det L."""
+    cdef int i, j
+    cdef double jitter = min_var, logdet = 0.0
     while True:
         for i in range(s):
             for j in range(s):
@@ -72,9 +73,17 @@ cdef void _leaf_values(const double[:, ::1] X, int64_t r0, int m, const int32_t*
         if _cholesky(L, s) == 0:
             break
         jitter = jitter * 10.0 + 1e-12
-    logdet = 0.0
     for i in range(s):
         logdet += log(L[i * s + i])
+    return logdet
+
+
+cdef void _leaf_values(const double[:, ::1] X, int64_t r0, int m, const int32_t* var,
+                       const double* mu, const double* L, double logdet, int s,
+                       double* z, double* out) noexcept nogil:
+    """out[r] = log N(x_r | mu, L L^T) for the m rows starting at r0."""
+    cdef int i, k, r
+    cdef double acc, q
     for r in range(m):
         q = 0.0
         for i in range(s):
@@ -114,12 +123,15 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
               int weighted_routing, int64_t struct_points, int64_t seen0,
               double min_merge, int spaced, double threshold,
               double[:, ::1] vals, uint8_t[:, ::1] active,
+              double[::1] chol, double[::1] ldet, uint8_t[::1] fresh,
               int32_t[::1] cand, double[::1] cand_corr, int32_t* n_cand,
-              double* buf, int32_t* owner) noexcept nogil:
+              double* buf, int32_t* owner, uint8_t* blocked) noexcept nogil:
     """Process batches from row ``start``; return the number of batches done."""
     cdef int64_t n = X.shape[0], r0, p
     cdef int64_t n_order = order.shape[0]
     cdef int m, r, t, s, i, j, k, nb = 0, c, best, ties, nchild
+    cdef bint test
+    cdef uint8_t blk
     cdef int32_t node, ch
     cdef double v, mx, acc, tot, w, wk, lw, d_i, best_corr, corr, cii, cjj
     cdef double* mu
@@ -137,8 +149,11 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
             node = order[t]
             if kind[node] == 2:
                 s = <int>(scope_ptr[node + 1] - scope_ptr[node])
+                if not fresh[node]:        # factor cached until the leaf's moments change
+                    ldet[node] = _leaf_factor(&cov[cov_ptr[node]], s, min_var, &chol[cov_ptr[node]])
+                    fresh[node] = 1
                 _leaf_values(X, r0, m, &scope[scope_ptr[node]], &mean[scope_ptr[node]],
-                             &cov[cov_ptr[node]], s, min_var, m2, z, &vals[node, 0])
+                             &chol[cov_ptr[node]], ldet[node], s, z, &vals[node, 0])
             elif kind[node] == 1:
                 for r in range(m):
                     vals[node, r] = 0.0
@@ -204,9 +219,21 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                             if _uniform(seed, batch0 + nb, <uint64_t>node * 1000003 + <uint64_t>r, <uint64_t>ties) * ties < 1.0:
                                 best = ch
                     active[best, r] = 1
-        # ---- counts and running statistics (Eq. 3-4, Chan's pairwise update)
-        for t in range(n_order):
+        # ---- counts, running statistics (Eq. 3-4, Chan's pairwise update) and the
+        # correlation test (Alg. 2), top-down: a product is tested right after its own
+        # statistics absorbed the batch; when it finds a pair, the two children it merges
+        # are blocked (they and their subtrees skip this batch, which the caller then
+        # passes down the new mixture, as in Alg. 2-3).
+        test = seen + m <= struct_points
+        n_cand[0] = 0
+        blocked[order[n_order - 1]] = 0
+        for t in range(n_order - 1, -1, -1):
             node = order[t]
+            blk = blocked[node]
+            for p in range(child_start[node], child_end[node]):
+                blocked[child[p]] = blk
+            if blk:
+                continue
             k = 0
             for r in range(m):
                 k += active[node, r]
@@ -230,7 +257,11 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                                 acc += (X[r0 + r, scope[scope_ptr[node] + i]] - xb[i]) * \
                                        (X[r0 + r, scope[scope_ptr[node] + j]] - xb[j])
                         m2[i * s + j] = acc
-                w = count[node] if count[node] > 0.0 else 1.0   # an unseen node's prior weighs 1
+                # a leaf's count starts at 1 (Sec. 3.1: its initial parameters weigh one
+                # point); a product's at 0 (Alg. 5: its statistics are the data's alone)
+                w = count[node]
+                if kind[node] == 2 and w < 1.0:
+                    w = 1.0
                 wk = w + k
                 for i in range(s):
                     d_i = xb[i] - mu[i]
@@ -240,20 +271,13 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                         cv[j * s + i] = acc
                 for i in range(s):
                     mu[i] += (k / wk) * (xb[i] - mu[i])
+                fresh[node] = 0
             count[node] += k
-        nb += 1
-        r0 += m
-        seen += m
-        # ---- correlation test at products touched by this batch
-        if seen > struct_points:
-            continue
-        n_cand[0] = 0
-        for t in range(n_order):
-            node = order[t]
-            if kind[node] != 1 or not _any(active, node, m):
+            if not test or kind[node] != 1:
                 continue
             nchild = <int>(child_end[node] - child_start[node])
-            if nchild < 2 or count[node] < min_merge * ((merges[node] + 1) if spaced else 1):
+            # eligible once its count before this batch reaches the bound (the authors' code)
+            if nchild < 2 or count[node] - k < min_merge * ((merges[node] + 1) if spaced else 1):
                 continue
             s = <int>(scope_ptr[node + 1] - scope_ptr[node])
             for c in range(nchild):
@@ -283,6 +307,11 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                 cand[3 * n_cand[0] + 2] = child[child_start[node] + bj]
                 cand_corr[n_cand[0]] = best_corr
                 n_cand[0] += 1
+                blocked[child[child_start[node] + bi]] = 1
+                blocked[child[child_start[node] + bj]] = 1
+        nb += 1
+        r0 += m
+        seen += m
         if n_cand[0] > 0:
             return nb
     return nb
@@ -297,31 +326,47 @@ def run(const double[:, ::1] X, int64_t start, int64_t batch_size,
         bint weighted_routing, int64_t struct_points, int64_t seen0,
         double min_merge, bint spaced, double threshold,
         double[:, ::1] vals, uint8_t[:, ::1] active,
-        int32_t[::1] cand, double[::1] cand_corr) -> tuple:
+        int32_t[::1] cand, double[::1] cand_corr, double[::1] chol=None, double[::1] ldet=None,
+        uint8_t[::1] fresh=None) -> tuple:
     """Stream rows ``start:`` of ``X`` through the learner in batches of ``batch_size``,
     updating ``count``, ``mean`` and ``cov`` in place. Stops after the first batch that
     leaves a product with a correlation >= ``threshold`` between two of its children
     (only while ``seen0`` plus the rows done is <= ``struct_points``, and only at
-    products whose count reaches ``min_merge``, times ``merges + 1`` if ``spaced``). Returns
-    ``(n_batches_done, n_candidates)``; candidates are ``cand[3*i:3*i+3]`` = (product,
-    child a, child b) with correlation ``cand_corr[i]``. ``vals``/``active`` are
-    workspaces of shape (n_ids, >= batch_size)."""
+    products whose count before the batch reaches ``min_merge``, times ``merges + 1`` if
+    ``spaced``); the two children of each such product, and their subtrees, have not
+    absorbed that batch. Returns ``(n_batches_done, n_candidates)``; candidates, in
+    top-down order, are ``cand[3*i:3*i+3]`` = (product, child a, child b) with correlation
+    ``cand_corr[i]``. ``vals``/``active`` are workspaces of shape (>= n_ids,
+    >= batch_size); ``active[n, r]`` tells whether row r of the last batch reached node n.
+    ``chol`` (laid out like ``cov``), ``ldet`` and ``fresh`` (per node) cache each leaf's
+    Cholesky factor and log determinant while ``fresh[n]`` is set; the kernel clears it when
+    the leaf's moments change (None: a cache for this call only)."""
     cdef int32_t n_cand = 0
     cdef int nb
+    if chol is None:           # no cache kept by the caller: a throw-away one
+        chol = np.empty(cov.shape[0])
+        ldet = np.empty(kind.shape[0])
+        fresh = np.zeros(kind.shape[0], dtype=np.uint8)
+    if chol.shape[0] < cov.shape[0] or ldet.shape[0] < kind.shape[0] or fresh.shape[0] < kind.shape[0]:
+        raise ValueError("chol / ldet / fresh are smaller than cov / kind")
     cdef int64_t d = X.shape[1]
     cdef double* buf = <double*>malloc((2 * d + d * d + 1) * sizeof(double))
     cdef int32_t* owner = <int32_t*>malloc((d + 1) * sizeof(int32_t))
-    if buf == NULL or owner == NULL:
+    cdef uint8_t* blocked = <uint8_t*>malloc((kind.shape[0] + 1) * sizeof(uint8_t))
+    if buf == NULL or owner == NULL or blocked == NULL:
         free(buf)
         free(owner)
+        free(blocked)
         raise MemoryError()
     with nogil:
         nb = _run(X, start, batch_size, order, kind, child_start, child_end, child, scope_ptr, scope,
                   count, mean, cov_ptr, cov, merges, min_var, seed, batch0, weighted_routing,
-                  struct_points, seen0, min_merge, spaced, threshold, vals, active, cand, cand_corr,
-                  &n_cand, buf, owner)
+                  struct_points, seen0, min_merge, spaced, threshold, vals, active, chol, ldet, fresh,
+                  cand, cand_corr,
+                  &n_cand, buf, owner, blocked)
     free(buf)
     free(owner)
+    free(blocked)
     return nb, n_cand
 
 

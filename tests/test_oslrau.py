@@ -55,7 +55,8 @@ def assert_same_model(a: OSLRAU, b: OSLRAU) -> None:
 
 # ---------------------------------------------------------------------- counting kernel
 def reference_step(m: OSLRAU, rows: np.ndarray) -> None:
-    """Alg. 1 on the learner's current tree, node by node in Python (Eq. 3-4 as printed)."""
+    """Alg. 1 on the learner's current tree, node by node in Python (Eq. 3-4 as printed;
+    a leaf's count starts at 1, a product's at 0)."""
     kids, kind = {n: m._kids(n) for n in range(len(m._kind))}, m._kind
     cache: dict[int, np.ndarray] = {}
 
@@ -84,7 +85,7 @@ def reference_step(m: OSLRAU, rows: np.ndarray) -> None:
         if kind[n] != SUM:
             mu, cov = m._node_stats(n)
             x = rows[np.ix_(idx, m._node_scope(n))]
-            w = m._count[n] if m._count[n] > 0 else 1.0
+            w = m._count[n] if (m._count[n] > 0 or kind[n] == PRODUCT) else 1.0
             k = len(idx)
             mu_new = (w * mu + x.sum(0)) / (w + k)
             dx = x - mu
@@ -178,6 +179,70 @@ def test_valid_after_every_batch(cap):
     if cap == 2:
         assert "mvgaussian" in spn.leaf_tables and len(spn.leaf_tables["mvgaussian"]) > 0
     assert np.sum(spn.kind == spnc.graph.SUM) > 0
+
+
+def test_merge_batch_is_passed_down_the_new_mixture():
+    """Alg. 2-3: the product absorbs the batch, finds the pair, and the batch then goes
+    down the new mixture (not down the two old children). With one row, the new factored
+    component is centred on that row, so the row lands there: that component and its
+    leaves count 1, each leaf keeps the row as mean and halves the product's variance
+    (its initial parameters weigh one point), and the old children miss the row."""
+    X = correlated(400, d=3, seed=3)
+    m = OSLRAU(batch_size=1, max_leaf_vars=1, min_merge_points=10, spaced_merges=False,
+               random_state=0)
+    for i, x in enumerate(X):
+        before = OSLRAU.resume(m.spn_) if i else None
+        m.partial_fit(x[None])
+        if np.any(m.spn_.kind == spnc.graph.SUM):
+            break
+    root = m._root
+    assert m._kind[root] == PRODUCT and m._count[root] == i + 1
+    mix = [c for c in m._kids(root) if m._kind[c] == SUM]
+    assert len(mix) == 1
+    p1, p2 = m._kids(mix[0])
+    assert m._count[mix[0]] == i + 1 and m._count[p2] == 1 and m._count[p1] == i
+    a, b = m._kids(p1)
+    assert m._count[a] == m._count[b] == i
+    pvar = np.diag(m._node_stats(root)[1])
+    joint = m._node_scope(p2)
+    for j, leaf in enumerate(m._kids(p2)):
+        mu, var = m._node_stats(leaf)
+        assert m._count[leaf] == 1
+        np.testing.assert_allclose(mu, x[joint[j]:joint[j] + 1], rtol=1e-12)
+        np.testing.assert_allclose(var[0, 0], pvar[joint[j]] / 2, rtol=1e-12)
+    for leaf in (a, b):                                   # untouched by the merge row
+        np.testing.assert_array_equal(m._node_stats(leaf)[0], before._node_stats(leaf)[0])
+
+
+def test_products_start_from_the_data_alone():
+    """Alg. 5 gives a new product count 0 and no prior: its running moments are those of
+    the rows that reached it (the root product: all rows), while leaves start at count 1."""
+    X = correlated(50, seed=9)
+    m = OSLRAU(batch_size=1, structure_until=0, random_state=0).fit(X)
+    mu, cov = m._node_stats(m._root)
+    np.testing.assert_allclose(mu, X.mean(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cov, np.cov(X.T, bias=True), rtol=1e-9, atol=1e-12)
+    one = OSLRAU(batch_size=1, structure_until=0, random_state=0).fit(X[:1])
+    leaf = one._kids(one._root)[0]
+    lmu, lvar = one._node_stats(leaf)
+    x = X[0, 0]
+    assert one._count[leaf] == 1
+    np.testing.assert_allclose(lmu[0], x / 2, rtol=1e-12)                  # N(0, 1) weighs one
+    np.testing.assert_allclose(lvar[0, 0], (1 + x * x) / 2 - x * x / 4, rtol=1e-12)
+
+
+def test_leaf_factor_cache_is_exact():
+    """The kernel's cached leaf factors give the same learner as factors recomputed at
+    every batch (the cache is dropped before each one here)."""
+    X = correlated(600, d=5, seed=12)
+    kw = dict(batch_size=3, max_leaf_vars=2, random_state=4)
+    a = OSLRAU(**kw).fit(X)
+    b = OSLRAU(**kw)
+    for r0 in range(0, len(X), 3):
+        if r0:
+            b._g["fresh"].view[:] = 0
+        b.partial_fit(X[r0:r0 + 3])
+    assert_same_model(a, b)
 
 
 def test_toy_x3_stays_factorised():
@@ -294,7 +359,7 @@ def test_stats_hold_running_moments_per_compiled_node():
     r = spn.root
     if spn.kind[r] == spnc.graph.PRODUCT:      # the root product saw every row: exact moments
         mu = st["mean"][st["mean_ptr"][r]:st["mean_ptr"][r + 1]]
-        np.testing.assert_allclose(mu, X.mean(0), atol=0.01)   # up to the unit prior of the start
+        np.testing.assert_allclose(mu, X.mean(0), rtol=1e-9, atol=1e-12)
     for n in range(spn.n_nodes):
         s = len(spn.node_scope(n)) if spn.kind[n] != spnc.graph.SUM else 0
         assert st["mean_ptr"][n + 1] - st["mean_ptr"][n] == s

@@ -9,16 +9,22 @@ when a product shows a correlation above the threshold; the structure change (Al
 is then made here, in Python, and streaming resumes. ``spn_`` compiles the tree into a
 :class:`spnc.SPN` on demand.
 
-Implementation notes (where the paper leaves a choice):
+Implementation notes (where the paper leaves a choice, settled as in the authors' code,
+github.com/whsu/spn, whose final version reproduces Table 1):
 
-* a batch first updates parameters along its routes, then products it reached are tested
-  (the paper tests before descending; the statistics used are the same);
-* a product is tested only once its count reaches ``min_merge_points * (merges + 1)``
-  (``spaced_merges=False``: ``min_merge_points``), as in versions of the authors' code
-  (correlations estimated from a handful of points are noise);
+* a batch updates the nodes top-down; a product is tested right after its own statistics
+  took the batch (Alg. 2). When it merges two children, those two (and their subtrees)
+  skip the batch, which is then passed down the new mixture (Sec. 3.2, Alg. 3): the new
+  sum and its first component start from the product's count before the batch;
+* a product is tested only once its count before the batch reaches ``min_merge_points``
+  (``spaced_merges=True``: ``min_merge_points * (merges + 1)``, an earlier version of the
+  authors' code); correlations estimated from a handful of points are noise;
 * the new factored component of a mixture (Alg. 5) is centred at the mean of the batch
-  rows that reached the product, with the product's variances, and count 0;
-* a node whose count is 0 gives its initial statistics weight 1 in Eq. 3-4;
+  rows that reached the product, with the product's variances; it and the new product
+  count 0;
+* counts: a product's running moments are those of the rows it saw (count 0, no prior,
+  Alg. 5); a leaf's initial parameters weigh one point while its count is 0 (Sec. 3.1:
+  counts start at 1);
 * leaf covariances are evaluated as ``cov + min_var * I``.
 """
 from __future__ import annotations
@@ -88,10 +94,11 @@ class OSLRAU(DensityEstimator):
     batch_size : rows per mini-batch (one up/down pass each).
     structure_until : stop structure learning after this many points (None: never);
         parameters keep updating.
-    min_merge_points : a product is tested once its count reaches
-        ``min_merge_points * (merges + 1)``; None: ``max(10, batch_size)``.
-    spaced_merges : False tests a product at every batch once its count reaches
-        ``min_merge_points`` (no spacing between its merges).
+    min_merge_points : a product is tested at every batch once its count before the batch
+        reaches ``min_merge_points``; None: ``max(10, batch_size)`` (the authors'
+        ``mergebatch``).
+    spaced_merges : True tests a product only once its count reaches
+        ``min_merge_points * (merges + 1)`` (fewer, spaced merges; smaller networks).
     min_var : added to leaf variances (covariance diagonals) when evaluating.
     weighted_routing : route by weighted child likelihood instead of the paper's plain
         child likelihood.
@@ -111,7 +118,7 @@ class OSLRAU(DensityEstimator):
 
     def __init__(self, correlation_threshold: float = 0.1, max_leaf_vars: int | None = None,
                  batch_size: int = 1, structure_until: int | None = None,
-                 min_merge_points: int | None = None, spaced_merges: bool = True,
+                 min_merge_points: int | None = None, spaced_merges: bool = False,
                  min_var: float = 1e-6,
                  weighted_routing: bool = False, random_state: int | None = None):
         self.correlation_threshold = correlation_threshold
@@ -169,6 +176,11 @@ class OSLRAU(DensityEstimator):
         parent = np.full(N, -1, dtype=np.int32)
         parent[np.asarray(a["child"], dtype=np.int64)] = np.repeat(np.arange(N, dtype=np.int32), np.diff(ptr))
         self._g["parent"] = _Grow(parent, np.int32)
+        # kernel cache, not part of the state: each leaf's Cholesky factor and log det,
+        # valid while ``fresh`` (recomputed from the moments after every change)
+        self._g["chol"] = _Grow(np.zeros(len(a["cov"])), np.float64)
+        self._g["ldet"] = _Grow(np.zeros(N), np.float64)
+        self._g["fresh"] = _Grow(np.zeros(N, np.uint8), np.uint8)
         self._dirty = True
         self._spn = None
 
@@ -206,6 +218,9 @@ class OSLRAU(DensityEstimator):
         g["mean"].extend(np.asarray(mean, dtype=np.float64).ravel())
         g["cov"].extend(np.asarray(cov, dtype=np.float64).ravel())
         g["cov_ptr"].extend([g["cov"].n])
+        g["chol"].extend(np.zeros(s * s))
+        g["ldet"].extend([0.0])
+        g["fresh"].extend([0])
         g["parent"].extend([-1])
         g["cstart"].extend([0])
         g["cend"].extend([0])
@@ -290,21 +305,8 @@ class OSLRAU(DensityEstimator):
         while start < n:
             if self._dirty:
                 self._rebuild()
-            ids = self._g["kind"].n
-            m = min(bs, n)
-            if getattr(self, "_ws_shape", None) != (ids, m):
-                self._vals = np.empty((ids, m))
-                self._active = np.empty((ids, m), dtype=np.uint8)
-                self._cand = np.empty(3 * ids, dtype=np.int32)
-                self._cand_corr = np.empty(ids)
-                self._ws_shape = (ids, m)
-            g = self._g
-            nb, nc = _oslrau.run(X, start, bs, self._order, g["kind"].view, g["cstart"].view,
-                                 g["cend"].view, g["child"].view, g["scope_ptr"].view, g["scope"].view,
-                                 g["count"].view, g["mean"].view, g["cov_ptr"].view, g["cov"].view,
-                                 g["merges"].view, float(self.min_var), self._seed,
-                                 self._n_batches, bool(self.weighted_routing), su, self._n_seen,
-                                 minm, bool(self.spaced_merges), thr, self._vals, self._active, self._cand, self._cand_corr)
+            self._workspace(min(bs, n))
+            nb, nc = self._stream(X, start, bs, self._order, su, minm, thr)
             done = min(n, start + nb * bs) - start
             last = (start + (nb - 1) * bs, start + done)
             self._n_batches += nb
@@ -312,13 +314,40 @@ class OSLRAU(DensityEstimator):
             start += done
             self._spn = None
             if nc:
+                # the last batch left correlated children at nc products; the rows that
+                # reached each product have not been passed below the two children yet
                 rows = X[last[0]:last[1]]
-                for i in range(nc):
-                    p, a, b = (int(v) for v in self._cand[3 * i:3 * i + 3])
-                    act = self._active[p, : len(rows)].astype(bool)
+                cand = self._cand[:3 * nc].reshape(nc, 3).tolist()
+                reach = [self._active[p, :len(rows)].astype(bool) for p, _, _ in cand]
+                for (p, a, b), act in zip(cand, reach):
                     self._merge(p, a, b, rows[act], cap)
                 self._dirty = True
         return self
+
+    def _workspace(self, m: int) -> None:
+        """Per-node scratch of the kernel (log-likelihoods and routes of a batch), with
+        spare rows so that a few new nodes do not reallocate it."""
+        ids = self._g["kind"].n
+        shape = getattr(self, "_ws_shape", (0, 0))
+        if ids > shape[0] or m > shape[1]:
+            rows = max(ids + ids // 4 + 64, shape[0])
+            cols = max(m, shape[1])
+            self._vals = np.empty((rows, cols))
+            self._active = np.empty((rows, cols), dtype=np.uint8)
+            self._cand = np.empty(3 * rows, dtype=np.int32)
+            self._cand_corr = np.empty(rows)
+            self._ws_shape = (rows, cols)
+
+    def _stream(self, X: np.ndarray, start: int, bs: int, order: np.ndarray, su: int, minm: float,
+                thr: float) -> tuple[int, int]:
+        g = self._g
+        return _oslrau.run(X, start, bs, order, g["kind"].view, g["cstart"].view,
+                           g["cend"].view, g["child"].view, g["scope_ptr"].view, g["scope"].view,
+                           g["count"].view, g["mean"].view, g["cov_ptr"].view, g["cov"].view,
+                           g["merges"].view, float(self.min_var), self._seed,
+                           self._n_batches, bool(self.weighted_routing), su, self._n_seen,
+                           minm, bool(self.spaced_merges), thr, self._vals, self._active,
+                           self._cand, self._cand_corr, g["chol"].view, g["ldet"].view, g["fresh"].view)
 
     def _check_data(self, X) -> np.ndarray:
         try:
@@ -334,9 +363,12 @@ class OSLRAU(DensityEstimator):
 
     # ------------------------------------------------------------------ structure (Alg. 2-5)
     def _merge(self, p: int, a: int, b: int, rows: np.ndarray, cap: int) -> None:
-        """Correlate children ``a`` and ``b`` of product ``p``: one multivariate leaf when
-        the joint scope fits ``cap`` (and ``cap`` is below the number of variables), else a mixture
-        of the two children's product and a new factored model."""
+        """Correlate children ``a`` and ``b`` of product ``p``, whose statistics already
+        hold the ``rows`` of the current batch that reached it (``a`` and ``b`` have not
+        seen them): one multivariate leaf when the joint scope fits ``cap`` (and ``cap``
+        is below the number of variables, Alg. 4), else a mixture of a product over the
+        two children and a new factored model (Alg. 3, 5), down which the rows are then
+        passed (Sec. 3.2)."""
         kids = self._kids(p)
         if a not in kids or b not in kids:
             return
@@ -350,14 +382,17 @@ class OSLRAU(DensityEstimator):
         if len(joint) <= cap and self._d > cap:
             new = self._new(LEAF, joint, jmean, jcov, count=cnt)            # Alg. 4
         else:
-            p1 = self._new(PRODUCT, joint, jmean, jcov, [a, b], count=cnt,  # Alg. 3
+            before = cnt - len(rows)           # the mixture takes the rows below
+            p1 = self._new(PRODUCT, joint, jmean, jcov, [a, b], count=before,  # Alg. 3
                            merges=int(self._merges[p]))
             centre = rows[:, joint].mean(0) if len(rows) else jmean
             var = np.diag(jcov).copy()
             leaves = [self._new(LEAF, [v], centre[i:i + 1], var[i:i + 1].reshape(1, 1))
                       for i, v in enumerate(joint)]
             p2 = self._new(PRODUCT, joint, centre, np.diag(var), leaves)  # Alg. 5
-            new = self._new(SUM, joint, np.zeros(len(joint)), np.zeros(0), [p1, p2], count=cnt)
+            new = self._new(SUM, joint, np.zeros(len(joint)), np.zeros(0), [p1, p2], count=before)
+            if len(rows):
+                self._pass_down(new, rows)
         kids.remove(a)
         kids.remove(b)
         kids.append(new)
@@ -366,6 +401,17 @@ class OSLRAU(DensityEstimator):
             self._set_kids(p, [])
         else:
             self._set_kids(p, kids)
+
+    def _pass_down(self, node: int, rows: np.ndarray) -> None:
+        """Parameter update (Alg. 1) of the subtree under ``node`` with ``rows``, as one
+        batch and without structure changes."""
+        g = self._g
+        out = np.empty(g["kind"].n, dtype=np.int32)
+        k = _oslrau.postorder(g["cstart"].view, g["cend"].view, g["child"].view, node, out)
+        self._workspace(len(rows))
+        rows = np.ascontiguousarray(rows)
+        nb, nc = self._stream(rows, 0, len(rows), out[:k], -1, np.inf, 2.0)
+        assert nb == 1 and nc == 0
 
     def _replace(self, old: int, new: int) -> None:
         """Put ``new`` where ``old`` was; a sum put under a sum hands over its children."""
