@@ -254,3 +254,32 @@ cdef inline void _nearest(const double *x, Py_ssize_t i, const double *cent,
     dist[i] = bs
     if lab[i] != <int32_t>bc:
         lab[i] = <int32_t>(bc | (-0x7fffffff - 1))
+
+
+def components_dense(const uint8_t[:, ::1] adj):
+    """Connected-component label of every vertex of a symmetric boolean adjacency matrix
+    (depth-first search; labels numbered in order of each component's smallest vertex)."""
+    cdef Py_ssize_t n = adj.shape[0], s, u, v, top, n_lab = 0
+    labels_arr = np.full(n, -1, dtype=np.int64)
+    stack_arr = np.empty(max(n, 1), dtype=np.int64)
+    cdef int64_t[::1] labels = labels_arr
+    cdef int64_t[::1] stack = stack_arr
+    if adj.shape[1] != n:
+        raise ValueError("adjacency matrix must be square")
+    with nogil:
+        for s in range(n):
+            if labels[s] >= 0:
+                continue
+            labels[s] = n_lab
+            stack[0] = s
+            top = 1
+            while top > 0:
+                top -= 1
+                u = stack[top]
+                for v in range(n):
+                    if labels[v] < 0 and (adj[u, v] or adj[v, u]):
+                        labels[v] = n_lab
+                        stack[top] = v
+                        top += 1
+            n_lab += 1
+    return labels_arr

@@ -132,6 +132,22 @@ def test_kmeans_is_a_lloyd_fixed_point():
     assert np.mean(lab[:300] == lab[0]) > 0.97 and np.mean(lab[300:] != lab[0]) > 0.97
 
 
+@pytest.mark.parametrize("n,p", [(1, 0.5), (7, 0.0), (30, 0.05), (60, 0.02), (40, 0.5)])
+def test_components_match_scipy(n, p):
+    from scipy.sparse.csgraph import connected_components
+    from spnc.learn.structure import components
+    rng = np.random.default_rng(n)
+    A = rng.random((n, n)) < p
+    A = A | A.T
+    k, lab = connected_components(A, directed=False)
+    groups = components(A)
+    assert len(groups) == k
+    assert sorted(np.concatenate(groups).tolist()) == list(range(n))
+    assert [g[0] for g in groups] == sorted(g[0] for g in groups)
+    for g in groups:
+        assert np.all(np.diff(g) > 0) and np.all(lab[g] == lab[g[0]])
+
+
 # ---------------------------------------------------------------- splitters
 def test_gvs_finds_the_planted_blocks():
     X = planted(np.random.default_rng(6))

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .. import _chowliu as _CK
 from .. import _learnspn as _LK
@@ -93,12 +91,9 @@ class Context:
 def components(adjacent: np.ndarray) -> list[np.ndarray]:
     """Connected components of a boolean adjacency matrix, as sorted index arrays ordered
     by their smallest member."""
-    n, labels = connected_components(csr_matrix(adjacent), directed=False)
+    labels = _LK.components_dense(np.ascontiguousarray(adjacent, dtype=np.uint8))
     order = np.argsort(labels, kind="stable")
-    cuts = np.flatnonzero(np.diff(labels[order])) + 1
-    groups = np.split(order, cuts)
-    groups.sort(key=lambda g: g[0])
-    return groups
+    return np.split(order, np.flatnonzero(np.diff(labels[order])) + 1)
 
 
 # ====================================================================== variable splitters
