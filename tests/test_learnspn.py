@@ -314,6 +314,13 @@ def test_progress_line(capsys):
     assert "learnspn:" in err and "nodes built" in err and "rows processed" in err
 
 
+def test_step_seconds_account_for_the_fit():
+    m = LearnSPN(random_state=0).fit(planted(np.random.default_rng(19), n=2000))
+    st = m.step_seconds_
+    assert set(st) == {"variable_split", "instance_split", "base_models"}
+    assert all(v > 0 for v in st.values()) and sum(st.values()) <= m.fit_seconds_
+
+
 def test_estimator_protocol_and_file_roundtrip(tmp_path):
     X = planted(np.random.default_rng(18), n=800)
     m = LearnSPN(splitter="ebvs_ae", min_instances=40, random_state=1)

@@ -27,6 +27,15 @@ class _Progress:
         self.nodes = 0
         self.rows = 0
         self.total = total_rows
+        self.seconds = {"variable_split": 0.0, "instance_split": 0.0, "base_models": 0.0}
+
+    def timed(self, step: str, fn, *args):
+        """``fn(*args)``, its time added to ``seconds[step]``."""
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[step] += time.perf_counter() - t
 
     def step(self, rows: int, nodes: int = 1) -> None:
         self.nodes += nodes
@@ -65,12 +74,12 @@ def learn_structure(ctx: Context, splitter, sum_split, base, *, min_instances: i
         nr, nv = sl.rows.size, sl.vars.size
         progress.step(nr)
         if nv == 1:
-            slot[pos] = leaf1.fit(ctx, sl)
+            slot[pos] = progress.timed("base_models", leaf1.fit, ctx, sl)
             continue
         if nr < min_instances or (max_depth is not None and sl.depth >= max_depth):
-            slot[pos] = base.fit(ctx, sl)
+            slot[pos] = progress.timed("base_models", base.fit, ctx, sl)
             continue
-        groups = None if sl.decomposed else _decompose(ctx, splitter, sl)
+        groups = None if sl.decomposed else progress.timed("variable_split", _decompose, ctx, splitter, sl)
         if groups is not None and len(groups) > 1:
             node = Product([None] * len(groups))
             for i, g in enumerate(groups):
@@ -80,9 +89,9 @@ def learn_structure(ctx: Context, splitter, sum_split, base, *, min_instances: i
                 stack.append((child, node.children, i))
             slot[pos] = node
             continue
-        parts = sum_split.split(ctx, sl)
+        parts = progress.timed("instance_split", sum_split.split, ctx, sl)
         if parts is None:
-            slot[pos] = base.fit(ctx, sl)
+            slot[pos] = progress.timed("base_models", base.fit, ctx, sl)
             continue
         node = Sum([None] * len(parts), [p.weight for p in parts])
         for i, p in enumerate(parts):
@@ -187,7 +196,9 @@ class LearnSPN(DensityEstimator):
     n_threads : OpenMP threads of the kernels (None: automatic, -1: all cores).
 
     Attributes after :meth:`fit`: ``spn_`` (compiled :class:`spnc.SPN`, carrying the
-    learner's name and parameters), ``fit_seconds_``, ``cardinality_``, ``n_features_in_``.
+    learner's name and parameters), ``fit_seconds_``, ``step_seconds_`` (seconds spent in
+    variable splitting, instance splitting and base models), ``cardinality_``,
+    ``n_features_in_``.
 
     Examples
     --------
@@ -288,11 +299,13 @@ class LearnSPN(DensityEstimator):
                       rng=np.random.default_rng(self.random_state),
                       n_threads=resolve_threads(self.n_threads, float(n) * d * 64))
         t0 = time.perf_counter()
+        progress = _Progress(bool(self.progress), n)
         root = learn_structure(ctx, splitter, sum_split, base, min_instances=int(self.min_instances),
                                max_depth=None if self.max_depth is None else int(self.max_depth),
-                               progress=_Progress(bool(self.progress), n))
+                               progress=progress)
         spn = _compile(root, n_vars=d, cardinality=card)
         self.fit_seconds_ = time.perf_counter() - t0
+        self.step_seconds_ = dict(progress.seconds)
         spn.learner = {"name": "learnspn", "version": "1", "params": self._json_params(),
                        "fit_seconds": float(self.fit_seconds_), "n_train": int(n)}
         self.spn_: SPN = spn
