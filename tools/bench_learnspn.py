@@ -206,7 +206,38 @@ def run_peers(peers: Path, root: Path, sets: list[str], splitters: list[str], se
     return out
 
 
-def markdown(binary: list[dict], cont: list[dict], peers: list[dict], fixed: list[dict] = ()) -> str:
+def run_peers_continuous(peers: Path, root: Path, sets: list[str], seed: int) -> list[dict]:
+    """SPFlow's Gaussian LearnSPN (RDC, k-means, its defaults) on the same ten folds."""
+    py = peers / "spflow" / "bin" / "python"
+    if not py.exists():
+        print(f"skip spflow: no venv at {py}", file=sys.stderr)
+        return []
+    out = []
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    for name in sets:
+        lls, secs = [], []
+        for k in range(1, 11):
+            cmd = [str(py), str(ROOT / "tools" / "peer_learnspn.py"), "spflow", str(root / "continuous"), name,
+                   "--splitter", "rdc", "--continuous", "--fold", str(k), "--seed", str(seed)]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+                peer = json.loads(res.stdout.strip().splitlines()[-1])
+            except Exception as e:  # a peer failing must not stop the benchmark
+                print(f"skip spflow {name} fold {k}: {e}", file=sys.stderr)
+                break
+            lls.append(peer["test_ll"])
+            secs.append(peer["fit_seconds"])
+        if len(lls) == 10:
+            lls = np.array(lls)
+            row = {"set": name, "peer": "spflow", "test_ll": float(lls.mean()),
+                   "stderr": float(lls.std(ddof=1) / np.sqrt(10)), "fit_seconds": float(np.mean(secs))}
+            out.append(row)
+            print(json.dumps(row), flush=True)
+    return out
+
+
+def markdown(binary: list[dict], cont: list[dict], peers: list[dict], fixed: list[dict] = (),
+             cont_peers: list[dict] = ()) -> str:
     L = ["# LearnSPN benchmarks", "",
          "Produced by `python tools/bench_learnspn.py` (one thread; hyper-parameters chosen on the",
          "validation split only, then one timed refit). *params* counts sum-node weights, as in the",
@@ -236,10 +267,15 @@ def markdown(binary: list[dict], cont: list[dict], peers: list[dict], fixed: lis
         L.append("")
     if cont:
         L += ["## Continuous data (10-fold CV, Gaussian leaves, correlation splitting, k-means)", "",
-              "| set | test LL (mean ± s.e.) | fit s per fold | edges |", "|---|---|---|---|"]
+              "Fold K of `continuous/NAME/NAME.K.data` is the test set, the other nine the training set;",
+              "correlation threshold and min_instances are chosen on the last tenth of each training set.",
+              "SPFlow (when its venv is given with `--peers`) learns the same folds with its defaults.", "",
+              "| set | learner | test LL (mean ± s.e.) | fit s per fold | edges |", "|---|---|---|---|---|"]
         for r in cont:
-            L.append(f"| {r['set']} | {r['test_ll']:.3f} ± {r['stderr']:.3f} | {r['fit_seconds']:.2f} | "
+            L.append(f"| {r['set']} | spnc | {r['test_ll']:.3f} ± {r['stderr']:.3f} | {r['fit_seconds']:.2f} | "
                      f"{r['edges']:.0f} |")
+        for r in cont_peers:
+            L.append(f"| {r['set']} | {r['peer']} | {r['test_ll']:.3f} ± {r['stderr']:.3f} | {r['fit_seconds']:.2f} | – |")
         L.append("")
     if peers:
         chosen = {(r["set"], r["learner"]): r for r in binary}
@@ -286,10 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     fixed = run_fixed(a.data, a.sets, a.seed) if a.fixed else old.get("fixed", [])
     cont = run_continuous(a.data, ["abalone", "banknote"], a.seed) if a.continuous else old.get("continuous", [])
     peers = run_peers(a.peers, a.data, a.peer_sets, a.peer_splitters, a.seed) if a.peers else old.get("peers", [])
+    cont_peers = (run_peers_continuous(a.peers, a.data, ["abalone", "banknote"], a.seed)
+                  if a.peers and a.continuous else old.get("continuous_peers", []))
     if a.json:
-        a.json.write_text(json.dumps({"binary": binary, "fixed": fixed, "continuous": cont, "peers": peers},
-                                     indent=1))
-    text = markdown(binary, cont, peers, fixed)
+        a.json.write_text(json.dumps({"binary": binary, "fixed": fixed, "continuous": cont, "peers": peers,
+                                      "continuous_peers": cont_peers}, indent=1))
+    text = markdown(binary, cont, peers, fixed, cont_peers)
     if a.out:
         a.out.write_text(text + "\n")
     print(text)
