@@ -169,10 +169,22 @@ def run_continuous(root: Path, sets: list[str], seed: int) -> list[dict]:
     return rows
 
 
+def peer_run(py: Path, args: list[str]) -> dict | None:
+    """The JSON line of ``tools/peer_learnspn.py ARGS`` run by a peer venv's python, one
+    thread; None (and a note on stderr) when it fails: a peer must not stop the benchmark."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    try:
+        res = subprocess.run([str(py), str(ROOT / "tools" / "peer_learnspn.py"), *args], capture_output=True,
+                             text=True, env=env, timeout=3600)
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except Exception as e:
+        print(f"skip {' '.join(args[:3])}: {e}", file=sys.stderr)
+        return None
+
+
 def run_peers(peers: Path, root: Path, sets: list[str], splitters: list[str], seed: int) -> list[dict]:
     """Peers and spnc on the same splitter, data and minimum slice size, one after the other."""
     out = []
-    script = ROOT / "tools" / "peer_learnspn.py"
     for name in sets:
         tr, va, te = load(root, name)
         for lib, spl in [("spflow", "rdc")] + [("deeprob", s) for s in splitters]:
@@ -180,14 +192,9 @@ def run_peers(peers: Path, root: Path, sets: list[str], splitters: list[str], se
             if not py.exists():
                 print(f"skip {lib}: no venv at {py}", file=sys.stderr)
                 continue
-            cmd = [str(py), str(script), lib, str(root / "binary"), name, "--splitter", spl,
-                   "--min-instances", "200", "--seed", str(seed)]
-            env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-            try:
-                res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-                peer = json.loads(res.stdout.strip().splitlines()[-1])
-            except Exception as e:  # a peer failing must not stop the benchmark
-                print(f"skip {lib} {spl} {name}: {e}", file=sys.stderr)
+            peer = peer_run(py, [lib, str(root / "binary"), name, "--splitter", spl, "--min-instances", "200",
+                                 "--seed", str(seed)])
+            if peer is None:
                 continue
             if "skipped" in peer:
                 print(f"skip {lib}: {peer['skipped']}", file=sys.stderr)
@@ -213,17 +220,12 @@ def run_peers_continuous(peers: Path, root: Path, sets: list[str], seed: int) ->
         print(f"skip spflow: no venv at {py}", file=sys.stderr)
         return []
     out = []
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     for name in sets:
         lls, secs = [], []
         for k in range(1, 11):
-            cmd = [str(py), str(ROOT / "tools" / "peer_learnspn.py"), "spflow", str(root / "continuous"), name,
-                   "--splitter", "rdc", "--continuous", "--fold", str(k), "--seed", str(seed)]
-            try:
-                res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-                peer = json.loads(res.stdout.strip().splitlines()[-1])
-            except Exception as e:  # a peer failing must not stop the benchmark
-                print(f"skip spflow {name} fold {k}: {e}", file=sys.stderr)
+            peer = peer_run(py, ["spflow", str(root / "continuous"), name, "--splitter", "rdc", "--continuous",
+                                 "--fold", str(k), "--seed", str(seed)])
+            if peer is None or "skipped" in peer:
                 break
             lls.append(peer["test_ll"])
             secs.append(peer["fit_seconds"])
