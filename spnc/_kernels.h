@@ -200,9 +200,11 @@ static void spnc_prod_back_block(double *restrict R, int64_t n, const int32_t *r
 
 /* ---- top-down selection (MPE and sampling) --------------------------------------------- */
 
-/* For a sum node active on some rows, activate the arg-max child (first maximum). */
+/* For a sum node active on some rows, activate the arg-max child (first maximum); if
+ * edge_acc is given, add each active row's weight to the count of the edge it takes. */
 static void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, int64_t n,
-                                const int32_t *restrict ch, const double *restrict logw, int64_t k)
+                                const int32_t *restrict ch, const double *restrict logw, int64_t k,
+                                double *restrict edge_acc, const double *restrict row_w)
 {
     const uint8_t *restrict an = A + n * SPNC_B;
     double best[SPNC_B];
@@ -221,7 +223,25 @@ static void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, i
         }
     }
     for (j = 0; j < SPNC_B; j++)
-        if (an[j]) A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
+        if (an[j]) {
+            A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
+            if (edge_acc) edge_acc[arg[j]] += row_w[j];
+        }
+}
+
+/* ---- discrete leaves inside the sweep ------------------------------------------------- */
+/* out = lp[x] for an observed state x, miss where x is NaN (one leaf, one block). */
+SPNC_CLONES
+static void spnc_states_block(double *restrict out, const double *restrict x,
+                              const double *restrict lp, double miss)
+{
+    int j;
+    for (j = 0; j < SPNC_B; j++) {
+        double v = x[j];
+        int32_t s = (int32_t)(v == v ? v : 0.0);
+        double y = lp[s];
+        out[j] = v == v ? y : miss;
+    }
 }
 
 /* ---- counter-based random numbers ------------------------------------------------------ */

@@ -1,7 +1,7 @@
 """Chow-Liu trees: weighted maximum-likelihood tree (or forest) models of discrete data.
 
 :func:`fit_chow_liu` validates its input, counts pairs with the compiled kernels of
-:mod:`spnc._chowliu` (a popcount kernel for unweighted binary data, 8-row subset tables for
+:mod:`spnc._counts` (a popcount kernel for unweighted binary data, 8-row subset tables for
 weighted binary data, direct pair tables otherwise), takes the maximum spanning forest of
 the mutual-information matrix (dense Prim) and estimates smoothed conditional probability
 tables (CPTs) from the weighted counts.
@@ -13,12 +13,12 @@ Smoothing: with Dirichlet parameter ``alpha`` the pair distribution used for MI 
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from . import _chowliu as _K
+from . import _counts as _K
+from ._threads import effective_n_threads
 from .errors import DataError
 
 #: edges whose mutual information (nats) is at or below this are treated as absent
@@ -30,7 +30,6 @@ _SPARSE_RATIO = 0.8
 #: (memory 8 * n_ind^2 bytes); above it, direct pair tables
 _MAX_ONEHOT = 4096
 #: below this much work (rows x pairs) the kernels run on one thread
-_SERIAL_WORK = 1 << 24
 
 
 class ChowLiuFit(NamedTuple):
@@ -48,14 +47,10 @@ class ChowLiuFit(NamedTuple):
 
 
 def resolve_threads(n_threads: int | None, work: float) -> int:
-    """``None``: one thread for small work, else OpenMP's default; ``-1``: all cores."""
-    if n_threads is None:
-        return 1 if work < _SERIAL_WORK else max(1, _K.max_threads())
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads == 0:
+    """The thread count for ``work`` (spnc's one policy, :func:`spnc._threads.effective_n_threads`)."""
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer, type(None))):
         raise ValueError(f"n_threads must be a positive integer, -1 for all cores, or None; got {n_threads!r}")
-    if n_threads < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + int(n_threads))
-    return int(n_threads)
+    return effective_n_threads(None if n_threads is None else int(n_threads), int(work))
 
 
 def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -64,7 +59,7 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
     ``codes`` is C-contiguous uint8 (all cardinalities <= 256) or int32. Without
     ``cardinality`` each variable gets ``max(2, max value + 1)`` states. For uint8/bool
     input with only binary variables ``bits`` holds the packed columns (see
-    ``_chowliu.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
+    ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
     entry."""
     A = np.asarray(X)
     if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):

@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from spnc import _chowliu as K  # noqa: E402
+from spnc import _counts as K  # noqa: E402
 from spnc.chowliu import MI_EPS, fit_chow_liu, tree_log_likelihood  # noqa: E402
 
 SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]

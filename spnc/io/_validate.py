@@ -16,11 +16,19 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validation
+from .._kinds import LEAF
 from ..errors import FormatError
 from ..leaves import base as leaf_base
 from ._spec import (COMBINE, DEFAULT_LIMITS, FIXED, FORMAT,
                     GROUP_ATTRS, NAME_RE, PORTABLE, PRODUCT, REQUIRED_GROUPS, ROOT_ATTRS,
                     ROOT_ORDER, SUM, VERSION, Group, Limits, dtype_code, err, np_dtype)
+
+
+#: structural checks (spnc._validation) name the file's datasets and raise FormatError
+_FILE = _validation.Names(kind="/nodes/kind", child_ptr="/edges/ptr", child="/edges/child",
+                          weight="/edges/weight", scope="/nodes/scope", roots="/roots/node",
+                          structure=FormatError, scope_error=FormatError)
 
 
 @dataclasses.dataclass
@@ -388,66 +396,13 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
     c.ptr(ptr, "/edges/ptr", E, "/edges/child")
     child = c.dataset(ge, "/edges", "child", "i8")
     weight = c.dataset(ge, "/edges", "weight", "f8", length=E, why=" (one per edge)")
-    nch = np.diff(ptr)
-    leaf = kind >= 2
-    if (leaf & (nch > 0)).any():
-        i = _first(leaf & (nch > 0))
-        raise err("/edges/ptr", f"leaf node {i} ({_kind_name(int(kind[i]))}) has {int(nch[i])} children")
-    if (~leaf & (nch == 0)).any():
-        i = _first(~leaf & (nch == 0))
-        raise err("/edges/ptr", f"{_kind_name(int(kind[i]))} node {i} has no children")
     c.in_range(child, "/edges/child", 0, N)
-    parent = np.repeat(np.arange(N, dtype=np.int64), nch)
-    bad = child >= parent
-    if bad.any():
-        k = _first(bad)
-        raise err("", f"/edges/child[{k}] = {int(child[k])} under node {int(parent[k])}: children "
-                      "must precede their parents (cycle or wrong node order)")
-    c.finite(weight, "/edges/weight")
-    if (weight < 0).any():
-        k = _first(weight < 0)
-        raise err("", f"/edges/weight[{k}] = {float(weight[k])!r} is negative")
-    pk = kind[parent]
-    bad = (pk == PRODUCT) & (weight != 1.0)
-    if bad.any():
-        k = _first(bad)
-        raise err("", f"/edges/weight[{k}] = {float(weight[k])!r} is on a product edge (must be 1.0)")
-    sums = np.flatnonzero(kind == SUM)
-    if sums.size:
-        tot = np.bincount(parent, weights=weight, minlength=N)[sums]
-        bad = np.abs(tot - 1.0) > limits.weight_tol
-        if bad.any():
-            j = _first(bad)
-            raise err("/edges/weight", f"weights of sum node {int(sums[j])} add up to "
-                      f"{float(tot[j])!r}, not 1")
-    if E > 1:
-        key = parent * np.int64(N) + child
-        srt = np.sort(key)
-        dup = srt[1:] == srt[:-1]
-        if dup.any():
-            kk = srt[1:][dup][0]
-            raise err("/edges/child", f"node {int(kk // N)} lists child {int(kk % N)} twice")
-    # completeness / decomposability by additive hashing of scopes with random 64-bit keys
-    rng = np.random.default_rng()
-    keys = rng.integers(0, 2**63 - 1, size=V, dtype=np.int64, endpoint=True).view(np.uint64)
-    with np.errstate(over="ignore"):
-        h = np.add.reduceat(keys[scope], scope_ptr[:-1])
-        internal = np.flatnonzero(~leaf)
-        if internal.size:
-            ch_h = np.add.reduceat(h[child], ptr[internal])
-            ch_n = np.add.reduceat(slen[child], ptr[internal])
-            is_sum = kind[internal] == SUM
-            # sums: every child has the sum's scope
-            e_bad = (kind[parent] == SUM) & ((h[child] != h[parent]) | (slen[child] != slen[parent]))
-            if e_bad.any():
-                k = _first(e_bad)
-                raise err("/nodes/scope", f"sum node {int(parent[k])} and its child "
-                          f"{int(child[k])} have different scopes (completeness)")
-            p_bad = ~is_sum & ((ch_h != h[internal]) | (ch_n != slen[internal]))
-            if p_bad.any():
-                n = int(internal[_first(p_bad)])
-                raise err("/nodes/scope", f"the children of product node {n} do not split its "
-                          "scope into disjoint parts (decomposability)")
+    # the structural rules are the arrays' own (spnc._validation), named by file path
+    parent = _validation.check_edges(kind, ptr, child, _FILE)
+    _validation.check_weights(kind, ptr, weight, parent, _FILE, tol=limits.weight_tol)
+    child32 = child.astype(np.int32)
+    sp, sc = _validation.derive_scopes(kind, ptr, child32, scope_ptr, scope, _FILE)
+    _validation.check_stored_scopes(sp, sc, scope_ptr, scope, _FILE)
     oe.members.update(ptr=ptr, child=child, weight=weight)
 
     # ---- leaves -------------------------------------------------------------------------
@@ -540,7 +495,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
             raise err(tpath, str(e) or type(e).__name__) from None
         tables[lname] = table
         ol.members[lname] = Group(members={"node": node, **arrays})
-    missing = leaf & (listed == 0)
+    missing = (kind >= LEAF) & (listed == 0)
     if missing.any():
         i = _first(missing)
         raise err("/leaves", f"leaf node {i} ({_kind_name(int(kind[i]))}) is missing from "
@@ -557,23 +512,15 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         raise err("/roots/node", f"has {R} roots; need 1..{N}")
     roots = c.dataset(gr, "/roots", "node", "i8")
     c.in_range(roots, "/roots/node", 0, N)
-    if np.unique(roots).size != R:
-        raise err("/roots/node", "lists a node twice")
-    if combine == "single" and R != 1:
-        raise err("/roots/node", f"has {R} roots but @combine is 'single'")
     rw = c.dataset(gr, "/roots", "weight", "f8", length=R, why=" (one per root)",
                    required=combine == "mixture")
     if rw is not None:
         if combine != "mixture":
             raise err("/roots/weight", "is only allowed with @combine = 'mixture'")
         c.finite(rw, "/roots/weight")
-        if (rw < 0).any() or abs(rw.sum() - 1.0) > limits.weight_tol:
-            raise err("/roots/weight", f"must be non-negative and add up to 1, got {rw.tolist()[:8]}")
-        if ((h[roots] != h[roots[0]]) | (slen[roots] != slen[roots[0]])).any():
-            raise err("/roots/node", "mixture roots must all have the same scope")
         orr.members["weight"] = rw
     orr.members["node"] = roots
-    _check_reachable(N, ptr, child, roots)
+    _validation.check_roots(roots, combine, rw, N, sp, sc, ptr, child32, _FILE, tol=limits.weight_tol)
 
     # ---- stats, learner, extensions -----------------------------------------------------
     learner_params = None
@@ -602,19 +549,3 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
             out.members[name] = c.free_group(m, f"/{name}", 1, True) if isinstance(m, Group) \
                 else c.dataset(tree, "", name, None)
     return Validated(out, N, E, V, tables, learner_params)
-
-
-def _check_reachable(N: int, ptr: np.ndarray, child: np.ndarray, roots: np.ndarray) -> None:
-    """Every node must be reachable from a root (no dead nodes)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-    R = roots.size
-    indptr = np.concatenate([ptr, [ptr[-1] + R]])
-    indices = np.concatenate([child, roots])
-    g = csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(N + 1, N + 1))
-    order = breadth_first_order(g, N, directed=True, return_predecessors=False)
-    if order.size != N + 1:
-        seen = np.zeros(N + 1, dtype=bool)
-        seen[order] = True
-        i = _first(~seen)
-        raise err("/roots/node", f"node {i} is not reachable from any root")

@@ -3,7 +3,7 @@
 
 The learner keeps its own growable tree in flat arrays indexed by node id (kind, count,
 sorted scope, running mean and covariance of every product and leaf, merge counter,
-children as segments of one array). Mini-batches are streamed through :func:`spnc._oslrau.run`, which
+children as segments of one array). Mini-batches are streamed through :func:`spnc.learn._oslrau.run`, which
 does the routing and counting for many batches per call without the GIL and returns
 when a product shows a correlation above the threshold; the structure change (Alg. 2-5)
 is then made here, in Python, and streaming resumes. ``spn_`` compiles the tree into a
@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .. import _oslrau
+from . import _oslrau
 from ..errors import DataError, FormatError
 from ..graph import SPN
 from ..leaves.mvgaussian import MVGaussianLeaves

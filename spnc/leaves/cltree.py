@@ -1,6 +1,6 @@
 """Chow-Liu tree leaves: a tree-shaped Bayesian network over several discrete variables.
 
-Inference is exact on the tree (compiled kernels in :mod:`spnc._chowliu`): log-likelihood
+Inference is exact on the tree (compiled kernels in :mod:`spnc.leaves._cltree`): log-likelihood
 with any subset of the leaf's variables missing (sum-product messages towards the root),
 the max-product value, the max-product completion and conditional sampling (upward
 messages, then a downward pass from the root).
@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import _chowliu as K
+from . import _cltree as K
 from ..chowliu import (check_weights, cpts_from_counts, fit_chow_liu, forest_to_tree,
                        resolve_threads, _tables_direct)
 from ..errors import DataError, StructureError
@@ -69,7 +69,7 @@ class ChowLiuLeaf(Leaf):
 
 
 class _Prepared:
-    """Flat arrays the kernels read (see the layout notes in spnc/_chowliu.pyx)."""
+    """Flat arrays the kernels read (see the layout notes in spnc/leaves/_cltree.pyx)."""
 
     __slots__ = ("var_ptr", "order", "gvar", "card", "fpar", "coff", "loff", "cpt", "logcpt", "scratch")
 
