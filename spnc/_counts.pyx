@@ -117,9 +117,11 @@ cdef inline double _xlogx(double p) noexcept nogil:
 
 
 cdef double _mi_table(const double *tab, Py_ssize_t ka, Py_ssize_t kb, double total,
-                      double alpha, double *ma, double *mb) noexcept nogil:
-    """Mutual information (nats) of the smoothed joint (tab + alpha) / Z, tab ka x kb."""
+                      double alpha, double *ma) noexcept nogil:
+    """Mutual information (nats) of the smoothed joint (tab + alpha) / Z, tab ka x kb;
+    ``ma`` is scratch for the ka + kb marginals."""
     cdef double z = total + alpha * ka * kb, p, s = 0.0
+    cdef double *mb = ma + ka
     cdef Py_ssize_t a, b
     if z <= 0.0:
         return 0.0
@@ -144,13 +146,12 @@ cdef double _mi_table(const double *tab, Py_ssize_t ka, Py_ssize_t kb, double to
 
 cdef double _mi_binary(double c11, double ci, double cj, double total, double alpha) noexcept nogil:
     cdef double tab[4]
-    cdef double ma[2]
-    cdef double mb[2]
+    cdef double ma[4]
     tab[3] = c11
     tab[2] = ci - c11
     tab[1] = cj - c11
     tab[0] = total - ci - cj + c11
-    return _mi_table(tab, 2, 2, total, alpha, ma, mb)
+    return _mi_table(tab, 2, 2, total, alpha, ma)
 
 
 def pack_bits(const uint8_t[:, ::1] X):
@@ -374,22 +375,28 @@ def pack_onehot(const code_t[:, ::1] X, const int64_t[::1] off, Py_ssize_t n_ind
     return bits_arr
 
 
+cdef Py_ssize_t _max_card(const int64_t[::1] card) noexcept nogil:
+    cdef Py_ssize_t i, k = 1
+    for i in range(card.shape[0]):
+        k = max(k, card[i])
+    return k
+
+
+cdef inline double *_pair_scratch(Py_ssize_t kmax) noexcept nogil:
+    """A kmax x kmax pair table followed by room for 2 kmax marginals (caller frees)."""
+    return <double *> malloc(sizeof(double) * (kmax * kmax + 2 * kmax))
+
+
 def mi_from_onehot(const double[:, ::1] C, const int64_t[::1] off, const int64_t[::1] card,
                    double total, double alpha, int n_threads):
     """Symmetric MI matrix from one-hot co-occurrences (``C`` upper triangle: variable
     pair (i, j), i < j, is the block at rows off[i].., columns off[j]..)."""
-    cdef Py_ssize_t d = card.shape[0], i, j, a, b, ki, kj, kmax = 1
+    cdef Py_ssize_t d = card.shape[0], i, j, a, b, ki, kj, kmax = _max_card(card)
     M_arr = np.zeros((d, d), dtype=np.float64)
     cdef double[:, ::1] M = M_arr
     cdef double *tab
-    cdef double *ma
-    cdef double *mb
-    for i in range(d):
-        kmax = max(kmax, card[i])
     with nogil, parallel(num_threads=n_threads):
-        tab = <double *> malloc(sizeof(double) * (kmax * kmax + 2 * kmax))
-        ma = tab + kmax * kmax
-        mb = ma + kmax
+        tab = _pair_scratch(kmax)
         for i in prange(d, schedule="dynamic", chunksize=4):
             ki = card[i]
             for j in range(i + 1, d):
@@ -397,7 +404,7 @@ def mi_from_onehot(const double[:, ::1] C, const int64_t[::1] off, const int64_t
                 for a in range(ki):
                     for b in range(kj):
                         tab[a * kj + b] = C[off[i] + a, off[j] + b]
-                M[i, j] = _mi_table(tab, ki, kj, total, alpha, ma, mb)
+                M[i, j] = _mi_table(tab, ki, kj, total, alpha, tab + kmax * kmax)
         free(tab)
     M_arr += M_arr.T
     return M_arr
@@ -419,18 +426,14 @@ def mi_from_cooc(const double[:, ::1] C, double total, double alpha, int n_threa
 def mi_general(const code_t[:, ::1] XT, const int64_t[::1] card, const double[::1] w,
                double total, double alpha, int n_threads):
     """Symmetric MI matrix from codes ``XT`` (n_vars x n_rows) by direct pair tables."""
-    cdef Py_ssize_t d = XT.shape[0], n = XT.shape[1], i, j, r, kmax = 1, ki, kj, q
+    cdef Py_ssize_t d = XT.shape[0], n = XT.shape[1], i, j, r, ki, kj, q
+    cdef Py_ssize_t kmax = _max_card(card)
     cdef double *tab
-    cdef double *ma
-    cdef double *mb
+    cdef double[:, ::1] M
     M_arr = np.zeros((d, d), dtype=np.float64)
-    cdef double[:, ::1] M = M_arr
-    for i in range(d):
-        kmax = max(kmax, card[i])
+    M = M_arr
     with nogil, parallel(num_threads=n_threads):
-        tab = <double *> malloc(sizeof(double) * (kmax * kmax + 2 * kmax))
-        ma = tab + kmax * kmax
-        mb = ma + kmax
+        tab = _pair_scratch(kmax)
         for i in prange(d, schedule="dynamic", chunksize=1):
             ki = card[i]
             for j in range(i + 1, d):
@@ -439,7 +442,7 @@ def mi_general(const code_t[:, ::1] XT, const int64_t[::1] card, const double[::
                     tab[q] = 0.0
                 for r in range(n):
                     tab[XT[i, r] * kj + XT[j, r]] += w[r]
-                M[i, j] = _mi_table(tab, ki, kj, total, alpha, ma, mb)
+                M[i, j] = _mi_table(tab, ki, kj, total, alpha, tab + kmax * kmax)
         free(tab)
     M_arr += M_arr.T
     return M_arr

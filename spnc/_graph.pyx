@@ -57,20 +57,12 @@ cdef class Graph:
         if not self.c.n_edges:  # keep the 1-element placeholders alive
             self.child_, self.logw_ = c.base, lw.base
 
-    @property
-    def n_nodes(self):
-        return self.c.n_nodes
-
-    @property
-    def n_edges(self):
-        return self.c.n_edges
-
-    @property
-    def n_leaves(self):
-        return self.c.n_leaves
+    def __repr__(self):
+        return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
 
     @property
     def n_slots(self):
+        """Workspace rows of a forward-only sweep (the live set, see plan_slots)."""
         return self.c.n_slots
 
 
@@ -124,11 +116,10 @@ def compute_scopes(const uint8_t[::1] kind, const int64_t[::1] child_ptr,
                 size = sp[c + 1] - sp[c]
             sp[n + 1] = sp[n] + size
     scope_arr = np.empty(sp[N], dtype=np.int32)
-    stamp_arr = np.full(max(int(np.max(leaf_scope, initial=-1)) + 1, 1), -1, dtype=np.int64)
-    seen_arr = np.full(N, -1, dtype=np.int64)
     cdef int32_t[::1] sc = scope_arr
-    cdef int64_t[::1] stamp = stamp_arr
-    cdef int64_t[::1] seen = seen_arr
+    # last node that used a variable (products) or listed a child (sums), for duplicates
+    cdef int64_t[::1] stamp = np.full(max(int(np.max(leaf_scope, initial=-1)) + 1, 1), -1, dtype=np.int64)
+    cdef int64_t[::1] seen = np.full(N, -1, dtype=np.int64)
     cdef int32_t v
     with nogil:
         for n in range(N):

@@ -90,12 +90,11 @@ static inline double spnc_log_pos(double s)
 
 /* ---- forward -------------------------------------------------------------------------- */
 
-/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node. */
-SPNC_CLONES
-static void spnc_sum_block(double *restrict out, const double *restrict W,
-                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+/* m = max_e(logw[e] + W[ch[e]]) over the k edges of one node (inlined into each clone). */
+static inline __attribute__((always_inline))
+void spnc_edge_max(double *restrict m, const double *restrict W, const int32_t *restrict ch,
+                   const double *restrict logw, int64_t k)
 {
-    double m[SPNC_B], s[SPNC_B];
     int64_t e;
     int j;
     for (j = 0; j < SPNC_B; j++) m[j] = -INFINITY;
@@ -107,6 +106,17 @@ static void spnc_sum_block(double *restrict out, const double *restrict W,
             m[j] = v > m[j] ? v : m[j];
         }
     }
+}
+
+/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node. */
+SPNC_CLONES
+static void spnc_sum_block(double *restrict out, const double *restrict W,
+                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+{
+    double m[SPNC_B], s[SPNC_B];
+    int64_t e;
+    int j;
+    spnc_edge_max(m, W, ch, logw, k);
     for (j = 0; j < SPNC_B; j++) {
         m[j] = m[j] == -INFINITY ? 0.0 : m[j];
         s[j] = 0.0;
@@ -124,19 +134,7 @@ SPNC_CLONES
 static void spnc_max_block(double *restrict out, const double *restrict W,
                            const int32_t *restrict ch, const double *restrict logw, int64_t k)
 {
-    double m[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) m[j] = -INFINITY;
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            m[j] = v > m[j] ? v : m[j];
-        }
-    }
-    for (j = 0; j < SPNC_B; j++) out[j] = m[j];
+    spnc_edge_max(out, W, ch, logw, k);
 }
 
 /* out = sum_e W[ch[e]]: the product node in the log domain. */

@@ -38,7 +38,8 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def kind_name(code: int) -> str:
+def kind_name(code: int) -> str | None:
+    """"sum", "product", the registered leaf type's name, or None for an unknown code."""
     if code == SUM:
         return "sum"
     if code == PRODUCT:
@@ -46,7 +47,7 @@ def kind_name(code: int) -> str:
     try:
         return _lb.leaf_type_by_code(code).name
     except ValueError:
-        return f"kind {code}"
+        return None
 
 
 def as_array(x, dtype, name: str) -> np.ndarray:

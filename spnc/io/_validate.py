@@ -238,15 +238,7 @@ class _Checker:
         return out
 
 
-def _kind_name(code: int) -> str | None:
-    if code == SUM:
-        return "sum"
-    if code == PRODUCT:
-        return "product"
-    try:
-        return leaf_base.leaf_type_by_code(code).name
-    except FormatError:
-        return None
+_kind_name = _validation.kind_name
 
 
 def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:

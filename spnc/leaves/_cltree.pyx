@@ -125,38 +125,18 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
     return logscale + log(root_val)
 
 
-def tree_log_prob(const int64_t[::1] var_ptr, const int32_t[::1] order,
-                  const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
-                  const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
-                  const double[::1] logcpt, const int64_t[::1] slot, Py_ssize_t scratch,
-                  const double[:, ::1] XT, double[:, ::1] out, int mode, int n_threads):
-    """``out[slot[i], r]`` = log p (mode 0, missing summed out) or log max p (mode 1,
-    missing maximised) of leaf i on column r of ``XT``."""
-    cdef Py_ssize_t L = slot.shape[0], m = XT.shape[1], r, i
-    cdef Tree t
-    cdef double *lam
-    cdef int32_t *val
-    if L == 0 or m == 0:
-        return
-    t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
-    with nogil, parallel(num_threads=n_threads):
-        lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
-        val = <int32_t *> (lam + scratch)
-        for r in prange(m, schedule="static"):
-            for i in range(L):
-                out[slot[i], r] = _upward(&t, i, XT, r, mode, lam, val)
-        free(lam)
-
-
-def tree_fill(const int64_t[::1] var_ptr, const int32_t[::1] order,
+def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
               const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
               const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
               const double[::1] logcpt, const int64_t[::1] slot, const int64_t[::1] node,
-              Py_ssize_t scratch, const double[:, ::1] XT, const uint8_t[:, ::1] active,
-              double[:, ::1] out_XT, int mode, uint64_t seed, int64_t row0, int n_threads):
-    """Write the missing variables of each active leaf into ``out_XT``: the max-product
-    completion given the observed ones (mode 1) or a sample from the conditional (mode 0,
-    random numbers keyed by (seed, row0 + r, node[i], local variable index))."""
+              Py_ssize_t scratch, const double[:, ::1] XT, double[:, ::1] out,
+              const uint8_t[:, ::1] active, double[:, ::1] out_XT, int mode, uint64_t seed,
+              int64_t row0, int n_threads):
+    """If ``out`` has rows: ``out[slot[i], r]`` = log p (mode MARGINAL, missing summed out)
+    or log max p (mode MAX) of leaf i on column r of ``XT``. If ``active`` has rows: write
+    the missing variables of each active leaf into ``out_XT``, the max-product completion
+    given the observed ones (MAX) or a sample from the conditional (MARGINAL, random
+    numbers keyed by (seed, row0 + r, node[i], local variable index))."""
     cdef Py_ssize_t L = slot.shape[0], m = XT.shape[1], r, i, q, f, f0, p, x, k, pick
     cdef Tree t
     cdef double *lam
@@ -164,6 +144,7 @@ def tree_fill(const int64_t[::1] var_ptr, const int32_t[::1] order,
     cdef double *lf
     cdef const double *row
     cdef double s, best, u, acc, lp
+    cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
     if L == 0 or m == 0:
         return
     t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
@@ -172,11 +153,15 @@ def tree_fill(const int64_t[::1] var_ptr, const int32_t[::1] order,
         val = <int32_t *> (lam + scratch)
         for r in prange(m, schedule="static"):
             for i in range(L):
-                if not active[slot[i], r]:
+                if not want_out and not active[slot[i], r]:
                     continue
                 f0 = var_ptr[i]
                 # the all-observed shortcut leaves lam unset, but then nothing is missing
                 lp = _upward(&t, i, XT, r, mode, lam, val)
+                if want_out:
+                    out[slot[i], r] = lp
+                if not want_fill or not active[slot[i], r]:
+                    continue
                 for q in range(f0, var_ptr[i + 1]):  # parents first
                     f = order[q]
                     if val[f - f0] >= 0:

@@ -222,40 +222,28 @@ cdef double _mvn_row(const double[:, ::1] XT, Py_ssize_t r, const int32_t *vars_
     return x
 
 
-def mvn_log_prob(const double[:, ::1] XT, const int64_t[::1] var_ptr, const int32_t[::1] var,
-                 const int64_t[::1] mean_ptr, const double[::1] mean, const int64_t[::1] cov_ptr,
-                 const double[::1] cov, const double[::1] chol, const int64_t[::1] slot,
-                 double[:, ::1] out, int mode, int n_threads):
-    cdef Py_ssize_t L = var_ptr.shape[0] - 1, m = XT.shape[1], i, r, d
-    cdef double *work
-    cdef int *perm
-    for i in prange(L, nogil=True, num_threads=n_threads, schedule="dynamic"):
-        d = var_ptr[i + 1] - var_ptr[i]
-        work = <double *> malloc((d * d + d + 1) * sizeof(double))
-        perm = <int *> malloc((d + 1) * sizeof(int))
-        for r in range(m):
-            out[slot[i], r] = _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],
-                                       &chol[cov_ptr[i]], d, work, perm, mode, NULL, False, 0, 0, 0)
-        free(work)
-        free(perm)
-
-
-def mvn_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double[:, ::1] outT,
-             const int64_t[::1] var_ptr, const int32_t[::1] var, const int64_t[::1] mean_ptr,
-             const double[::1] mean, const int64_t[::1] cov_ptr, const double[::1] cov,
-             const double[::1] chol, const int64_t[::1] node, const int64_t[::1] slot, int mode,
-             uint64_t seed, int64_t row0, int n_threads):
+def mvn_pass(const double[:, ::1] XT, const int64_t[::1] var_ptr, const int32_t[::1] var,
+             const int64_t[::1] mean_ptr, const double[::1] mean, const int64_t[::1] cov_ptr,
+             const double[::1] cov, const double[::1] chol, const int64_t[::1] node,
+             const int64_t[::1] slot, double[:, ::1] out, const uint8_t[:, ::1] active,
+             double[:, ::1] outT, int mode, uint64_t seed, int64_t row0, int n_threads):
+    """Multivariate Gaussian leaves: ``out[slot[i], r]`` (when ``out`` has rows) and, for
+    the active rows (when ``active`` has rows), the missing variables into ``outT``."""
     cdef Py_ssize_t L = var_ptr.shape[0] - 1, m = XT.shape[1], i, r, d, a
     cdef double *work
     cdef double *vals
     cdef int *perm
+    cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="dynamic"):
         d = var_ptr[i + 1] - var_ptr[i]
         work = <double *> malloc((d * d + d + 1) * sizeof(double))
         vals = <double *> malloc((d + 1) * sizeof(double))
         perm = <int *> malloc((d + 1) * sizeof(int))
         for r in range(m):
-            if active[slot[i], r]:
+            if want_out:
+                out[slot[i], r] = _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],
+                                           &chol[cov_ptr[i]], d, work, perm, mode, NULL, False, 0, 0, 0)
+            if want_fill and active[slot[i], r]:
                 for a in range(d):
                     vals[a] = NAN
                 _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],

@@ -229,14 +229,15 @@ class CLTreeLeafType(LeafType):
         if not len(self.node):
             return
         P = self._prepared()
-        K.tree_log_prob(*self._args(), self.slot, P.scratch, XT, out, int(mode), int(n_threads))
+        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, out, _NO_ACTIVE, _NO_VALUES,
+                    int(mode), 0, 0, int(n_threads))
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
         if not len(self.node):
             return
         P = self._prepared()
         nt = resolve_threads(None, float(XT.shape[1]) * len(P.gvar) * 64)
-        K.tree_fill(*self._args(), self.slot, self.node, P.scratch, XT, active, out_XT,
+        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, _NO_VALUES, active, out_XT,
                     int(mode), int(seed) & (2**64 - 1), int(row0), nt)
 
     # ---------------------------------------------------------------- learning
@@ -377,3 +378,7 @@ def _check_tree(table: LeafType, i: int, p: np.ndarray) -> None:
     if len(reached) != n:
         lost = sorted(set(range(n)) - set(reached.tolist()))
         raise _err(table, i, f"parent array has a cycle through local variable {lost[0]} (not a tree)")
+
+
+_NO_ACTIVE = np.zeros((0, 1), dtype=np.uint8)
+_NO_VALUES = np.zeros((0, 1))

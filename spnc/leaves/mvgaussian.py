@@ -117,10 +117,10 @@ class MVGaussianLeaves(LeafType):
                 p["cov_ptr"], p["cov"].astype(np.float64, copy=False), self._chol)
 
     def log_prob(self, XT, out, mode, n_threads):
-        K.mvn_log_prob(XT, *self._args(), self.slot, out, mode, n_threads)
+        K.mvn_pass(XT, *self._args(), self.node, self.slot, out, _NO_ACTIVE, _NO_VALUES, mode, 0, 0, n_threads)
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
-        K.mvn_fill(XT, active, out_XT, *self._args(), self.node, self.slot, mode, seed, row0, 1)
+        K.mvn_pass(XT, *self._args(), self.node, self.slot, _NO_VALUES, active, out_XT, mode, seed, row0, 1)
 
     def describe(self, i, var_names):
         return "MVN{" + ",".join(var_names[v] for v in self.scopes[i]) + "}"
@@ -225,3 +225,5 @@ class _MVGaussianStats(LeafStats):
 
 
 _LOG2PI = float(np.log(2.0 * np.pi))
+_NO_ACTIVE = np.zeros((0, 1), dtype=np.uint8)
+_NO_VALUES = np.zeros((0, 1))
