@@ -6,6 +6,9 @@ cdef struct GraphC:
     const int64_t *child_ptr
     const int32_t *child
     const double *logw
+    const double *wm               # edge weights as wm * 2^we (wm in [0.5, 1)) for linear sweeps
+    const double *we
+    bint linear                    # sum-product sweeps run in the linear domain
     const int64_t *leaf_slot
     const int32_t *child_slot      # workspace slot of each edge's child (forward-only sweeps)
     const int32_t *node_slot       # workspace slot of each node (forward-only sweeps)
@@ -17,15 +20,17 @@ cdef struct StatesC:
     const int64_t *off             # (N,) offset of its states in logp
     const double *logp             # log-probability of each state
     const double *miss             # (N,) value when the variable is missing (per mode)
+    const double *lm               # the states' probabilities as lm * 2^le (linear sweeps)
+    const double *le
 
 
 cdef class Graph:
     """The compiled structure every kernel takes (see spnc/_graph.pyx)."""
-    cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_
+    cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_
     cdef GraphC c
 
 
 cdef class LeafStates:
     """Discrete univariate leaves evaluated inside the sweep (a state table per leaf)."""
-    cdef readonly object var_, off_, logp_, miss_
+    cdef readonly object var_, off_, logp_, miss_, lm_, le_
     cdef StatesC c

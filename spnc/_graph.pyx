@@ -30,7 +30,8 @@ cdef class Graph:
     ``logw`` float64[E] (0 on product edges), ``leaf_slot`` int64[N] (-1 for internal nodes),
     ``keep`` the nodes (roots) whose forward values must survive the sweep."""
 
-    def __cinit__(self, kind, child_ptr, child, logw, leaf_slot, keep, Py_ssize_t n_leaves):
+    def __cinit__(self, kind, child_ptr, child, logw, leaf_slot, keep, Py_ssize_t n_leaves,
+                  weight=None, linear=None):
         self.kind_ = np.ascontiguousarray(kind, dtype=np.uint8)
         self.child_ptr_ = np.ascontiguousarray(child_ptr, dtype=np.int64)
         self.child_ = np.ascontiguousarray(child, dtype=np.int32)
@@ -44,6 +45,11 @@ cdef class Graph:
         self.child_slot_ = np.ascontiguousarray(slot[self.child_]) if self.c.n_edges else np.zeros(1, np.int32)
         self.c.n_slots = n_slots
         self.ident_ = np.arange(max(self.c.n_nodes, 1), dtype=np.int32)
+        w = np.exp(self.logw_) if weight is None else np.asarray(weight, dtype=np.float64)
+        self.wm_, self.we_ = split_pow2(w if self.c.n_edges else np.ones(1))
+        self.c.linear = choose_linear(self.kind_, self.child_ptr_, self.child_) if linear is None else bool(linear)
+        cdef const double[::1] wm = self.wm_
+        cdef const double[::1] we = self.we_
         cdef const uint8_t[::1] k = self.kind_
         cdef const int64_t[::1] p = self.child_ptr_
         cdef const int32_t[::1] c = self.child_ if self.c.n_edges else np.zeros(1, np.int32)
@@ -54,11 +60,17 @@ cdef class Graph:
         cdef const int32_t[::1] idn = self.ident_
         self.c.kind, self.c.child_ptr, self.c.child, self.c.logw = &k[0], &p[0], &c[0], &lw[0]
         self.c.leaf_slot, self.c.child_slot, self.c.node_slot, self.c.ident = &ls[0], &cs[0], &ns[0], &idn[0]
+        self.c.wm, self.c.we = &wm[0], &we[0]
         if not self.c.n_edges:  # keep the 1-element placeholders alive
             self.child_, self.logw_ = c.base, lw.base
 
     def __repr__(self):
         return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
+
+    @property
+    def linear(self):
+        """True if sum-product sweeps run in the linear domain (see choose_linear)."""
+        return bool(self.c.linear)
 
     @property
     def n_slots(self):
@@ -76,11 +88,38 @@ cdef class LeafStates:
         self.off_ = np.ascontiguousarray(off, dtype=np.int64)
         self.logp_ = np.ascontiguousarray(logp if len(logp) else np.zeros(1), dtype=np.float64)
         self.miss_ = np.ascontiguousarray(miss, dtype=np.float64)
+        with np.errstate(under="ignore"):
+            self.lm_, self.le_ = split_pow2(np.exp(self.logp_))
+        cdef const double[::1] lm = self.lm_
+        cdef const double[::1] le = self.le_
+        self.c.lm, self.c.le = &lm[0], &le[0]
         cdef const int32_t[::1] v = self.var_
         cdef const int64_t[::1] o = self.off_
         cdef const double[::1] lp = self.logp_
         cdef const double[::1] ms = self.miss_
         self.c.var, self.c.off, self.c.logp, self.c.miss = &v[0], &o[0], &lp[0], &ms[0]
+
+
+#: exponent of a zero value in linear sweeps (SPNC_NOEXP in _kernels.h)
+NOEXP = -1.0e250
+
+
+def split_pow2(x):
+    """(m, e) with x = m * 2^e, m in [0.5, 1) (0 and NOEXP for x == 0), as float64."""
+    m, e = np.frexp(np.asarray(x, dtype=np.float64))
+    e = e.astype(np.float64)
+    e[m == 0] = NOEXP
+    return np.ascontiguousarray(m), np.ascontiguousarray(e)
+
+
+def choose_linear(kind, child_ptr, child):
+    """Whether sum-product sweeps run in the linear domain: a sum edge costs about a third
+    of its log-domain cost there (no exp), a product edge about twice (a multiply and an
+    add instead of an add), so the linear sweep wins unless products dominate."""
+    deg = np.diff(child_ptr)
+    sum_edges = int(deg[np.asarray(kind) == SUM].sum())
+    prod_edges = int(deg[np.asarray(kind) == PRODUCT].sum())
+    return 20 * sum_edges + 2 * len(kind) >= 1 * prod_edges
 
 
 cdef int _cmp_i32(const void *a, const void *b) noexcept nogil:

@@ -28,6 +28,15 @@ cdef extern from "_kernels.h" nogil:
     void spnc_prod_back_block(double *R, int64_t n, const int32_t *ch, int64_t k)
     void spnc_sum_select_max(uint8_t *A, const double *W, int64_t n, const int32_t *ch,
                              const double *logw, int64_t k, double *edge_acc, const double *row_w)
+    void spnc_lin_sum_block(double *out, const double *W, const int32_t *ch, const double *wm,
+                            const double *we, int64_t k)
+    void spnc_lin_prod_block(double *out, const double *W, const int32_t *ch, int64_t k)
+    void spnc_lin_states_block(double *out, const double *x, const double *sm, const double *se,
+                               double mm, double me)
+    void spnc_lin_from_log(double *out, const double *lv)
+    void spnc_lin_sum_back_block(double *R, const double *W, int64_t n, const int32_t *ch,
+                                 const double *wm, const double *we, int64_t k,
+                                 double *edge_acc, const double *row_w)
     double spnc_exp_nonpos(double x)
     double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
 
@@ -97,12 +106,43 @@ cdef void _forward_block(const GraphC *g, const StatesC *s, Chunk d, Py_ssize_t 
             spnc_max_block(out, W, &child[a], &g.logw[a], g.child_ptr[n + 1] - a)
 
 
+cdef void _lin_forward_block(const GraphC *g, const StatesC *s, Chunk d, Py_ssize_t col0, double *W,
+                             const int32_t *child, const int32_t *node_slot) noexcept nogil:
+    """Sum-product values in the linear domain: node n's mantissas then exponents at
+    ``W + node_slot[n] * 2 B`` (see _kernels.h)."""
+    cdef Py_ssize_t n
+    cdef int64_t a, o
+    cdef double *out
+    for n in range(g.n_nodes):
+        a = g.child_ptr[n]
+        out = W + (<int64_t> node_slot[n]) * 2 * SPNC_B
+        if g.kind[n] >= LEAF:
+            if s.var[n] >= 0:
+                o = s.off[n]
+                spnc_lin_states_block(out, d.XT + s.var[n] * d.m + col0, s.lm + o, s.le + o, 0.5, 1.0)
+            else:
+                spnc_lin_from_log(out, d.L + g.leaf_slot[n] * d.m + col0)
+        elif g.kind[n] == PRODUCT:
+            spnc_lin_prod_block(out, W, &child[a], g.child_ptr[n + 1] - a)
+        else:
+            spnc_lin_sum_block(out, W, &child[a], &g.wm[a], &g.we[a], g.child_ptr[n + 1] - a)
+
+
+cdef inline double _lin_log(const double *W, int64_t slot, Py_ssize_t j) noexcept nogil:
+    """log of the linear value of the node in ``slot``, row j of the block."""
+    cdef double m = W[slot * 2 * SPNC_B + j]
+    if m <= 0.0:
+        return -INFINITY
+    return log(m) + W[slot * 2 * SPNC_B + SPNC_B + j] * 0.6931471805599453
+
+
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
             int mode, int n_threads, double[:, ::1] ws):
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
-    holds N slots per thread; otherwise the forward plan's n_slots."""
+    holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
+    keep a mantissa and an exponent per value)."""
     cdef const GraphC *g = &graph.c
     cdef const StatesC *s = &states.c
     cdef Chunk d = _chunk(XT, L)
@@ -111,9 +151,17 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef bint keep = all_values.shape[0] == N
     cdef const int32_t *child = g.child if keep else g.child_slot
     cdef const int32_t *slot = g.ident if keep else g.node_slot
+    cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
+    cdef Py_ssize_t j
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         W = &ws[threadid(), 0]
+        if linear:
+            _lin_forward_block(g, s, d, b * SPNC_B, W, child, slot)
+            for i in range(R):
+                for j in range(SPNC_B):
+                    out[i, b * SPNC_B + j] = _lin_log(W, slot[out_nodes[i]], j)
+            continue
         _forward_block(g, s, d, b * SPNC_B, W, mode, child, slot)
         for i in range(R):
             memcpy(&out[i, b * SPNC_B], W + (<int64_t> slot[out_nodes[i]]) * SPNC_B, SPNC_B * sizeof(double))
@@ -122,25 +170,29 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
 
 
+cdef inline double _root_log(const double *W, int64_t n, Py_ssize_t j, bint linear) noexcept nogil:
+    return _lin_log(W, n, j) if linear else W[n * SPNC_B + j]
+
+
 cdef void _mix_roots(const double *W, const int64_t[::1] roots, const double[::1] root_logw,
-                     double *ll, double *P) noexcept nogil:
-    """ll[j] = log sum_i exp(W[root_i, j] + root_logw[i]); P[root_i, j] += the root's share."""
+                     double *ll, double *P, bint linear) noexcept nogil:
+    """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]); P[root_i, j] += the root's share."""
     cdef Py_ssize_t R = roots.shape[0], i, j
     cdef double mx, s, v
     for j in range(SPNC_B):
         mx = -INFINITY
         for i in range(R):
-            v = W[roots[i] * SPNC_B + j] + root_logw[i]
+            v = _root_log(W, roots[i], j, linear) + root_logw[i]
             if v > mx:
                 mx = v
         s = 0.0
         if mx > -INFINITY:
             for i in range(R):
-                s = s + exp(W[roots[i] * SPNC_B + j] + root_logw[i] - mx)
+                s = s + exp(_root_log(W, roots[i], j, linear) + root_logw[i] - mx)
             ll[j] = mx + log(s)
             if P != NULL:
                 for i in range(R):
-                    P[roots[i] * SPNC_B + j] += exp(W[roots[i] * SPNC_B + j] + root_logw[i] - ll[j])
+                    P[roots[i] * SPNC_B + j] += exp(_root_log(W, roots[i], j, linear) + root_logw[i] - ll[j])
         else:
             ll[j] = -INFINITY
 
@@ -153,7 +205,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     ``root_logw``), node posteriors rho (probability that a node is on the row's induced
     tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
     sum edges only) and ``node_acc[t, n]`` per thread t; writes ``leaf_resp[slot, r]`` if it
-    has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds 2 N slots per thread."""
+    has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds 3 N slots per thread
+    (values in the linear domain when the graph says so, then the posteriors)."""
     cdef const GraphC *g = &graph.c
     cdef const StatesC *s = &states.c
     cdef Chunk d = _chunk(XT, L)
@@ -161,6 +214,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef Py_ssize_t n_blocks = d.m // SPNC_B, b, i, j, t, col0
     cdef int64_t a
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
+    cdef bint linear = g.linear
     cdef double acc
     cdef double *W
     cdef double *P
@@ -168,15 +222,21 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
-        P = &ws[t, N * SPNC_B]
+        P = &ws[t, 2 * N * SPNC_B]
         col0 = b * SPNC_B
-        _forward_block(g, s, d, col0, W, MARGINAL, g.child, g.ident)
+        if linear:
+            _lin_forward_block(g, s, d, col0, W, g.child, g.ident)
+        else:
+            _forward_block(g, s, d, col0, W, MARGINAL, g.child, g.ident)
         memset(P, 0, N * SPNC_B * sizeof(double))
-        _mix_roots(W, roots, root_logw, &ll[col0], P)
+        _mix_roots(W, roots, root_logw, &ll[col0], P, linear)
         wt = &row_w[col0]
         for i in range(N - 1, -1, -1):
             a = g.child_ptr[i]
-            if g.kind[i] == SUM:
+            if g.kind[i] == SUM and linear:
+                spnc_lin_sum_back_block(P, W, i, &g.child[a], &g.wm[a], &g.we[a], g.child_ptr[i + 1] - a,
+                                        &edge_acc[t, a], wt)
+            elif g.kind[i] == SUM:
                 spnc_sum_back_block(P, W, i, &g.child[a], &g.logw[a], g.child_ptr[i + 1] - a,
                                     &edge_acc[t, a], wt)
             elif g.kind[i] == PRODUCT:
@@ -294,3 +354,38 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                     if A[i * SPNC_B + j]:
                         acc = acc + row_w[col0 + j]
                 node_acc[t, i] += acc
+
+
+cdef extern from *:
+    """
+    /* Throughput probes for tools/bench_inference.py: the limits of the sweep on this CPU. */
+    static double spnc_probe_exp(double *x, Py_ssize_t n, int reps) {
+        double acc = 0.0; int r; Py_ssize_t j;
+        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) { x[j] = spnc_exp_nonpos(x[j] - 1e-3); acc += x[j]; }
+        return acc;
+    }
+    static double spnc_probe_fma(double *x, Py_ssize_t n, int reps) {
+        double acc = 0.0; int r; Py_ssize_t j;
+        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) x[j] = x[j] * 0.999999 + 1e-9;
+        for (j = 0; j < n; j++) acc += x[j];
+        return acc;
+    }
+    """
+    double spnc_probe_exp(double *x, Py_ssize_t n, int reps) nogil
+    double spnc_probe_fma(double *x, Py_ssize_t n, int reps) nogil
+
+
+def probe(str what, int reps=2000):
+    """Operations per second of one core: ``"exp"`` (the sweep's vectorised exp) or
+    ``"fma"`` (multiply-adds), over a cache-resident array of 512 values."""
+    import time
+    buf = np.full(512, -0.5)
+    cdef double[::1] x = buf
+    cdef bint is_exp = what == "exp"
+    cdef double t0 = time.perf_counter()
+    with nogil:
+        if is_exp:
+            spnc_probe_exp(&x[0], 512, reps)
+        else:
+            spnc_probe_fma(&x[0], 512, reps)
+    return 512.0 * reps / (time.perf_counter() - t0)

@@ -30,7 +30,8 @@ def graph_of(spn) -> _graph.Graph:
     """The compiled :class:`spnc._graph.Graph` of ``spn`` (built once, cached)."""
     g = spn.__dict__.get("_compiled")
     if g is None:
-        g = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots, spn.n_leaves)
+        g = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots, spn.n_leaves,
+                         spn.weight)
         spn._compiled = g
     return g
 
@@ -80,7 +81,8 @@ class Sweep:
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
         self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
         m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
-        per = {"plan": self.graph.n_slots, "all": spn.n_nodes, "backward": 2 * spn.n_nodes}[workspace]
+        # linear sweeps keep a mantissa and an exponent per value
+        per = {"plan": 2 * self.graph.n_slots, "all": spn.n_nodes, "backward": 3 * spn.n_nodes}[workspace]
         self.ws = np.empty((nt, max(per, 1) * BLOCK))
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix else np.zeros((1, 1))
 
