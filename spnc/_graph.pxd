@@ -22,6 +22,8 @@ cdef struct StatesC:
     const double *miss             # (N,) value when the variable is missing (per mode)
     const double *lm               # the states' probabilities as lm * 2^le (linear sweeps)
     const double *le
+    const int32_t *nst             # (N,) number of states of an inline leaf
+    const int32_t *best            # (N,) its most probable state (first maximum)
 
 
 cdef class Graph:
@@ -32,5 +34,5 @@ cdef class Graph:
 
 cdef class LeafStates:
     """Discrete univariate leaves evaluated inside the sweep (a state table per leaf)."""
-    cdef readonly object var_, off_, logp_, miss_, lm_, le_
+    cdef readonly object var_, off_, logp_, miss_, lm_, le_, nst_, best_
     cdef StatesC c

@@ -81,10 +81,16 @@ cdef class Graph:
 cdef class LeafStates:
     """``var`` int32[N] (-1: not inline), ``off`` int64[N], ``logp`` float64[T] (the
     log-probabilities of the states of every inline leaf), ``miss`` float64[N] (its value
-    when the variable is missing, for the query's mode)."""
+    when the variable is missing, for the query's mode), ``nst``/``best`` int32[N] (its
+    number of states and most probable state, for selection)."""
 
-    def __cinit__(self, var, off, logp, miss):
+    def __cinit__(self, var, off, logp, miss, nst=None, best=None):
         self.var_ = np.ascontiguousarray(var, dtype=np.int32)
+        self.nst_ = np.ascontiguousarray(np.zeros(len(self.var_)) if nst is None else nst, dtype=np.int32)
+        self.best_ = np.ascontiguousarray(np.zeros(len(self.var_)) if best is None else best, dtype=np.int32)
+        cdef const int32_t[::1] ns = self.nst_
+        cdef const int32_t[::1] bs = self.best_
+        self.c.nst, self.c.best = &ns[0], &bs[0]
         self.off_ = np.ascontiguousarray(off, dtype=np.int64)
         self.logp_ = np.ascontiguousarray(logp if len(logp) else np.zeros(1), dtype=np.float64)
         self.miss_ = np.ascontiguousarray(miss, dtype=np.float64)

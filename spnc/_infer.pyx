@@ -283,11 +283,42 @@ cdef void _sample_sum(uint8_t *A, const double *W, const GraphC *g, Py_ssize_t i
                 A[g.child[a + pick] * SPNC_B + j] = 1
 
 
+cdef void _fill_states(const StatesC *s, Py_ssize_t n, const uint8_t *A, Chunk d, double *out_XT,
+                       Py_ssize_t col0, int mode, uint64_t seed, int64_t row0) noexcept nogil:
+    """Missing variable of inline leaf n on the rows where it is active: its most probable
+    state (MAX) or a state drawn from its table keyed by (seed, row, n) (MARGINAL)."""
+    cdef Py_ssize_t j
+    cdef int64_t o = s.off[n], k = s.nst[n], st, pick, last
+    cdef const double *x = d.XT + s.var[n] * d.m + col0
+    cdef double *y = out_XT + s.var[n] * d.m + col0
+    cdef double u, cum, p
+    for j in range(SPNC_B):
+        if not A[j] or x[j] == x[j]:
+            continue
+        if mode == MAX:
+            y[j] = s.best[n]
+            continue
+        u = spnc_rand_uniform(seed, row0 + col0 + j, n, 0)
+        cum = 0.0
+        pick = -1
+        last = -1
+        for st in range(k):
+            p = exp(s.logp[o + st])
+            if p > 0.0:
+                last = st
+            cum = cum + p
+            if u <= cum and p > 0.0:
+                pick = st
+                break
+        y[j] = pick if pick >= 0 else last
+
+
 def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
            const int64_t[::1] roots, const double[::1] root_logw, int mode, bint evidence,
            uint64_t seed, int64_t row0, double[::1] root_value, uint8_t[:, ::1] leaf_active,
            const double[::1] row_w, double[:, ::1] edge_acc, double[:, ::1] node_acc,
-           double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint8_t[:, ::1] acts):
+           double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint8_t[:, ::1] acts,
+           double[:, ::1] out_XT=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
     MARGINAL (sampling): a child drawn with probability w_c S_c / S at each sum node; with
@@ -295,7 +326,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     Writes ``root_value[r]`` (the forward value of the chosen root), marks the chosen
     leaves in ``leaf_active[slot, r]`` and/or ``leaf_resp[slot, r]`` (1.0/0.0) when they
     have rows, and, when ``edge_acc`` has rows, adds ``row_w[r]`` to the edge and node
-    counts of the chosen tree (per thread t)."""
+    counts of the chosen tree (per thread t). With ``out_XT`` (a copy of ``XT``), the inline
+    discrete leaves on the chosen tree write their missing variables there themselves (the
+    leaf tables' ``fill`` is then only needed for the others)."""
     cdef const GraphC *g = &graph.c
     cdef const StatesC *s = &states.c
     cdef Chunk d = _chunk(XT, L)
@@ -304,6 +337,8 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef int64_t a, k, pick
     cdef bint want_active = leaf_active.shape[0] > 0, want_resp = leaf_resp.shape[0] > 0
     cdef bint count = edge_acc.shape[0] > 0
+    cdef bint fill = out_XT is not None
+    cdef double *oxt = &out_XT[0, 0] if fill else NULL
     cdef double best, v, acc
     cdef double *W
     cdef uint8_t *A
@@ -348,6 +383,8 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                 if want_resp:
                     for j in range(SPNC_B):
                         leaf_resp[g.leaf_slot[i], col0 + j] = A[i * SPNC_B + j]
+                if fill and s.var[i] >= 0:
+                    _fill_states(s, i, A + i * SPNC_B, d, oxt, col0, mode, seed, row0)
             if count:
                 acc = 0.0
                 for j in range(SPNC_B):

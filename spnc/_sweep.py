@@ -43,6 +43,8 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list]:
     var = np.full(N, -1, dtype=np.int32)
     off = np.zeros(N, dtype=np.int64)
     miss = np.zeros(N)
+    nst = np.zeros(N, dtype=np.int32)
+    best = np.zeros(N, dtype=np.int32)
     parts, base, matrix = [], 0, []
     for table in spn.leaf_tables.values():
         if not len(table):
@@ -54,12 +56,18 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list]:
         tvar, ptr, lp = st
         var[table.node] = tvar
         off[table.node] = base + ptr[:-1]
+        nst[table.node] = np.diff(ptr)
+        mx = np.maximum.reduceat(lp, ptr[:-1])
+        first = np.flatnonzero(lp == np.repeat(mx, np.diff(ptr)))  # the first maximum of each leaf
+        owner = np.searchsorted(ptr, first, side="right") - 1
+        keep = np.concatenate([[True], owner[1:] != owner[:-1]])
+        best[table.node[owner[keep]]] = first[keep] - ptr[owner[keep]]
         if mode == MAX:
-            miss[table.node] = np.maximum.reduceat(lp, ptr[:-1])
+            miss[table.node] = mx
         parts.append(lp)
         base += len(lp)
     logp = np.concatenate(parts) if parts else np.zeros(1)
-    return _graph.LeafStates(var, off, logp, miss), matrix
+    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix
 
 
 class Sweep:
@@ -71,12 +79,13 @@ class Sweep:
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
-                 budget: int = CHUNK_VALUES, budget_rows: int | None = None):
+                 budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True):
         self.spn, self.X, self.mode = spn, X, mode
         n = X.shape[0]
         self.graph = graph_of(spn)
         self.n_threads = nt = effective_n_threads(n_threads, n * (spn.n_edges + spn.n_nodes))
         self.states, self.matrix = leaf_states(spn, mode)
+        self._fill_matrix = leaf_matrix
         n_mat = sum(len(t) for t in self.matrix)
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
         self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
@@ -84,7 +93,7 @@ class Sweep:
         # linear sweeps keep a mantissa and an exponent per value
         per = {"plan": 2 * self.graph.n_slots, "all": spn.n_nodes, "backward": 3 * spn.n_nodes}[workspace]
         self.ws = np.empty((nt, max(per, 1) * BLOCK))
-        self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix else np.zeros((1, 1))
+        self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
 
     def acts(self) -> np.ndarray:
         """Per-thread activation flags for selection kernels."""
@@ -102,7 +111,7 @@ class Sweep:
             yield r0, r1, XT, self.leaf_matrix(XT)
 
     def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
-        if not self.matrix:
+        if not self.matrix or not self._fill_matrix:
             return self._lbuf
         shape = (max(self.spn.n_leaves, 1), XT.shape[1])
         L = self._lbuf[: shape[0] * shape[1]].reshape(shape)

@@ -247,24 +247,25 @@ class SPN:
 
     def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool) -> np.ndarray:
         out = X.copy()
-        sw = Sweep(self, X, mode, n_threads, workspace="all")
+        sw = Sweep(self, X, mode, n_threads, workspace="all", leaf_matrix=evidence)
         acts = sw.acts()
         none = np.empty((0, 1))
         rlw = self._root_logw()
+        no_active = np.empty((0, 1), dtype=np.uint8)
         for r0, r1, XT, L in sw:
             m = XT.shape[1]
-            active = np.zeros((max(self.n_leaves, 1), m), dtype=np.uint8)
+            # inline leaves fill their variables in the kernel; the others need the flags
+            active = np.zeros((max(self.n_leaves, 1), m), dtype=np.uint8) if sw.matrix else no_active
             rv = np.empty(m)
             rw = np.zeros(m)
+            outT = XT.copy()
             _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
-                          rw, none, none, none, sw.n_threads, sw.ws, acts)
+                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT)
             if mode == MAX and np.any(rv[: r1 - r0] == -np.inf):
                 r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
-            outT = XT.copy()
-            for table in self.leaf_tables.values():
-                if len(table):
-                    table.fill(XT, active, outT, mode, seed, r0)
+            for table in sw.matrix:
+                table.fill(XT, active, outT, mode, seed, r0)
             out[r0:r1] = outT[:, : r1 - r0].T
         return out
 

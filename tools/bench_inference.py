@@ -221,15 +221,21 @@ def timeit(f, repeat=3):
     return statistics.median(ts)
 
 
-def learned_plants(data: str, rows: int) -> spnc.SPN | None:
-    """A LearnSPN model of the plants training set (the learned-shape case of issue 12)."""
+def learned_plants(data: str, cache: str | None) -> spnc.SPN | None:
+    """A LearnSPN model of the plants training set (the learned-shape case of issue 12),
+    read from ``cache`` if that file exists, else learned (and saved there)."""
+    if cache and os.path.exists(cache):
+        return spnc.load(cache)
     path = os.path.join(data, "binary", "plants.train.data")
     if not os.path.exists(path):
         print(f"   (plants data not found at {path}: learned model skipped)")
         return None
     from spnc.learn import LearnSPN
     X = np.loadtxt(path, delimiter=",")
-    return LearnSPN(random_state=0).fit(X).spn_
+    spn = LearnSPN(random_state=0).fit(X).spn_
+    if cache:
+        spnc.save(spn, cache)
+    return spn
 
 
 def main(argv=None) -> int:
@@ -242,6 +248,7 @@ def main(argv=None) -> int:
                     help="plants: LearnSPN on the shared plants set; learnspn: small fan-out trees like "
                          "learned models; region: wide region-graph sums")
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    ap.add_argument("--plants-model", default=None, help="HDF5 file caching the learned plants model")
     ap.add_argument("--peers", default="/tmp/peers",
                     help="folder of ../shared/tools/peer-venvs.sh venvs (skipped when missing)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats, skip the slow references on 1e6 edges")
@@ -265,7 +272,7 @@ def main(argv=None) -> int:
             cases += [(shape, t) for t in args.edges]
     for shape, target in cases:
         if shape == "plants":
-            spn = learned_plants(args.data, args.rows)
+            spn = learned_plants(args.data, args.plants_model)
             if spn is None:
                 continue
         elif shape == "region":
