@@ -200,13 +200,17 @@ cdef void _mix_roots(const double *W, const int64_t[::1] roots, const double[::1
 def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
-             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws):
+             double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
+             double[:, ::1] state_acc=None):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho (probability that a node is on the row's induced
     tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
     sum edges only) and ``node_acc[t, n]`` per thread t; writes ``leaf_resp[slot, r]`` if it
     has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds 3 N slots per thread
-    (values in the linear domain when the graph says so, then the posteriors)."""
+    (values in the linear domain when the graph says so, then the posteriors). With
+    ``state_acc`` (threads, n_states), inline discrete leaves add their weighted posterior
+    to the count of the observed state (EM's sufficient statistics, no responsibilities
+    matrix needed)."""
     cdef const GraphC *g = &graph.c
     cdef const StatesC *s = &states.c
     cdef Chunk d = _chunk(XT, L)
@@ -215,10 +219,12 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef int64_t a
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
     cdef bint linear = g.linear
-    cdef double acc
+    cdef bint want_states = state_acc is not None
+    cdef double acc, x
     cdef double *W
     cdef double *P
     cdef const double *wt
+    cdef const double *xr
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -241,8 +247,15 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
                                     &edge_acc[t, a], wt)
             elif g.kind[i] == PRODUCT:
                 spnc_prod_back_block(P, i, &g.child[a], g.child_ptr[i + 1] - a)
-            elif want_leaf:
-                memcpy(&leaf_resp[g.leaf_slot[i], col0], P + i * SPNC_B, SPNC_B * sizeof(double))
+            else:
+                if want_leaf:
+                    memcpy(&leaf_resp[g.leaf_slot[i], col0], P + i * SPNC_B, SPNC_B * sizeof(double))
+                if want_states and s.var[i] >= 0:
+                    xr = d.XT + s.var[i] * d.m + col0
+                    for j in range(SPNC_B):
+                        x = xr[j]
+                        if x == x:
+                            state_acc[t, s.off[i] + <int64_t> x] += P[i * SPNC_B + j] * wt[j]
             acc = 0.0
             for j in range(SPNC_B):
                 acc = acc + P[i * SPNC_B + j] * wt[j]
@@ -395,21 +408,19 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
 
 cdef extern from *:
     """
-    /* Throughput probes for tools/bench_inference.py: the limits of the sweep on this CPU. */
-    static double spnc_probe_exp(double *x, Py_ssize_t n, int reps) {
-        double acc = 0.0; int r; Py_ssize_t j;
-        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) { x[j] = spnc_exp_nonpos(x[j] - 1e-3); acc += x[j]; }
-        return acc;
+    /* Throughput probes for tools/bench_inference.py: the limits of the sweep on this CPU
+       (compiled like the block kernels, vectorised, no dependency chain across elements). */
+    SPNC_CLONES static void spnc_probe_exp(double *x, Py_ssize_t n, int reps) {
+        int r; Py_ssize_t j;
+        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) x[j] = spnc_exp_nonpos(x[j] * 0.5 - 1e-3);
     }
-    static double spnc_probe_fma(double *x, Py_ssize_t n, int reps) {
-        double acc = 0.0; int r; Py_ssize_t j;
+    SPNC_CLONES static void spnc_probe_fma(double *x, Py_ssize_t n, int reps) {
+        int r; Py_ssize_t j;
         for (r = 0; r < reps; r++) for (j = 0; j < n; j++) x[j] = x[j] * 0.999999 + 1e-9;
-        for (j = 0; j < n; j++) acc += x[j];
-        return acc;
     }
     """
-    double spnc_probe_exp(double *x, Py_ssize_t n, int reps) nogil
-    double spnc_probe_fma(double *x, Py_ssize_t n, int reps) nogil
+    void spnc_probe_exp(double *x, Py_ssize_t n, int reps) nogil
+    void spnc_probe_fma(double *x, Py_ssize_t n, int reps) nogil
 
 
 def probe(str what, int reps=2000):

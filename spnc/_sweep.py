@@ -36,16 +36,17 @@ def graph_of(spn) -> _graph.Graph:
     return g
 
 
-def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list]:
-    """State tables of the leaves the sweep evaluates itself, for ``mode``, and the list
-    of the other (leaf-matrix) tables."""
+def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
+    """State tables of the leaves the sweep evaluates itself, for ``mode``, the list of
+    the other (leaf-matrix) tables, and {table name: (first, end)} of each inline table's
+    states in the state arrays."""
     N = spn.n_nodes
     var = np.full(N, -1, dtype=np.int32)
     off = np.zeros(N, dtype=np.int64)
     miss = np.zeros(N)
     nst = np.zeros(N, dtype=np.int32)
     best = np.zeros(N, dtype=np.int32)
-    parts, base, matrix = [], 0, []
+    parts, base, matrix, spans = [], 0, [], {}
     for table in spn.leaf_tables.values():
         if not len(table):
             continue
@@ -65,9 +66,10 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list]:
         if mode == MAX:
             miss[table.node] = mx
         parts.append(lp)
+        spans[table.name] = (base, base + len(lp))
         base += len(lp)
     logp = np.concatenate(parts) if parts else np.zeros(1)
-    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix
+    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix, spans
 
 
 class Sweep:
@@ -84,7 +86,7 @@ class Sweep:
         n = X.shape[0]
         self.graph = graph_of(spn)
         self.n_threads = nt = effective_n_threads(n_threads, n * (spn.n_edges + spn.n_nodes))
-        self.states, self.matrix = leaf_states(spn, mode)
+        self.states, self.matrix, self.spans = leaf_states(spn, mode)
         self._fill_matrix = leaf_matrix
         n_mat = sum(len(t) for t in self.matrix)
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _infer
 from .._kinds import MARGINAL, MAX, SUM
-from .._sweep import Sweep
+from .._sweep import CHUNK_VALUES, Sweep
 from .._threads import effective_n_threads
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
@@ -269,20 +269,28 @@ class EM(DensityEstimator):
         kept: dict[str, list] = {k: [] for k, h in handlers.items() if h is None}
         acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
         obj = 0.0
-        for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc):
+        # soft EM: discrete leaves with state tables are counted inside the backward kernel
+        by_states = set() if hard or not stats else \
+            {k for k, h in handlers.items() if hasattr(h, "add_state_counts")
+             and spn.leaf_tables[k].state_log_probs(spn.cardinality) is not None}
+        need_R = stats and any(k not in by_states for k in handlers)
+        for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc, need_R, bool(by_states)):
             if np.any(ll == -np.inf):
                 r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it")
             obj += float(np.dot(rw[: len(ll)], ll))
-            if not stats:
+            if not need_R:
                 continue
             for k, table in spn.leaf_tables.items():
-                if not len(table):
+                if not len(table) or k in by_states:
                     continue
                 if k in leaf_stats:
                     handlers[k].accumulate(leaf_stats[k], XT, R, rw)
                 else:
                     kept[k].append((R[table.slot, : len(ll)] * rw[: len(ll)]).T)
+        for k in by_states:
+            a, b = acc["spans"][k]
+            handlers[k].add_state_counts(leaf_stats[k], acc["states"][a:b])
         return {"objective": obj, "edge_counts": acc["edge"], "node_counts": acc["node"], "leaf": leaf_stats,
                 "kept": {k: np.concatenate(v) if v else None for k, v in kept.items()}}
 
@@ -410,15 +418,21 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
     return out
 
 
-def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict):
+def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
+                  need_R: bool = True, count_states: bool = False):
     """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m), the
-    leaf responsibilities in slot layout (n_leaves, m), row weights (m,; 0 on padding) and
-    the objective of the real rows; edge and node counts are added to ``acc``. Soft EM runs
-    the backward pass; hard EM the max-product selection kernel with counts (each row
-    follows its max-product induced tree, first maximum at ties)."""
+    leaf responsibilities in slot layout (n_leaves, m; filled if ``need_R``), row weights
+    (m,; 0 on padding) and the objective of the real rows; edge and node counts are added
+    to ``acc``, and with ``count_states`` the weighted state counts of the discrete leaves
+    (``acc["states"]``, laid out by ``acc["spans"]``). Soft EM runs the backward pass; hard
+    EM the max-product selection kernel with counts (each row follows its max-product
+    induced tree, first maximum at ties)."""
     sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="all" if hard else "backward",
-               budget=_CACHE_VALUES, budget_rows=spn.n_leaves)
+               budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None)
     nt = sw.n_threads
+    n_states = max((b for _, b in sw.spans.values()), default=0)
+    states = np.zeros((nt, max(n_states, 1))) if count_states else None
+    no_resp = np.empty((0, 1))
     rlw = spn._root_logw()
     edge = np.zeros((nt, spn.n_edges))
     node = np.zeros((nt, spn.n_nodes))
@@ -429,13 +443,15 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
         rw = np.zeros(m)
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
-        R = np.empty((max(spn.n_leaves, 1), m))
+        R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
         if hard:
             _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
                           rw, edge, node, R, nt, sw.ws, acts)
         else:
             _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
-                            np.empty((0, m)), nt, sw.ws)
+                            np.empty((0, m)), nt, sw.ws, states)
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
+    if states is not None:
+        acc["states"], acc["spans"] = states.sum(0), sw.spans

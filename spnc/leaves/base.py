@@ -165,7 +165,10 @@ class LeafStats:
     ``score(params, s)`` -> (L,) the weighted log-likelihood (plus the log prior of the
     pseudo-counts or ridge) of each leaf under ``params``, the quantity EM's leaf check
     (Eq. 12) compares. Statistics that live around a centre also define
-    ``recentre(s, center)`` (online EM mixes statistics of several steps)."""
+    ``recentre(s, center)`` (online EM mixes statistics of several steps). Tables with
+    ``state_log_probs`` may define ``add_state_counts(s, counts)``: the sweep then counts
+    the weighted posterior of every state itself (``counts`` in the order of the table's
+    state table) and EM needs no responsibilities for them."""
 
     def __init__(self, table: LeafType, alpha: float = 0.0, min_std: float = 1e-3, n_threads: int = 1):
         self.t, self.alpha, self.min_std, self.nt = table, float(alpha), float(min_std), int(n_threads)

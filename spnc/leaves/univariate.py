@@ -348,7 +348,7 @@ class IndicatorLeaves(_UnivariateTable):
         return self.var, ptr, logp
 
     def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
-        return LeafStats(self, alpha, min_std, n_threads)  # no parameters
+        return _NoStats(self, alpha, min_std, n_threads)
 
     def log_prob(self, XT, out, mode, n_threads):
         K.indicator_log_prob(XT, self.var, self.params["value"].astype(np.int32, copy=False), self.slot, out, mode, n_threads)
@@ -364,6 +364,13 @@ class IndicatorLeaves(_UnivariateTable):
 
 
 # ---------------------------------------------------------------- EM statistics
+class _NoStats(LeafStats):
+    """Indicators have no parameters."""
+
+    def add_state_counts(self, s, counts):
+        pass
+
+
 class _BernoulliStats(LeafStats):
     # count[2 l + x]: weighted rows with x_var = x under leaf l
     def zero(self):
@@ -371,6 +378,9 @@ class _BernoulliStats(LeafStats):
 
     def accumulate(self, s, XT, R, rw):
         K.binary_counts(R, self.t.slot, self.t.var, XT, rw, s["count"], self.nt)
+
+    def add_state_counts(self, s, counts):
+        s["count"] += counts
 
     def fit(self, s):
         a = self.alpha
@@ -392,6 +402,9 @@ class _CategoricalStats(LeafStats):
     def accumulate(self, s, XT, R, rw):
         off = np.ascontiguousarray(self.t.params["prob_ptr"][:-1], dtype=np.int64)
         K.discrete_counts(R, self.t.slot, self.t.var, XT, rw, off, s["count"], self.nt)
+
+    def add_state_counts(self, s, counts):
+        s["count"] += counts
 
     def fit(self, s):
         ptr = self.t.params["prob_ptr"]
