@@ -23,7 +23,7 @@ import time
 import numpy as np  # noqa: E402
 
 import spnc  # noqa: E402
-from spnc._kinds import LEAF  # noqa: E402
+from spnc._kinds import LEAF, PRODUCT  # noqa: E402
 from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
 
 
@@ -131,7 +131,7 @@ def numpy_node_by_node(spn: spnc.SPN, X: np.ndarray) -> np.ndarray:
     for n in np.flatnonzero(spn.kind < LEAF):
         a, b = spn.child_ptr[n], spn.child_ptr[n + 1]
         ch = spn.child[a:b]
-        if spn.kind[n] == 1:
+        if spn.kind[n] == PRODUCT:
             v = vals[ch[0]].copy()
             for c in ch[1:]:
                 v += vals[c]

@@ -210,7 +210,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                 k += active[node, r]
             if k == 0:
                 continue
-            if kind[node] != 0:
+            if kind[node] != C_SUM:
                 s = <int>(scope_ptr[node + 1] - scope_ptr[node])
                 mu = &mean[scope_ptr[node]]
                 cv = &cov[cov_ptr[node]]
@@ -244,7 +244,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                     mu[i] += (k / wk) * (xb[i] - mu[i])
                 fresh[node] = 0
             count[node] += k
-            if not test or kind[node] != 1:
+            if not test or kind[node] != C_PRODUCT:
                 continue
             nchild = <int>(child_end[node] - child_start[node])
             # eligible once its count before this batch reaches the bound (the authors' code)
