@@ -191,7 +191,7 @@ def test_hdf5_layout_is_portable(tmp_path):
     sio.save(m, p)
     with h5py.File(p, "r") as f:
         assert f.attrs["format"].decode() == "spnc-model"
-        assert list(f.attrs["format_version"]) == [1, 0, 0]
+        assert list(f.attrs["format_version"]) == [1, 1, 0]
         assert f.attrs["format_version"].dtype == np.dtype("<u4")
 
         def visit(name, obj):
