@@ -26,7 +26,10 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.h5"))
 
 
 def base_tree(name: str = "mixed") -> Group:
-    return sio.read_validated(EXAMPLES / f"{name}.h5").tree
+    """An example's tree without its content hash (the cases below edit it)."""
+    t = sio.read_validated(EXAMPLES / f"{name}.h5").tree
+    del t.attrs["content_hash"]
+    return t
 
 
 def write_raw(tree: Group, path: Path) -> None:
@@ -47,7 +50,7 @@ def refuse_h5(tmp_path: Path, tree: Group, match: str) -> FormatError:
 def test_child_out_of_range(tmp_path):
     t = base_tree()
     t.members["edges"].members["child"][3] = 40
-    refuse_h5(tmp_path, t, r"^/edges/child\[3\] = 40 is out of range \[0, 7\)$")
+    refuse_h5(tmp_path, t, r"/edges/child\[3\] = 40 is out of range \[0, 7\)$")
 
 
 def test_cycle_and_order(tmp_path):
@@ -84,7 +87,7 @@ def test_scope_violations(tmp_path):
 def test_wrong_dtype_and_shape(tmp_path):
     t = base_tree()
     t.members["edges"].members["child"] = t.members["edges"].members["child"].astype(np.float64)
-    refuse_h5(tmp_path, t, r"^/edges/child: has dtype f8, expected i8$")
+    refuse_h5(tmp_path, t, r"/edges/child: has dtype f8, expected i8$")
     t = base_tree()
     t.members["edges"].members["ptr"] = t.members["edges"].members["ptr"][:-1]
     refuse_h5(tmp_path, t, r"/edges/ptr: has length 7, expected 8")
@@ -100,10 +103,10 @@ def test_wrong_dtype_and_shape(tmp_path):
 def test_missing_dataset_and_group(tmp_path):
     t = base_tree()
     del t.members["nodes"].members["scope"]
-    refuse_h5(tmp_path, t, r"^/nodes/scope: required dataset is missing$")
+    refuse_h5(tmp_path, t, r"/nodes/scope: required dataset is missing$")
     t = base_tree()
     del t.members["leaves"]
-    refuse_h5(tmp_path, t, r"^/leaves: required group is missing$")
+    refuse_h5(tmp_path, t, r"/leaves: required group is missing$")
 
 
 def test_unknown_node_kind(tmp_path):
@@ -181,13 +184,13 @@ def test_links_are_refused(tmp_path):
     write_raw(base_tree(), p)
     with h5py.File(p, "a") as f:
         f["x_soft"] = h5py.SoftLink("/edges/weight")
-    with pytest.raises(FormatError, match=r"^/x_soft: is a soft link"):
+    with pytest.raises(FormatError, match=r"/x_soft: is a soft link"):
         sio.load(p)
     with h5py.File(p, "a") as f:
         del f["x_soft"]
         del f["edges/weight"]
         f["edges/weight"] = h5py.ExternalLink("other.h5", "/w")
-    with pytest.raises(FormatError, match=r"^/edges/weight: is an external link"):
+    with pytest.raises(FormatError, match=r"/edges/weight: is an external link"):
         sio.load(p)
 
 
@@ -214,7 +217,7 @@ def test_non_portable_types(tmp_path):
 def test_leaf_parameter_errors_name_the_table(tmp_path):
     t = base_tree()
     t.members["leaves"].members["bernoulli"].members["p"][1] = 1.5
-    refuse_h5(tmp_path, t, r"^/leaves/bernoulli: ")
+    refuse_h5(tmp_path, t, r"/leaves/bernoulli: ")
     t = base_tree("dag_categorical")
     t.members["leaves"].members["categorical"].members["prob_ptr"][1] = 99
     refuse_h5(tmp_path, t, r"/leaves/categorical/prob_ptr\[2\] = .* smaller than|/leaves/categorical")
