@@ -245,6 +245,7 @@ class Model:
                 need(p is None or (len(p[0].encode()) <= 60000 and isinstance(json.loads(p[0]), dict)), "P11")
             except ValueError:
                 raise Refused("P11: @params is not JSON") from None
+        need("@content_hash" in t or "@content_hash" not in known or m < 1, "H1: content hash missing")
         if "@content_hash" in t and "@content_hash" in known:
             hv = A("@content_hash")
             need(hv is not None and re.fullmatch(r"sha256:[0-9a-f]{64}", hv[0]), "H1: syntax")

@@ -16,7 +16,7 @@ from make_suite import (M, m_bernoulli, m_categorical_dag, m_cltree, m_gaussian,
                         m_mvgaussian, rehash, insert_vendor, t_vendor_fallback, tree_of, write_h5)
 
 #: 1.1 rules a 1.0 reader does not apply (it ignores members of a newer minor version)
-ACCEPTED_BY_1_0 = {"V4_unknown_member", "V4_unknown_attr", "H1_mismatch", "H1_syntax"}
+ACCEPTED_BY_1_0 = {"V4_unknown_member", "V4_unknown_attr", "H1_mismatch", "H1_syntax", "H1_missing"}
 
 BASES: dict[str, Callable[[], Group]] = {
     "cat": lambda: tree_of(m_categorical_dag()), "bern": lambda: tree_of(m_bernoulli()),
@@ -357,6 +357,10 @@ def write_invalid(out: Path, manifest: list) -> None:
     _poke("edges/weight", -1, M(t, "edges", "weight")[-1] * (1 + 1e-9))(t)   # within tau, hash kept
     write_h5(t, d / "H1_mismatch.h5")
     add("H1_mismatch", "h5", "H1", "sum weights changed by 1e-9 relative after hashing", "accept")
+    t = copy.deepcopy(bases["cat"])
+    del t.attrs["content_hash"]
+    write_h5(t, d / "H1_missing.h5")
+    add("H1_missing", "h5", "H1", "a 1.1 file without content hash")
     t = copy.deepcopy(bases["cat"])
     t.attrs["content_hash"] = t.attrs["content_hash"].upper()
     write_h5(t, d / "H1_syntax.h5")

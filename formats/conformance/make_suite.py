@@ -188,12 +188,6 @@ def t_version_1_0():
     return t
 
 
-def t_no_hash():
-    t = tree_of(m_gaussian())
-    del t.attrs["content_hash"]
-    return t
-
-
 def t_newer_minor():
     """A 1.2 file with members this reader does not know: ignored, model loads."""
     t = tree_of(m_bernoulli())
@@ -274,7 +268,7 @@ VALID: dict[str, Callable[[], Any]] = {
     "bernoulli": m_bernoulli, "categorical_dag": m_categorical_dag, "gaussian": m_gaussian,
     "mvgaussian": m_mvgaussian, "cltree": m_cltree, "mixture": m_mixture,
     "independent": m_independent, "tolerance": m_tolerance, "version_1_0": t_version_1_0,
-    "no_hash": t_no_hash, "newer_minor": t_newer_minor, "vendor_fallback": t_vendor_fallback,
+    "newer_minor": t_newer_minor, "vendor_fallback": t_vendor_fallback,
     "extensions": t_extensions, "storage": lambda: tree_of(m_storage()),
 }
 #: written as spnc saves (chunked, fletcher32); the others use contiguous datasets
@@ -285,7 +279,7 @@ VALID_NOTES = {
     "cltree": "Chow-Liu leaves incl. d = 1", "mixture": "mixture roots sharing a subgraph",
     "independent": "independent roots with different scopes; variable 3 outside every root",
     "tolerance": "sum, categorical, CPT and root weights off by <= 9e-7 (within tau), used as stored",
-    "version_1_0": "a 1.0 file (no 1.1 members)", "no_hash": "a 1.1 file without content hash",
+    "version_1_0": "a 1.0 file (no 1.1 members)",
     "newer_minor": "a 1.2 file with unknown members (ignored)",
     "vendor_fallback": "optional vendor leaf x_acme_poisson with a fallback node",
     "storage": "compact layout, a big-endian dataset, NUL-terminated ASCII-charset strings",

@@ -336,6 +336,9 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
                 else c.free_dataset(tree, "", name)
 
     # ---- content hash (H1) --------------------------------------------------------------
+    if minor >= 1 and "content_hash" not in out.attrs:
+        raise err("/@content_hash", "required attribute is missing (format 1.1 files carry "
+                  "a content hash)")
     if "content_hash" in out.attrs:
         got = content_hash(out)
         if got != out.attrs["content_hash"]:

@@ -157,6 +157,7 @@ class H5Data:
 
     def read(self) -> Any:
         try:
+            _check_chunks(self.ds, self.path)
             if self.code == "str":
                 raw = self.ds[()] if self.shape[0] else []
                 return [_to_str(x, self.path) for x in np.asarray(raw).tolist()]
@@ -165,6 +166,36 @@ class H5Data:
             raise
         except Exception as e:   # libhdf5/h5py failures on damaged files, of any class
             raise err(self.path, f"cannot read dataset: {_h5msg(e)}") from None
+
+
+def _check_chunks(ds: h5py.Dataset, path: str) -> None:
+    """Check the chunk index before reading: libhdf5 trusts it and can crash (not just fail)
+    on a damaged one, e.g. fletcher32 on a chunk whose recorded size is 0."""
+    if not ds.shape or not ds.shape[0]:
+        return
+    did = ds.id
+    plist = did.get_create_plist()
+    eof = ds.file.id.get_filesize()
+    if plist.get_layout() != h5py.h5d.CHUNKED:
+        off, size = did.get_offset(), did.get_storage_size()
+        if off is not None and off + size > eof:
+            raise err(path, "dataset data lies beyond the end of the file")
+        return
+    nfilt = plist.get_nfilters()
+    chunk = plist.get_chunk()[0]
+    item = ds.dtype.itemsize
+    n = did.get_num_chunks()
+    if n > -(-ds.shape[0] // chunk):
+        raise err(path, f"chunk index lists {n} chunks for {ds.shape[0]} elements")
+    for i in range(n):
+        info = did.get_chunk_info(i)
+        ok = info.byte_offset is not None and info.size > (4 if nfilt else 0) and \
+            info.filter_mask == 0 and info.byte_offset + info.size <= eof
+        if ok and not nfilt:
+            ok = info.size == chunk * item
+        if not ok:
+            raise err(path, f"damaged chunk index (chunk {i}: offset {info.byte_offset}, "
+                            f"{info.size} bytes)")
 
 
 def _classify(dt: np.dtype) -> tuple[str | None, str]:

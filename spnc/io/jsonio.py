@@ -24,6 +24,7 @@ _INT_LIMITS = {c: (int(np.iinfo(c).min), int(np.iinfo(c).max))
                for c in ("u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8")}
 #: integers of larger magnitude are written as decimal strings (spec J5)
 SAFE_INT = 2**53 - 1
+F4_MAX = float(np.finfo(np.float32).max)
 _BIG_RE = re.compile(r"^-?[1-9][0-9]{15,19}$")
 _FIXED_ATTRS = {**{k: kind for k, (kind, _) in ROOT_ATTRS.items()},
                 **{f"{g}@{k}": kind for g, d in GROUP_ATTRS.items() for k, (kind, _) in d.items()}}
@@ -197,8 +198,9 @@ def _array(v: Any, code: str, path: str, scalar: bool = False) -> Any:
     else:
         a = np.array([_real(x, path) for x in vals], dtype=np.float64)
         if code == "f4":
-            with np.errstate(over="ignore"):
-                a = a.astype(np.float32)
+            if (np.abs(a) > F4_MAX).any():
+                raise err(path, f"holds numbers beyond the f4 range (±{F4_MAX!r})")
+            a = a.astype(np.float32)
         if not np.isfinite(a).all():
             raise err(path, "holds numbers that are out of range")
     return a[0] if scalar else a
