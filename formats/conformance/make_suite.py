@@ -10,7 +10,6 @@ come from spnc; everything is seeded, so regenerating gives identical files.
 """
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import sys
