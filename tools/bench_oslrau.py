@@ -10,8 +10,8 @@ time, points/s and SPN size, and writes a Markdown table.
                                  [--spaced] [--paper-floor] [--select]
                                  [--min-merge N] [--min-var V] [--out FILE]
 
-``--paper-floor`` floors leaf variances only when a leaf is created (the authors' code,
-``variance_floor="creation"``). ``--select`` is ``OSLRAU(select="auto")``: the default and
+``--paper-floor`` floors leaf variances at 1e-4 only when a leaf is created (the authors'
+code, ``PAPER_FLOOR``). ``--select`` is ``OSLRAU(select="auto")``: the default and
 the paper's floor, each with and without spacing, learn side by side in the same single
 pass over the training stream, each scoring every batch before learning from it, and the
 best prequential score is kept (time and size are those of the whole selecting pass).
@@ -89,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                     help='OSLRAU(select="auto"): floor and spacing chosen in the same single pass, prequentially')
     ap.add_argument("--paper-floor", action="store_true",
                     help='floor leaf variances only when a leaf is created (variance_floor="creation")')
-    ap.add_argument("--min-var", type=float, default=1e-6, help="leaf variance floor (min_var)")
+    ap.add_argument("--min-var", type=float, default=None,
+                    help="leaf variance floor (min_var; default 1e-6, or 1e-4 with --paper-floor)")
     ap.add_argument("--out", type=Path, default=None, help="write a Markdown table here")
     args = ap.parse_args(argv)
     rows = []
     for name in args.datasets:
-        r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, args.min_var,
+        min_var = args.min_var if args.min_var is not None else (1e-4 if args.paper_floor else 1e-6)
+        r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, min_var,
                         [k - 1 for k in args.folds] if args.folds else None, args.select,
                         "creation" if args.paper_floor else "always")
         rows.append(r)

@@ -45,9 +45,10 @@ from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 
 SUM, PRODUCT, LEAF = 0, 1, 2
+#: the authors' code: new leaves' variances floored at 1e-4, later updates unfloored
+PAPER_FLOOR = {"variance_floor": "creation", "min_var": 1e-4}
 #: ``select="auto"``: the default floor and the paper's, each with and without spacing
-AUTO_CANDIDATES = ({}, {"spaced_merges": True}, {"variance_floor": "creation"},
-                   {"variance_floor": "creation", "spaced_merges": True})
+AUTO_CANDIDATES = ({}, {"spaced_merges": True}, PAPER_FLOOR, {**PAPER_FLOOR, "spaced_merges": True})
 
 
 def auto_batch_size(n_seen: int) -> int:
@@ -86,7 +87,8 @@ class OSLRAU(DensityEstimator, TreeStore):
         diagonals) whenever they are evaluated; ``"creation"`` is the authors' code (the
         paper states no floor): a new leaf's variances are raised to ``min_var`` when it
         is created, later updates may shrink them freely (a variance that reaches 0 gets
-        the smallest jitter that keeps it positive definite).
+        the smallest jitter that keeps it positive definite). :data:`PAPER_FLOOR` is the
+        authors' setting (``"creation"`` with ``min_var=1e-4``).
     max_nodes : structure learning stops (parameters keep updating) once the network
         has this many nodes, which bounds the cost per point (None: no cap).
     select : choose settings online, in the same single pass: ``"auto"``
