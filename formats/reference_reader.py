@@ -1,7 +1,7 @@
-"""Reference reader of the spnc model format 1.1 (formats/spnc-hdf5.md), HDF5 encoding.
+"""Reference reader of the spnc model format 1.1 (formats/spnc-hdf5.md), both encodings.
 
 Written from the spec alone, in plain h5py + numpy (no spnc):
-    m = Model("model.h5")              # raises Refused naming the rule (§7) a bad file breaks
+    m = Model("model.h5")              # or .json; raises Refused naming the rule (§7) broken
     m.log_likelihood(X)                # X: (n, V) floats, NaN = missing; out-of-domain -> Refused
 ``Model(path, version=(1, 0))`` behaves as a reader that implements only format 1.0 (§10).
 """
@@ -13,6 +13,7 @@ import struct
 import h5py
 import numpy as np
 
+CODES = "u1 u2 u4 u8 i1 i2 i4 i8 f4 f8 str".split()
 TAU, SAFE = 1e-6, re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 STD = ["sum", "product", "bernoulli", "categorical", "gaussian", "mvgaussian", "cltree", "indicator"]
 LEAF = {"bernoulli": {"p": "f8"}, "categorical": {"prob_ptr": "i8", "prob": "f8"},
@@ -75,6 +76,12 @@ def _value(code, raw, scalar, where):
     return V(code, scalar, a)
 
 
+def _attr(v, where):
+    need(len(v.data) <= 4096, f"L3: {where}: too many elements")
+    need(v.code != "str" or len(v.data) * max([1] + [len(s.encode()) for s in v.data]) <= 60000, f"L3: {where}")
+    return v
+
+
 def _walk(g, path, depth, count):
     need(depth <= 8 and len(g) <= 4096, f"L2: {path}: too deep or too many members")
     node = {}
@@ -84,9 +91,7 @@ def _walk(g, path, depth, count):
         aid = h5py.h5a.open(g.id, n.encode())
         need(aid.shape is not None and len(aid.shape) <= 1, f"T1: {where}: not scalar or 1-D")
         code = _code(aid.get_type(), aid.dtype, where)
-        v = node["@" + n] = _value(code, g.attrs[n], aid.shape == (), where)
-        need(len(v.data) <= 4096, f"L3: {where}: too many elements")
-        need(code != "str" or len(v.data) * max([1] + [len(s.encode()) for s in v.data]) <= 60000, f"L3: {where}")
+        node["@" + n] = _attr(_value(code, g.attrs[n], aid.shape == (), where), where)
     for n in g:
         where, count[0] = f"{path.rstrip('/')}/{n}", count[0] + 1
         need(SAFE.fullmatch(n) and n not in ("dtype", "data"), f"T7: {where}: bad name")
@@ -104,6 +109,87 @@ def _walk(g, path, depth, count):
         count[1] += obj.shape[0]
         need(obj.shape[0] <= 2**28 and count[1] <= 2**29, f"L1: {where}: too large")
         node[n] = _value(code, obj[()] if obj.shape[0] else [], False, where)
+    return node
+
+
+def _read_json(path):
+    raw = open(path, "rb").read()
+    need(raw and not raw.startswith(b"\xef\xbb\xbf"), f"C1/J1: {path}: empty or with a byte-order mark")
+
+    def pairs(kv):
+        need(len({k for k, _ in kv}) == len(kv), f"J1: {path}: duplicate key")
+        return dict(kv)
+
+    def const(c):
+        raise Refused(f"J1: {path}: {c} is not JSON")
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=const)
+    except (ValueError, RecursionError) as e:
+        raise Refused(f"J1: {path}: {e}") from None
+    need(isinstance(obj, dict), f"J1: {path}: top level is not an object")
+    return _jgroup(obj, "/", 0, [0, 0])
+
+
+def _jnum(x, code, where):
+    """J5: a JSON value as a number of dtype ``code`` (integers beyond 2^53 - 1 as strings)."""
+    need(not isinstance(x, bool) and isinstance(x, (int, float, str)), f"J5: {where}: {x!r} is not a number")
+    if code[0] in "iu":
+        if isinstance(x, str):
+            need(re.fullmatch(r"-?[1-9][0-9]{15,19}", x) and abs(int(x)) > 2**53 - 1, f"J5: {where}: {x!r}")
+        else:
+            need(x == x and abs(x) <= 2**53 - 1 and x == int(x), f"J5: {where}: {x!r} is not a safe integer")
+        need(np.iinfo(code).min <= int(x) <= np.iinfo(code).max, f"J5: {where}: {x} outside {code}")
+        return int(x)
+    need(not isinstance(x, str) and (code == "f8" or abs(float(x)) <= 3.4028234663852886e38), f"J5: {where}")
+    return float(x)
+
+
+def _jvalue(code, data, scalar, where):
+    vals = data if isinstance(data, list) else [data]
+    if code == "str":
+        need(all(isinstance(x, str) for x in vals), f"J4: {where}: not strings")
+        return _value(code, vals, scalar, where)
+    return _value(code, np.array([_jnum(x, code, where) for x in vals], dtype=np.dtype(code)), scalar, where)
+
+
+def _jgroup(obj, path, depth, count):
+    """J2-J4: keys to attributes, typed or plain datasets, and groups."""
+    need(depth <= 8 and len(obj) <= 8192, f"L2: {path}: too deep or too many members")
+    node, g = {}, path.strip("/")
+    table = g.split("/")[1] if g.startswith("leaves/") else None
+    for k, v in obj.items():
+        name, where = k[1:] if k[0:1] == "@" else k, f"{path.rstrip('/')}/{k}"
+        need(SAFE.fullmatch(name), f"T7: {where}: bad name")
+        typed = isinstance(v, dict) and set(v) == {"dtype", "data"}
+        if k[0:1] == "@" or (path == "/" and not isinstance(v, dict)):
+            fixed = {"format_version": "u4"}.get(name) if path == "/" else None
+            fixed_str = (path == "/" and "@" + name in ROOT[1]) or "@" + name in FIXED.get(g, {})
+            if typed:
+                need(not fixed_str and v["dtype"] in CODES, f"J4: {where}: typed fixed attribute or bad dtype")
+                node["@" + name] = _attr(_jvalue(v["dtype"], v["data"], not isinstance(v["data"], list), where), where)
+            elif isinstance(v, str) or (isinstance(v, list) and v == [x for x in v if isinstance(x, str)] and not fixed):
+                node["@" + name] = _attr(_jvalue("str", v, isinstance(v, str), where), where)
+            else:                          # a plain number or array (format_version; the 1.0 form)
+                need(not isinstance(v, (dict, bool)) and v is not None, f"J4: {where}: bad attribute value")
+                ints = all(type(x) is int for x in (v if isinstance(v, list) else [v]))
+                node["@" + name] = _attr(_jvalue(fixed or ("i8" if ints else "f8"), v, not isinstance(v, list), where), where)
+            continue
+        need(name not in ("dtype", "data"), f"T7: {where}: reserved name")
+        plain = FIXED.get(g, {}).get(name) if g in ("variables", "nodes", "edges", "roots", "fallback") else \
+            ({"node": "i8", **LEAF[table]}.get(name) if table in LEAF else None)
+        count[0] += 1
+        if typed:
+            need(plain is None and v["dtype"] in CODES and isinstance(v["data"], list), f"J3: {where}")
+            node[name] = _jvalue(v["dtype"], v["data"], False, where)
+        elif plain is not None:
+            need(isinstance(v, list), f"J3: {where}: must be an array")
+            node[name] = _jvalue(plain, v, False, where)
+        else:
+            need(isinstance(v, dict), f"J3: {where}: datasets here are typed")
+            node[name] = _jgroup(v, where, depth + 1, count)
+            continue
+        count[1] += len(node[name].data)
+        need(count[0] <= 16384 and len(node[name].data) <= 2**28 and count[1] <= 2**29, f"L1: {where}")
     return node
 
 
@@ -130,6 +216,8 @@ def _ptr(p, n, flat, where):
 
 class Model:
     def __init__(self, path, version=(1, 1)):
+        if str(path).endswith(".json"):
+            return self._check(_read_json(path), version[1])
         with open(path, "rb") as f:
             need(f.read(8) == b"\x89HDF\r\n\x1a\n", f"C1: {path}: no HDF5 signature at byte 0")
         try:
