@@ -278,7 +278,9 @@ def _spacepad(f: h5py.File) -> None:
     tid.set_strpad(h5py.h5t.STR_SPACEPAD)
     tid.set_cset(h5py.h5t.CSET_UTF8)
     sid = h5py.h5s.create_simple((3,))
-    ds = h5py.h5d.create(f["variables"].id, b"name", tid, sid)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_obj_track_times(False)
+    ds = h5py.h5d.create(f["variables"].id, b"name", tid, sid, dcpl=dcpl)
     ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([b"colour  ", b"flag    ", b"size    "], dtype="S8"), mtype=tid)
 
 

@@ -75,6 +75,7 @@ def storage_variants(path: Path) -> None:
         del f["edges/weight"]
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
+        dcpl.set_obj_track_times(False)      # no timestamps: regenerating gives the same bytes
         ds = h5py.h5d.create(f["edges"].id, b"weight", h5py.h5t.IEEE_F64LE,
                              h5py.h5s.create_simple(w.shape), dcpl=dcpl)
         ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(w))
@@ -87,7 +88,10 @@ def storage_variants(path: Path) -> None:
         tid.set_size(max(len(s) for s in names) + 1)
         tid.set_strpad(h5py.h5t.STR_NULLTERM)
         tid.set_cset(h5py.h5t.CSET_ASCII)
-        sd = h5py.h5d.create(f["variables"].id, b"name", tid, h5py.h5s.create_simple((len(names),)))
+        untimed = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        untimed.set_obj_track_times(False)
+        sd = h5py.h5d.create(f["variables"].id, b"name", tid, h5py.h5s.create_simple((len(names),)),
+                             dcpl=untimed)
         sd.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array(names, dtype=f"S{tid.get_size()}"), mtype=tid)
 
 

@@ -248,8 +248,10 @@ def _attr(v: Any, path: str, fixed: str | None) -> Any:
     raise err(path, f"unsupported attribute value {type(v).__name__}")
 
 
-def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits) -> Group:
+def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits,
+           count: list | None = None) -> Group:
     path = "/" + "/".join(parts)
+    count = [0] if count is None else count
     if depth > limits.max_depth:
         raise err(path, "objects nested too deeply")
     g = Group()
@@ -261,6 +263,9 @@ def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits) -> Gro
             continue
         mp = parts + (k,)
         mpath = "/" + "/".join(mp)
+        count[0] += 1
+        if count[0] > limits.max_objects:
+            raise err(mpath, f"file holds more than {limits.max_objects} groups and datasets")
         plain, code = _plain_dtype(mp)
         if isinstance(v, dict) and set(v) == {"dtype", "data"}:
             if plain and code is not None:
@@ -269,7 +274,7 @@ def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits) -> Gro
         elif plain and code is not None:
             g.members[k] = _array(v, code, mpath)
         elif isinstance(v, dict):
-            g.members[k] = _group(v, mp, depth + 1, limits)
+            g.members[k] = _group(v, mp, depth + 1, limits, count)
         elif isinstance(v, list) and len(mp) == 3 and mp[0] == "leaves":
             g.members[k] = _legacy_leaf_array(v, mpath)
         elif isinstance(v, list):
