@@ -14,6 +14,7 @@ MODULES = [
     ("spnc.leaves._kernels", True),
     ("spnc.leaves._cltree", True),
     ("spnc._counts", True),
+    ("spnc._mi", True),
     ("spnc.learn._oslrau", False),
     ("spnc.learn._learnspn", True),
 ]

@@ -18,6 +18,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import _counts as _K
+from . import _mi as _MI
 from ._threads import effective_n_threads
 from .errors import DataError
 
@@ -142,7 +143,7 @@ def mutual_information(codes: np.ndarray, card: np.ndarray, w: np.ndarray | None
         else:
             C = _weighted_cooc(codes, w, n_threads)
             total = float(w.sum())
-        return _K.mi_from_cooc(C, total, alpha, n_threads), total, C
+        return _MI.mi_from_cooc(C, total, alpha, n_threads), total, C
     off = np.zeros(d + 1, dtype=np.int64)
     np.cumsum(card, out=off[1:])
     if (w is None or w.min() == w.max()) and off[-1] <= _MAX_ONEHOT:
@@ -151,10 +152,10 @@ def mutual_information(codes: np.ndarray, card: np.ndarray, w: np.ndarray | None
         C = _K.cooc_popcount(_K.pack_onehot(codes, off, int(off[-1])), n_threads)
         if scale != 1.0:
             C *= scale
-        return _K.mi_from_onehot(C, off, card, n * scale, alpha, n_threads), n * scale, None
+        return _MI.mi_from_onehot(C, off, card, n * scale, alpha, n_threads), n * scale, None
     ww = np.ones(n) if w is None else w
     XT = np.ascontiguousarray(codes.T)
-    return _K.mi_general(XT, card, ww, float(ww.sum()), alpha, n_threads), float(ww.sum()), None
+    return _MI.mi_general(XT, card, ww, float(ww.sum()), alpha, n_threads), float(ww.sum()), None
 
 
 def _weighted_cooc(codes: np.ndarray, w: np.ndarray, n_threads: int) -> np.ndarray:
@@ -257,7 +258,7 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
         n = codes.shape[0]
     nt = resolve_threads(n_threads, float(n) * d * d / 16)
     mi, total, C = mutual_information(codes, card, w, float(alpha), nt, bits)
-    parents = _K.prim_max_forest(mi, max(float(mi_threshold), MI_EPS))
+    parents = _MI.prim_max_forest(mi, max(float(mi_threshold), MI_EPS))
     if C is not None:
         cpts = _binary_cpts(C, total, parents, float(alpha))
     else:

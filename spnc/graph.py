@@ -15,7 +15,7 @@ import numpy as np
 from . import _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
-from ._sweep import Sweep, graph_of
+from ._sweep import Sweep
 from .errors import DataError, StructureError
 from .leaves import base as _lb
 from .nodes import Node

@@ -8,7 +8,7 @@
 
 Each paper's variant is a choice of the three. New steps subclass these bases and are
 registered by name with :func:`register_step`; the template never changes.
-Statistics run in the Cython kernels of ``spnc.learn._learnspn`` and ``spnc._counts``.
+Statistics run in the Cython kernels of ``spnc.learn._learnspn``, ``spnc._counts`` and ``spnc._mi``.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .. import _counts as _CK
+from .. import _mi as _MI
 from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree, mutual_information
 from ..errors import ParameterError
@@ -83,7 +84,7 @@ class Context:
             D, vars = np.ascontiguousarray(D[:, cols]), vars[cols]
         off = self.offsets(vars)
         C = _CK.cooc_popcount(_CK.pack_onehot(D, off, int(off[-1])), self.n_threads)
-        return _CK.gtest_onehot(C, off, float(D.shape[0]))
+        return _MI.gtest_onehot(C, off, float(D.shape[0]))
 
     def mutual_information(self, sl: Slice) -> np.ndarray:
         D = self.data(sl)
