@@ -35,6 +35,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from .. import _oslrau
+from ..data import as_data, with_names
+from .._progress import Progress
 from ..errors import DataError, FormatError
 from ..graph import SPN
 from ..leaves.mvgaussian import MVGaussianLeaves
@@ -269,17 +271,19 @@ class OSLRAU(DensityEstimator):
         if hasattr(X, "shape") and hasattr(X, "__getitem__") and len(getattr(X, "shape", ())) == 2 \
                 and not isinstance(X, np.ndarray):
             step = max(1, (1 << 16) // max(1, int(self.batch_size))) * int(self.batch_size)
+            prog = Progress("oslrau", total=X.shape[0], unit=" rows")
             for r0 in range(0, X.shape[0], step):    # h5py dataset: read in slabs
                 self.partial_fit(X[r0:r0 + step])
-            if X.shape[0] == 0:
-                self._start(X.shape[1])
-            return self
-        if isinstance(X, np.ndarray) or not _is_iterable_of_batches(X):
-            return self.partial_fit(X)
-        for batch in X:
-            self.partial_fit(batch)
-        if self._d is None:
-            raise DataError("fit got no data")
+                prog.update(done=min(r0 + step, X.shape[0]))
+        elif isinstance(X, np.ndarray) or not _is_iterable_of_batches(X):
+            self.partial_fit(X)
+        else:
+            prog = Progress("oslrau", unit=" rows")
+            for batch in X:
+                self.partial_fit(batch)
+                prog.update(done=self._n_seen)
+        if self._d is None or self._n_seen == 0:
+            raise DataError("fit got no data rows")
         return self
 
     def _start(self, d: int) -> None:
@@ -302,6 +306,7 @@ class OSLRAU(DensityEstimator):
         su = int(self.structure_until) if self.structure_until is not None else np.iinfo(np.int64).max
         cap = int(self.max_leaf_vars) if self.max_leaf_vars is not None else paper_leaf_cap(self._d)
         start = 0
+        prog = Progress("oslrau", total=n, unit=" rows")
         while start < n:
             if self._dirty:
                 self._rebuild()
@@ -313,6 +318,7 @@ class OSLRAU(DensityEstimator):
             self._n_seen += done
             start += done
             self._spn = None
+            prog.update(done=start)
             if nc:
                 # the last batch left correlated children at nc products; the rows that
                 # reached each product have not been passed below the two children yet
