@@ -12,7 +12,7 @@ try:
 except _PNF:  # running from a source tree
     __version__ = "0.1.0"
 
-from .errors import DataError, FormatError, ScopeError, SpncError, StructureError  # noqa: E402
+from .errors import DataError, FormatError, ParameterError, ScopeError, SpncError, StructureError  # noqa: E402
 from .nodes import Leaf, Node, Product, Sum  # noqa: E402
 from .leaves import (Bernoulli, Categorical, ChowLiuLeaf, Gaussian, Indicator,  # noqa: E402
                      MultivariateGaussian)
@@ -21,7 +21,7 @@ from .graph import SPN, compile  # noqa: E402
 __all__ = [
     "SPN", "compile", "Sum", "Product", "Leaf", "Node",
     "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator", "ChowLiuLeaf",
-    "SpncError", "StructureError", "ScopeError", "DataError", "FormatError",
+    "SpncError", "StructureError", "ScopeError", "DataError", "FormatError", "ParameterError",
     "save", "load", "to_dot",
 ]
 from .io import load, save, to_dot  # noqa: E402

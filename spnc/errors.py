@@ -19,3 +19,11 @@ class DataError(SpncError, ValueError):
 
 class FormatError(SpncError, ValueError):
     """A model file does not follow the spnc format (formats/spnc-hdf5.md)."""
+
+
+class ParameterError(SpncError, ValueError):
+    """An estimator's hyper-parameter is invalid; ``param`` names it."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param

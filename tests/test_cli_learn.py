@@ -197,8 +197,9 @@ def test_errors_subprocess(files, tmp_path):
 @pytest.mark.parametrize("case, pattern", [
     ("bernoulli", r"cat\.csv: row 2, column 1 \('a'\) has value 2: --leaves bernoulli needs 0/1 data"),
     ("wide_valid", r"wide\.csv: data has 4 columns, the model has 6 variables"),
-    ("splitter_kind", r"--splitter correlation works on continuous data, but the data is discrete"),
-    ("clusters", r"--clusters must be a finite integer >= 2"),
+    ("splitter_kind", r"argument --splitter: splitter='correlation' works on continuous data, but the data is "
+                      r"discrete"),
+    ("clusters", r"argument --clusters: LearnSPN: n_clusters must be an integer >= 2, got 1"),
     ("not_for_learner", r"--min-instances does not apply to --learner chowliu"),
     ("extension", r"unknown extension '\.xyz'"),
     ("no_dir", r"directory .* does not exist"),
@@ -241,7 +242,8 @@ def test_errors_in_process(files, tmp_path, capsys):
     assert len(err) == 1 and "row 1, column 2 has value 1.5" in err[0] and "non-negative integer" in err[0]
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--learner", "oslrau",
                        "--batch-size", "0", "-q"]) == 2
-    assert capsys.readouterr().err.strip() == "spnc-learn: error: --batch-size must be >= 1, got 0"
+    assert capsys.readouterr().err.strip() == \
+        "spnc-learn: error: argument --batch-size: OSLRAU: batch_size must be an integer >= 1, got 0"
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--em", "0"]) == 2
     assert "--em needs N >= 1" in capsys.readouterr().err
 

@@ -72,7 +72,7 @@ def data_for(kind, n=600, seed=0):
 def test_objective_never_decreases(kind, variant):
     X = data_for(kind)
     init = MODELS[kind](7)
-    em = EM(max_iter=8, tol=-np.inf, variant=variant, weight_floor=0.0).fit(init, X)
+    em = EM(init=init, max_iter=8, tol=-np.inf, variant=variant, weight_floor=0.0).fit(X)
     h = em.history_["train"]
     assert len(h) == 9
     assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1])), h
@@ -88,7 +88,7 @@ def test_input_model_untouched_and_recorded():
     X = data_for("discrete")
     init = discrete_model(3)
     before = init.weight.copy(), {k: t.to_arrays() for k, t in init.leaf_tables.items()}
-    em = EM(max_iter=3, alpha=0.5).fit(init, X)
+    em = EM(init=init, max_iter=3, alpha=0.5).fit(X)
     assert np.array_equal(init.weight, before[0])
     for k, t in init.leaf_tables.items():
         for a, v in t.to_arrays().items():
@@ -104,7 +104,7 @@ def test_input_model_untouched_and_recorded():
 
 def test_save_load_round_trip(tmp_path):
     X = data_for("discrete")
-    spn = EM(max_iter=2, tol=-np.inf).fit(discrete_model(3), X).spn_  # -inf is stored as a string
+    spn = EM(init=discrete_model(3), max_iter=2, tol=-np.inf).fit(X).spn_  # -inf is stored as a string
     spnc.save(spn, tmp_path / "m.h5")
     back = spnc.load(tmp_path / "m.h5")
     assert np.array_equal(back.stats["count"], spn.stats["count"])
@@ -123,7 +123,7 @@ def test_matches_sklearn_gaussian_mixture():
     covs = [np.cov(X.T)] * K
     w0 = np.array([0.2, 0.3, 0.5])
     spn = spnc.compile(Sum([spnc.MultivariateGaussian(range(d), m, c) for m, c in zip(means, covs)], w0))
-    em = EM(max_iter=it, tol=-np.inf, min_std=1e-3).fit(spn, X)  # ridge 1e-6 = sklearn's reg_covar
+    em = EM(init=spn, max_iter=it, tol=-np.inf, min_std=1e-3).fit(X)  # ridge 1e-6 = sklearn's reg_covar
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         gm = mixture.GaussianMixture(K, covariance_type="full", max_iter=it, tol=0, reg_covar=1e-6,
@@ -141,7 +141,7 @@ def test_diagonal_mixture_of_products_equals_closed_form():
     X = np.concatenate([rng.normal(-2, 1, size=(150, 2)), rng.normal(3, 0.5, size=(150, 2))])
     comps = [Product([spnc.Gaussian(0, m, 1.0), spnc.Gaussian(1, m, 1.0)]) for m in (-1.0, 1.0)]
     spn = spnc.compile(Sum(comps, [0.5, 0.5]))
-    em = EM(max_iter=1, tol=-np.inf).fit(spn, X)
+    em = EM(init=spn, max_iter=1, tol=-np.inf).fit(X)
     # one EM step of a diagonal Gaussian mixture, by hand
     from scipy.stats import norm
     lp = np.stack([norm.logpdf(X, m, 1.0).sum(1) + np.log(0.5) for m in (-1.0, 1.0)], 1)
@@ -166,7 +166,7 @@ def test_shared_nodes_pool_their_statistics():
     spn = spnc.compile(root)
     assert spn.n_nodes == 9  # S, its leaves and `shared` appear once
     X = (rng.random((400, 3)) < [0.5, 0.4, 0.65]).astype(float)
-    out = EM(max_iter=1, tol=-np.inf, weight_floor=0.0).fit(spn, X).spn_
+    out = EM(init=spn, max_iter=1, tol=-np.inf, weight_floor=0.0).fit(X).spn_
     b = out.leaf_tables["bernoulli"]
     i_shared = [i for i in range(len(b)) if b.var[i] == 2]
     assert len(i_shared) == 1 and b.params["p"][i_shared[0]] == pytest.approx(X[:, 2].mean())
@@ -194,7 +194,7 @@ def test_constrained_weights_floor_is_the_constrained_maximum():
 
 def test_weights_stay_normalised_and_positive_with_floor():
     X = data_for("discrete")
-    out = EM(max_iter=5, weight_floor=1e-4, alpha=0.0).fit(discrete_model(3), X).spn_
+    out = EM(init=discrete_model(3), max_iter=5, weight_floor=1e-4, alpha=0.0).fit(X).spn_
     sums = np.flatnonzero(out.kind == 0)
     for n in sums:
         w = out.weight[out.child_ptr[n]:out.child_ptr[n + 1]]
@@ -206,7 +206,7 @@ def test_freeze_keeps_parameters():
     init = discrete_model(3)
     sums = np.flatnonzero(init.kind == 0)
     leaves = init.leaf_tables["categorical"].node[:3]
-    out = EM(max_iter=3, freeze=np.concatenate([sums[:2], leaves])).fit(init, X).spn_
+    out = EM(init=init, max_iter=3, freeze=np.concatenate([sums[:2], leaves])).fit(X).spn_
     for n in sums[:2]:
         a, b = init.child_ptr[n], init.child_ptr[n + 1]
         assert np.array_equal(out.weight[a:b], init.weight[a:b])
@@ -229,18 +229,18 @@ def test_eq12_rejects_updates_that_lower_the_leaf_bound(monkeypatch):
         return {"p": p}
 
     monkeypatch.setattr(em_mod._BernoulliStats, "fit", bad_fit)
-    em = EM(max_iter=1, tol=-np.inf).fit(init, X)
+    em = EM(init=init, max_iter=1, tol=-np.inf).fit(X)
     p0, p1 = init.leaf_tables["bernoulli"].params["p"], em.spn_.leaf_tables["bernoulli"].params["p"]
     assert em.rejected_ >= 1
     assert em.rejected_ == np.sum(p0 == p1)  # a rejected leaf keeps its old value exactly
-    ok = EM(max_iter=1, tol=-np.inf, check_leaves=False).fit(init, X)
+    ok = EM(init=init, max_iter=1, tol=-np.inf, check_leaves=False).fit(X)
     assert not np.any(ok.spn_.leaf_tables["bernoulli"].params["p"] == p0)
 
 
 def test_cltree_structure_is_refit():
     X = data_for("cltree", n=800)
     init = cltree_model(11)
-    out = EM(max_iter=3).fit(init, X).spn_
+    out = EM(init=init, max_iter=3).fit(X).spn_
     t0, t1 = init.leaf_tables["cltree"], out.leaf_tables["cltree"]
     assert not np.array_equal(t0.params["cpt"], t1.params["cpt"])
     assert out.log_likelihood(X).mean() > init.log_likelihood(X).mean()
@@ -250,8 +250,8 @@ def test_cltree_structure_is_refit():
 def test_online_improves_and_is_deterministic():
     X = data_for("discrete", n=1500)
     init = discrete_model(3)
-    a = EM(variant="online", max_iter=3, batch_size=200, random_state=0).fit(init, X)
-    b = EM(variant="online", max_iter=3, batch_size=200, random_state=0).fit(init, X)
+    a = EM(init=init, variant="online", max_iter=3, batch_size=200, random_state=0).fit(X)
+    b = EM(init=init, variant="online", max_iter=3, batch_size=200, random_state=0).fit(X)
     assert np.array_equal(a.spn_.weight, b.spn_.weight)
     assert a.history_["train"][-1] > a.history_["train"][0]
     assert len(a.history_["train"]) == 4
@@ -260,7 +260,7 @@ def test_online_improves_and_is_deterministic():
 def test_validation_patience_returns_best_model():
     X = data_for("discrete", n=200)
     Xv = data_for("discrete", n=300, seed=5)
-    em = EM(max_iter=40, tol=-np.inf, patience=2).fit(discrete_model(3), X, X_valid=Xv)
+    em = EM(init=discrete_model(3), max_iter=40, tol=-np.inf, patience=2).fit(X, X_valid=Xv)
     hv = em.history_["valid"]
     assert em.score(Xv) == pytest.approx(hv.max())
     assert em.n_iter_ <= 40 and len(hv) == em.n_iter_
@@ -270,7 +270,7 @@ def test_mixture_roots_get_weights():
     X = data_for("discrete")
     r1, r2 = random_spn(np.random.default_rng(8), [2, 3, 2, 4, 2]), random_spn(np.random.default_rng(9), [2, 3, 2, 4, 2])
     spn = spnc.compile([r1, r2], root_weights=[0.5, 0.5], combine="mixture")
-    em = EM(max_iter=4, tol=-np.inf, weight_floor=0.0).fit(spn, X)
+    em = EM(init=spn, max_iter=4, tol=-np.inf, weight_floor=0.0).fit(X)
     assert not np.allclose(em.spn_.root_weights, 0.5)
     assert np.all(np.diff(em.history_["train"]) >= -1e-12)
 
@@ -279,11 +279,11 @@ def test_bad_arguments():
     spn = discrete_model(3)
     X = data_for("discrete", n=20)
     with pytest.raises(ValueError, match="variant"):
-        EM(variant="bogus").fit(spn, X)
+        EM(init=spn, variant="bogus").fit(X)
     with pytest.raises(ValueError, match="freeze"):
-        EM(freeze=[10**6]).fit(spn, X)
+        EM(init=spn, freeze=[10**6]).fit(X)
     with pytest.raises(spnc.DataError):
-        EM().fit(spn, X[:, :3])
+        EM(init=spn).fit(X[:, :3])
     with pytest.raises(AttributeError):
         EM().score(X)
 
@@ -299,7 +299,7 @@ def test_em_improves_test_ll_on_binary_benchmark():
     va = np.loadtxt(base / f"{name}.valid.data", delimiter=",")
     init = spnc.compile(random_spn(np.random.default_rng(0), [2] * tr.shape[1], depth=3, share=0.2,
                                    leaf="bernoulli"))
-    em = EM(max_iter=15, alpha=0.1, patience=3).fit(init, tr, X_valid=va)
+    em = EM(init=init, max_iter=15, alpha=0.1, patience=3).fit(tr, X_valid=va)
     before, after = init.log_likelihood(te).mean(), em.score(te)
     assert after > before + 0.5, (before, after)
 
@@ -322,9 +322,9 @@ def test_hard_kernel_matches_numpy_reference(kind):
 def test_numpy_fallback_gives_the_same_fit(monkeypatch, variant):
     X = data_for("discrete")
     X[::5, 0] = np.nan
-    a = EM(max_iter=3, tol=-np.inf, variant=variant).fit(discrete_model(7), X)
+    a = EM(init=discrete_model(7), max_iter=3, tol=-np.inf, variant=variant).fit(X)
     monkeypatch.setattr(em_mod, "_em", None)
-    b = EM(max_iter=3, tol=-np.inf, variant=variant).fit(discrete_model(7), X)
+    b = EM(init=discrete_model(7), max_iter=3, tol=-np.inf, variant=variant).fit(X)
     np.testing.assert_allclose(a.history_["train"], b.history_["train"], rtol=1e-12)
     np.testing.assert_allclose(a.spn_.weight, b.spn_.weight, rtol=1e-10, atol=1e-14)
 
@@ -339,7 +339,7 @@ def test_eq12_on_tables_refit_through_weighted_fit(monkeypatch):
     monkeypatch.setattr(CLTreeLeafType, "weighted_fit", oversmoothed)
     init = cltree_model(11)
     X = data_for("cltree", n=800)
-    em = EM(max_iter=1, tol=-np.inf).fit(init, X)
+    em = EM(init=init, max_iter=1, tol=-np.inf).fit(X)
     t0, t1 = init.leaf_tables["cltree"], em.spn_.leaf_tables["cltree"]
     same = [all(np.array_equal(a, b) for a, b in zip(t0.to_node(i).cpts, t1.to_node(i).cpts))
             for i in range(len(t0))]
@@ -369,7 +369,7 @@ def test_recentred_moments_equal_moments_at_the_new_centre(kind):
 def test_online_gaussian_improves():
     X = data_for("gaussian", n=1200)
     init = gaussian_model(7)
-    em = EM(variant="online", max_iter=4, batch_size=300, random_state=0).fit(init, X)
+    em = EM(init=init, variant="online", max_iter=4, batch_size=300, random_state=0).fit(X)
     assert em.history_["train"][-1] > em.history_["train"][0]
 
 
@@ -379,5 +379,5 @@ def test_validation_stopping_keeps_the_start_when_no_pass_improves_it():
     spn = spnc.compile(random_spn(rng, [2] * 6, depth=2, share=0.0, leaf="bernoulli"))
     X = (rng.random((500, 6)) < 0.9).astype(float)
     Xv = spn.sample(300, seed=1)
-    em = EM(max_iter=10, patience=2).fit(spn, X, X_valid=Xv)
+    em = EM(init=spn, max_iter=10, patience=2).fit(X, X_valid=Xv)
     np.testing.assert_array_equal(em.spn_.log_likelihood(Xv), spn.log_likelihood(Xv))

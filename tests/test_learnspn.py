@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import multivariate_normal
 
 import spnc
-from spnc import DataError
+from spnc import DataError, ParameterError
 from spnc import _chowliu as CK
 from spnc import _learnspn as LK
 from spnc.learn import LearnSPN
@@ -349,7 +349,7 @@ def test_clear_errors():
         LearnSPN().fit(Y)
     with pytest.raises(DataError, match="2-D"):
         LearnSPN().fit(X[0])
-    with pytest.raises(ValueError, match="splitter='nope'"):
+    with pytest.raises(ParameterError, match="splitter must be .* got 'nope'"):
         LearnSPN(splitter="nope").fit(X)
     with pytest.raises(ValueError, match="correlation"):
         LearnSPN(splitter="gvs").fit(np.random.default_rng(0).normal(size=(50, 3)))

@@ -72,7 +72,7 @@ def quality(names, max_iter: int) -> None:
                  "clt-mix-8": clt_mixture(tr, 8, 0)}
         for label, init in inits.items():
             t0 = time.perf_counter()
-            em = EM(max_iter=max_iter, alpha=0.1, patience=3, tol=1e-5).fit(init, tr, X_valid=va)
+            em = EM(init=init, max_iter=max_iter, alpha=0.1, patience=3, tol=1e-5).fit(tr, X_valid=va)
             dt = time.perf_counter() - t0
             print(f"{name:10s} {label:12s} {init.log_likelihood(te).mean():12.4f} {em.score(te):11.4f} "
                   f"{em.n_iter_:5d} {dt:7.1f}", flush=True)

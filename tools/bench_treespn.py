@@ -71,7 +71,7 @@ def em_from_learnspn(root: Path, sets: list[str], chosen: dict, seed: int) -> li
         best = None
         for alpha in EM_ALPHAS:     # the EM pseudo-count is chosen on validation too
             t = time.perf_counter()
-            em = EM(max_iter=30, alpha=alpha, patience=3, n_threads=1).fit(m.spn_, tr, X_valid=va)
+            em = EM(init=m.spn_, max_iter=30, alpha=alpha, patience=3, n_threads=1).fit(tr, X_valid=va)
             sec = time.perf_counter() - t
             v = float(em.spn_.log_likelihood(va).mean())
             if best is None or v > best[0]:

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ll_lspn = lspn.score_samples(test)
     print(f"               LearnSPN (GVS)   {ll_lspn.mean():.4f} ± {se(ll_lspn):.4f}   "
           f"{lspn.spn_!r}, learned in {lspn.fit_seconds_:.2f} s")
-    model = EM(max_iter=30, alpha=0.1, patience=3).fit(lspn.spn_, train[:cut], X_valid=train[cut:]).spn_
+    model = EM(init=lspn.spn_, max_iter=30, alpha=0.1, patience=3).fit(train[:cut], X_valid=train[cut:]).spn_
     ll_model = model.log_likelihood(test)
     print(f"               LearnSPN + EM    {ll_model.mean():.4f} ± {se(ll_model):.4f}   "
           "(EM on weights and leaves, stopped on a validation tenth)")

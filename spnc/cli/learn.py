@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import time
 
 import numpy as np
 
-from ..errors import DataError, SpncError
+from ..errors import DataError, ParameterError, SpncError
 from . import _data
 from . import run_tool
 
@@ -257,14 +256,11 @@ _PARAM_FLAGS.update(random_state="--seed", n_threads="--threads")
 
 
 def _as_data_error(e: ValueError) -> DataError:
-    """An estimator's complaint in terms of the command line: ``name='value'`` and a
-    parameter name at the start of the message become the flag that sets it."""
+    """An estimator's complaint as a command-line error: a :class:`ParameterError` names
+    the flag that sets the parameter."""
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    for param, flag in _PARAM_FLAGS.items():
-        msg = re.sub(rf"\b{param}=(['\"]?)([^'\",;)\s]*)\1", rf"{flag} \2", msg)
-    m = re.match(r"(\w+)\b", msg)
-    if m and m.group(1) in _PARAM_FLAGS:
-        msg = _PARAM_FLAGS[m.group(1)] + msg[m.end():]
+    if isinstance(e, ParameterError) and e.param in _PARAM_FLAGS:
+        msg = f"argument {_PARAM_FLAGS[e.param]}: {msg}"
     return DataError(msg)
 
 
@@ -287,8 +283,8 @@ def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Nam
         kw["alpha"] = float(est.alpha)
     if getattr(est, "min_std", None) is not None:
         kw["min_std"] = float(est.min_std)
-    em = EM(max_iter=int(args.em), random_state=args.seed, n_threads=args.threads, **kw)
-    em.fit(model, X, Xv)
+    em = EM(init=model, max_iter=int(args.em), random_state=args.seed, n_threads=args.threads, **kw)
+    em.fit(X, X_valid=Xv)
     out = em.spn_
     learner = dict(out.learner)
     params = dict(learner.get("params", {}))
@@ -327,7 +323,7 @@ def _run(args: argparse.Namespace) -> int:
         est.fit(X)
         model = est.spn_
     except ValueError as e:
-        if isinstance(e, SpncError):
+        if isinstance(e, SpncError) and not isinstance(e, ParameterError):
             raise
         raise _as_data_error(e) from None
     fit_s = time.perf_counter() - t0

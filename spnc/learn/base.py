@@ -7,13 +7,34 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..graph import SPN
+from ._params import validate_params
 
 
 class DensityEstimator:
     """Base class of learners. Subclasses take their hyper-parameters as keyword arguments
-    of ``__init__`` (stored under the same names) and set ``spn_`` in ``fit``."""
+    of ``__init__`` (stored under the same names, nothing else), declare one constraint
+    per parameter in ``_parameter_constraints`` (checked by ``fit`` through
+    :meth:`_validate_params`) and set ``spn_`` and other ``*_`` attributes in ``fit``.
+    A starting model, where a learner takes one, is the parameter ``init``."""
+
+    _parameter_constraints: dict[str, list] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        names, table = set(cls._param_names()), set(cls._parameter_constraints)
+        if names != table:
+            raise TypeError(f"{cls.__name__}._parameter_constraints must cover exactly the parameters "
+                            f"of __init__: missing {sorted(names - table)}, extra {sorted(table - names)}")
+
+    def _validate_params(self) -> None:
+        validate_params(self)
+
+    def __sklearn_tags__(self):
+        # called by scikit-learn only, so it is installed; spnc itself does not need it
+        from sklearn.utils import Tags, TargetTags
+        return Tags(estimator_type="density_estimator", target_tags=TargetTags(required=False))
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -28,7 +49,7 @@ class DensityEstimator:
         valid = self._param_names()
         for k, v in params.items():
             if k not in valid:
-                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}; valid: {valid}")
+                raise ParameterError(k, f"invalid parameter {k!r} for {type(self).__name__}; valid: {valid}")
             setattr(self, k, v)
         return self
 

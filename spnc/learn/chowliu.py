@@ -6,6 +6,7 @@ import numpy as np
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..graph import SPN, compile as _compile
 from ..leaves.cltree import ChowLiuLeaf
+from ._params import ARRAY_LIKE, N_THREADS, Interval
 from .base import DensityEstimator
 
 
@@ -32,6 +33,13 @@ class ChowLiuTree(DensityEstimator):
     (2,)
     """
 
+    _parameter_constraints = {
+        "alpha": [Interval(float, 0)],
+        "mi_threshold": [Interval(float, 0)],
+        "cardinality": [ARRAY_LIKE, None],
+        "n_threads": [N_THREADS, None],
+    }
+
     def __init__(self, alpha: float = 0.1, mi_threshold: float = 0.0, cardinality=None,
                  n_threads: int | None = None):
         self.alpha = alpha
@@ -40,8 +48,9 @@ class ChowLiuTree(DensityEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ fit / query
-    def fit(self, X, sample_weight=None) -> "ChowLiuTree":
+    def fit(self, X, y=None, sample_weight=None) -> "ChowLiuTree":
         """Learn the tree structure and CPTs from ``X`` (n, n_vars) integer codes."""
+        self._validate_params()
         fit = fit_chow_liu(X, self.cardinality, sample_weight, alpha=self.alpha,
                            mi_threshold=self.mi_threshold, n_threads=self.n_threads)
         d = len(fit.cardinality)

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from ..errors import DataError, StructureError
+from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, SUM, PRODUCT, _n_threads
 from ..leaves import base as _lb
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options
 from .base import DensityEstimator
 
 try:  # compiled hard-EM kernel; the numpy top-down pass below is the fallback
@@ -307,6 +308,8 @@ class EM(DensityEstimator):
 
     Parameters
     ----------
+    init : the starting model (a compiled :class:`spnc.SPN`, from any learner or file);
+        it is not modified.
     max_iter : passes over the data (epochs for ``variant="online"``).
     tol : stop when the mean training log-likelihood improves by less than this.
     variant : ``"soft"`` (posterior responsibilities), ``"hard"`` (each row follows its
@@ -337,15 +340,35 @@ class EM(DensityEstimator):
     >>> from spnc.learn.em import EM
     >>> spn = spnc.compile(spnc.Sum([spnc.Bernoulli(0, .3), spnc.Bernoulli(0, .6)], [.5, .5]))
     >>> X = np.array([[0.], [1.], [1.], [1.]])
-    >>> em = EM(max_iter=5).fit(spn, X)
+    >>> em = EM(init=spn, max_iter=5).fit(X)
     >>> bool(em.history_["train"][-1] >= em.history_["train"][0])
     True
     """
 
-    def __init__(self, max_iter: int = 100, tol: float = 1e-6, variant: str = "soft", alpha: float = 0.0,
+    _parameter_constraints = {
+        "init": [Instance(SPN, name="a compiled spnc.SPN")],
+        "max_iter": [Interval(int, 1)],
+        "tol": [Interval(float), Options(-np.inf)],
+        "variant": [Options("soft", "hard", "online")],
+        "alpha": [Interval(float, 0)],
+        "weight_floor": [Interval(float, 0, 1, closed="left")],
+        "min_std": [Interval(float, 0, closed="neither")],
+        "patience": [Interval(int, 1)],
+        "batch_size": [Interval(int, 1)],
+        "step_decay": [Interval(float, 0.5, 1, closed="right")],
+        "freeze": [ARRAY_LIKE, None],
+        "check_leaves": [BOOL],
+        "random_state": [RANDOM_STATE, None],
+        "verbose": [Interval(int, 0), BOOL],
+        "n_threads": [N_THREADS, None],
+    }
+
+    def __init__(self, init: SPN | None = None, max_iter: int = 100, tol: float = 1e-6, variant: str = "soft",
+                 alpha: float = 0.0,
                  weight_floor: float = 1e-10, min_std: float = 1e-3, patience: int = 5,
                  batch_size: int = 4096, step_decay: float = 0.7, freeze=None, check_leaves: bool = True,
                  random_state: int | None = None, verbose: int = 0, n_threads: int | None = None):
+        self.init = init
         self.max_iter = max_iter
         self.tol = tol
         self.variant = variant
@@ -361,10 +384,13 @@ class EM(DensityEstimator):
         self.verbose = verbose
         self.n_threads = n_threads
 
-    def fit(self, model: SPN, X, X_valid=None, sample_weight=None) -> "EM":
-        """Run EM from the parameters of ``model`` on the rows of ``X``; ``model`` is not
-        modified. Returns ``self``."""
-        self._check_params(model)
+    def fit(self, X, y=None, X_valid=None, sample_weight=None) -> "EM":
+        """Run EM from the parameters of ``init`` on the rows of ``X`` (``X_valid``: stop
+        early on it and keep the best model). Returns ``self``."""
+        self._validate_params()
+        model = self.init
+        if model.combine == "independent":
+            raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
         X = model._check_X(X)
         if X.shape[0] == 0:
             raise DataError("X has no rows")
@@ -445,20 +471,6 @@ class EM(DensityEstimator):
         self.spn_ = self._finish(best, counts)
         return self
 
-    def _check_params(self, model: SPN) -> None:
-        if not isinstance(model, SPN):
-            raise TypeError(f"model must be a compiled spnc.SPN, got {type(model).__name__}")
-        if self.variant not in ("soft", "hard", "online"):
-            raise ValueError(f"variant must be 'soft', 'hard' or 'online', got {self.variant!r}")
-        if model.combine == "independent":
-            raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
-        if not (self.alpha >= 0 and self.weight_floor >= 0 and self.min_std > 0):
-            raise ValueError("alpha and weight_floor must be >= 0 and min_std > 0")
-        if int(self.max_iter) < 1 or int(self.batch_size) < 1:
-            raise ValueError("max_iter and batch_size must be positive")
-        if self.variant == "online" and not 0.5 < float(self.step_decay) <= 1.0:
-            raise ValueError(f"step_decay must be in (0.5, 1], got {self.step_decay!r}")
-
     def _setup(self, spn: SPN) -> None:
         N = spn.n_nodes
         self._parent = np.repeat(np.arange(N), np.diff(spn.child_ptr))
@@ -470,7 +482,7 @@ class EM(DensityEstimator):
         if self.freeze is not None:
             f = np.asarray(self.freeze, dtype=np.int64).ravel()
             if f.size and (f.min() < 0 or f.max() >= N):
-                raise ValueError(f"freeze lists node ids outside 0..{N - 1}")
+                raise ParameterError("freeze", f"freeze lists node ids outside 0..{N - 1}")
             frozen[f] = True
         self._frozen = frozen
 
@@ -562,7 +574,7 @@ class EM(DensityEstimator):
         return merged
 
     def _finish(self, spn: SPN, counts: np.ndarray) -> SPN:
-        params = {k: _jsonable(getattr(self, k)) for k in self._param_names() if k not in ("freeze",)}
+        params = {k: _jsonable(getattr(self, k)) for k in self._param_names() if k not in ("init", "freeze")}
         params["freeze"] = None if self.freeze is None else np.asarray(self.freeze).ravel().tolist()
         params["n_iter"] = int(self.n_iter_)
         stats = dict(spn.stats)

@@ -10,11 +10,12 @@ import time
 import numpy as np
 
 from ..chowliu import check_codes, resolve_threads
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
-from .structure import Context, Slice, UnivariateLeaves, resolve_step
+from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_constraint
 
 
 class _Progress:
@@ -209,6 +210,29 @@ class LearnSPN(DensityEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "splitter": [step_constraint("splitter")],
+        "sum_split": [step_constraint("sum_split")],
+        "leaves": [step_constraint("leaves"), Options("bernoulli")],
+        "g_factor": [Interval(float, 0)],
+        "entropy_threshold": [Interval(float, 0)],
+        "mi_threshold": [Interval(float, 0)],
+        "corr_threshold": [Interval(float, 0)],
+        "alpha": [Interval(float, 0)],
+        "min_instances": [Interval(int, 1)],
+        "max_depth": [Interval(int, 0), None],
+        "n_clusters": [Interval(int, 2)],
+        "n_restarts": [Interval(int, 1)],
+        "n_iter": [Interval(int, 1)],
+        "criterion": [Options("info_gain", "mi_score")],
+        "min_std": [Interval(float, 0, closed="neither")],
+        "data_type": [Options("auto", "discrete", "continuous")],
+        "cardinality": [ARRAY_LIKE, None],
+        "random_state": [RANDOM_STATE, None],
+        "progress": [BOOL],
+        "n_threads": [N_THREADS, None],
+    }
+
     def __init__(self, splitter="gvs", sum_split="latent", leaves="univariate", *,
                  g_factor: float = 5.0, entropy_threshold: float = 0.3, mi_threshold: float = 0.01,
                  corr_threshold: float = 0.3, alpha: float = 0.1, min_instances: int = 50,
@@ -237,27 +261,6 @@ class LearnSPN(DensityEstimator):
         self.progress = progress
         self.n_threads = n_threads
 
-    # ------------------------------------------------------------------ checks
-    def _check_params(self) -> None:
-        def num(name, lo, strict=False, integer=False):
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
-            ok = ok and (v > lo if strict else v >= lo) and (not integer or float(v).is_integer())
-            if not ok:
-                raise ValueError(f"{name} must be a finite {'integer' if integer else 'number'} "
-                                 f"{'>' if strict else '>='} {lo}, got {v!r}")
-        for name in ("g_factor", "entropy_threshold", "mi_threshold", "corr_threshold", "alpha"):
-            num(name, 0)
-        num("min_std", 0, strict=True)
-        num("min_instances", 1, integer=True)
-        num("n_clusters", 2, integer=True)
-        num("n_restarts", 1, integer=True)
-        num("n_iter", 1, integer=True)
-        if self.max_depth is not None:
-            num("max_depth", 0, integer=True)
-        if self.data_type not in ("auto", "discrete", "continuous"):
-            raise ValueError(f"data_type must be 'auto', 'discrete' or 'continuous', got {self.data_type!r}")
-
     def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
         A = np.asarray(X)
         if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
@@ -270,7 +273,7 @@ class LearnSPN(DensityEstimator):
             continuous = bool(fin.all() and np.any(A != np.round(A)))
         if continuous:
             if self.cardinality is not None:
-                raise ValueError("cardinality applies to discrete data only")
+                raise ParameterError("cardinality", "cardinality applies to discrete data only")
             F = np.ascontiguousarray(A, dtype=np.float64)
             bad = np.argwhere(~np.isfinite(F))
             if bad.size:
@@ -288,7 +291,7 @@ class LearnSPN(DensityEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None) -> "LearnSPN":
         """Learn structure and parameters from the rows of ``X`` (no missing values)."""
-        self._check_params()
+        self._validate_params()
         data, card, continuous = self._prepare(X)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         splitter = resolve_step("splitter", self.splitter, self, continuous)

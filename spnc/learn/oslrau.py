@@ -41,6 +41,7 @@ from ..errors import DataError, FormatError
 from ..graph import SPN
 from ..leaves.mvgaussian import MVGaussianLeaves
 from ..leaves.univariate import GaussianLeaves
+from ._params import BOOL, RANDOM_STATE, Interval
 from .base import DensityEstimator
 
 SUM, PRODUCT, LEAF = 0, 1, 2
@@ -118,6 +119,18 @@ class OSLRAU(DensityEstimator):
     (2,)
     """
 
+    _parameter_constraints = {
+        "correlation_threshold": [Interval(float, 0, 1)],
+        "max_leaf_vars": [Interval(int, 1), None],
+        "batch_size": [Interval(int, 1)],
+        "structure_until": [Interval(int, 0), None],
+        "min_merge_points": [Interval(int, 1), None],
+        "spaced_merges": [BOOL],
+        "min_var": [Interval(float, 0, closed="neither")],
+        "weighted_routing": [BOOL],
+        "random_state": [RANDOM_STATE, None],
+    }
+
     def __init__(self, correlation_threshold: float = 0.1, max_leaf_vars: int | None = None,
                  batch_size: int = 1, structure_until: int | None = None,
                  min_merge_points: int | None = None, spaced_merges: bool = False,
@@ -132,23 +145,10 @@ class OSLRAU(DensityEstimator):
         self.min_var = min_var
         self.weighted_routing = weighted_routing
         self.random_state = random_state
-        self._d: int | None = None
-
-    def _check_settings(self) -> None:
-        if not 0.0 <= float(self.correlation_threshold) <= 1.0:
-            raise ValueError(f"correlation_threshold must be in [0, 1], got {self.correlation_threshold!r}")
-        if int(self.batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size!r}")
-        if self.max_leaf_vars is not None and int(self.max_leaf_vars) < 1:
-            raise ValueError(f"max_leaf_vars must be >= 1 or None, got {self.max_leaf_vars!r}")
-        if self.structure_until is not None and int(self.structure_until) < 0:
-            raise ValueError(f"structure_until must be >= 0 or None, got {self.structure_until!r}")
-        if not float(self.min_var) > 0:
-            raise ValueError(f"min_var must be positive, got {self.min_var!r}")
 
     def _init_state(self, d: int) -> None:
         """The fully factorised start: a product over d unit Gaussians (count 0)."""
-        self._check_settings()
+        self._validate_params()
         self._d = d
         if self.random_state is None:
             self._seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
@@ -282,12 +282,12 @@ class OSLRAU(DensityEstimator):
             for batch in X:
                 self.partial_fit(batch)
                 prog.update(done=self._n_seen)
-        if self._d is None or self._n_seen == 0:
+        if getattr(self, "_d", None) is None or self._n_seen == 0:
             raise DataError("fit got no data rows")
         return self
 
     def _start(self, d: int) -> None:
-        if self._d is None:
+        if getattr(self, "_d", None) is None:
             self._init_state(d)
 
     def partial_fit(self, X, y=None) -> "OSLRAU":
@@ -440,7 +440,7 @@ class OSLRAU(DensityEstimator):
 
     # ------------------------------------------------------------------ queries
     def _need_fit(self) -> None:
-        if self._d is None:
+        if getattr(self, "_d", None) is None:
             raise AttributeError("this OSLRAU instance is not fitted yet; call fit or partial_fit first")
 
     @property

@@ -21,9 +21,11 @@ import numpy as np
 from .. import _chowliu as _CK
 from .. import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree, mutual_information
+from ..errors import ParameterError
 from ..leaves.cltree import ChowLiuLeaf
 from ..leaves.univariate import Bernoulli, Categorical, Gaussian, Indicator
 from ..nodes import Node, Product
+from ._params import Constraint
 
 
 # ====================================================================== data
@@ -409,19 +411,28 @@ def register_step(kind: str, name: str, factory: Callable) -> None:
     _STEPS[kind][name] = factory
 
 
+_STEP_BASES = {"splitter": VariableSplitter, "sum_split": InstanceSplitter, "leaves": BaseModel}
+
+
+def step_constraint(kind: str) -> Constraint:
+    """Parameter constraint: a registered step name or an instance of the step's base."""
+    return Constraint(lambda v: isinstance(v, _STEP_BASES[kind]) or (isinstance(v, str) and v in _STEPS[kind]),
+                      f"a registered {kind} name or a {_STEP_BASES[kind].__name__}")
+
+
 def resolve_step(kind: str, spec, est, continuous: bool):
     """The step object for a name or an instance, checked against the data kind."""
-    base = {"splitter": VariableSplitter, "sum_split": InstanceSplitter, "leaves": BaseModel}[kind]
+    base = _STEP_BASES[kind]
     if isinstance(spec, base):
         step = spec
     elif isinstance(spec, str) and spec in _STEPS[kind]:
         step = _STEPS[kind][spec](est, continuous)
     else:
-        raise ValueError(f"{kind}={spec!r} is not known; use one of {sorted(_STEPS[kind])} "
-                         f"or a {base.__name__} instance")
+        raise ParameterError(kind, f"{kind}={spec!r} is not known; use one of {sorted(_STEPS[kind])} "
+                                   f"or a {base.__name__} instance")
     data_kind = "continuous" if continuous else "discrete"
     if data_kind not in step.data_kinds:
-        raise ValueError(f"{kind}={spec!r} works on {' or '.join(step.data_kinds)} data, but the data is "
+        raise ParameterError(kind, f"{kind}={spec!r} works on {' or '.join(step.data_kinds)} data, but the data is "
                          f"{data_kind}" + ("; use splitter='correlation'" if kind == "splitter" and continuous else ""))
     return step
 

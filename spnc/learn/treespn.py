@@ -9,6 +9,7 @@ import numpy as np
 from .. import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..leaves.cltree import ChowLiuLeaf
+from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval
 from .base import DensityEstimator
 from .em import EM
 from .learnspn import LearnSPN
@@ -66,6 +67,23 @@ class TreeSPN(DensityEstimator):
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
     ``history_`` (EM's train/valid log-likelihood per pass)."""
 
+    _parameter_constraints = {
+        "n_trees": [Interval(int, 1)],
+        "max_depth": [Interval(int, 0)],
+        "g_factor": [Interval(float, 0)],
+        "min_instances": [Interval(int, 1)],
+        "alpha": [Interval(float, 0)],
+        "tree_share": [Interval(float, 0, 1)],
+        "n_restarts": [Interval(int, 1)],
+        "n_iter": [Interval(int, 1)],
+        "em_max_iter": [Interval(int, 1)],
+        "em_alpha": [Interval(float, 0)],
+        "patience": [Interval(int, 1)],
+        "random_state": [RANDOM_STATE, None],
+        "verbose": [Interval(int, 0), BOOL],
+        "n_threads": [N_THREADS, None],
+    }
+
     def __init__(self, n_trees: int = 5, max_depth: int = 4, *, g_factor: float = 5.0, min_instances: int = 50,
                  alpha: float = 0.1, tree_share: float = 0.5, n_restarts: int = 3, n_iter: int = 15,
                  em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, random_state: int | None = None,
@@ -85,18 +103,17 @@ class TreeSPN(DensityEstimator):
         self.verbose = verbose
         self.n_threads = n_threads
 
-    def fit(self, X, X_valid=None) -> "TreeSPN":
+    def fit(self, X, y=None, X_valid=None) -> "TreeSPN":
         """Learn the structure on ``X``, then run EM (stopping on ``X_valid`` when given)."""
-        if isinstance(self.n_trees, bool) or not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
-            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
+        self._validate_params()
         split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share)
         ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
                       min_instances=self.min_instances, max_depth=self.max_depth, alpha=self.alpha,
                       data_type="discrete", random_state=self.random_state, n_threads=self.n_threads).fit(X)
         self.structure_ = ls.spn_
-        em = EM(max_iter=self.em_max_iter, alpha=self.em_alpha, patience=self.patience, verbose=self.verbose,
+        em = EM(init=ls.spn_, max_iter=self.em_max_iter, alpha=self.em_alpha, patience=self.patience, verbose=self.verbose,
                 random_state=self.random_state, n_threads=self.n_threads)
-        em.fit(ls.spn_, X, X_valid=X_valid)
+        em.fit(X, X_valid=X_valid)
         spn = em.spn_
         learner = dict(spn.learner)
         learner["name"] = "treespn"

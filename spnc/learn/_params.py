@@ -1,0 +1,78 @@
+"""Hyper-parameter constraints: each estimator declares one table
+``_parameter_constraints = {name: [constraint, ...]}`` and ``fit`` checks it with
+:func:`validate_params`, which raises one :class:`~spnc.errors.ParameterError` naming the
+parameter. A value is valid when any constraint of its list accepts it; ``None`` in a list
+admits ``None``."""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable
+
+from ..errors import ParameterError
+
+
+class Constraint:
+    """A named predicate; ``text`` completes "must be ..."."""
+
+    def __init__(self, ok: Callable[[Any], bool], text: str):
+        self.ok, self.text = ok, text
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def Interval(kind: type, lo=None, hi=None, closed: str = "both") -> Constraint:
+    """Integers (``kind=int``) or finite reals (``kind=float``) in ``[lo, hi]``;
+    ``closed`` is ``"both"``, ``"left"``, ``"right"`` or ``"neither"``."""
+    typed = _is_int if kind is int else _is_real
+    lo_in, hi_in = closed in ("both", "left"), closed in ("both", "right")
+
+    def ok(v) -> bool:
+        if not typed(v):
+            return False
+        if lo is not None and (v < lo or (v == lo and not lo_in)):
+            return False
+        return hi is None or not (v > hi or (v == hi and not hi_in))
+    what = "an integer" if kind is int else "a finite number"
+    bounds = []
+    if lo is not None:
+        bounds.append(f"{'>=' if lo_in else '>'} {lo}")
+    if hi is not None:
+        bounds.append(f"{'<=' if hi_in else '<'} {hi}")
+    return Constraint(ok, what + (" " + " and ".join(bounds) if bounds else ""))
+
+
+def Options(*values) -> Constraint:
+    """One of ``values`` (compared with ``==``; strings only match strings)."""
+    return Constraint(lambda v: any(type(v) is type(x) and v == x for x in values),
+                      "one of " + ", ".join(repr(x) for x in values))
+
+
+def Instance(*classes: type, name: str | None = None) -> Constraint:
+    return Constraint(lambda v: isinstance(v, classes), name or " or ".join(c.__name__ for c in classes))
+
+
+BOOL = Constraint(lambda v: isinstance(v, (bool, numbers.Integral)) and v in (0, 1), "a bool")
+CALLABLE = Constraint(callable, "a callable")
+RANDOM_STATE = Interval(int, 0, 2**64 - 1)
+N_THREADS = Constraint(lambda v: _is_int(v) and v != 0, "a non-zero integer (-1: all cores)")
+ARRAY_LIKE = Constraint(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes)), "a sequence")
+
+
+def validate_params(est) -> None:
+    """Check every hyper-parameter of ``est`` against its class's table."""
+    table = type(est)._parameter_constraints
+    for name, allowed in table.items():
+        v = getattr(est, name)
+        if v is None and None in allowed:
+            continue
+        if any(c is not None and c.ok(v) for c in allowed):
+            continue
+        texts = [c.text for c in allowed if c is not None] + (["None"] if None in allowed else [])
+        raise ParameterError(name, f"{type(est).__name__}: {name} must be {' or '.join(texts)}, got {v!r}")

@@ -1,0 +1,81 @@
+"""Estimator conventions shared by every learner: parameters only in ``__init__``, one
+constraint table raising ParameterError, and scikit-learn model selection."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import ParameterError
+from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, TreeSPN
+from spnc.learn.base import DensityEstimator
+
+from conftest import shared_data
+
+ESTIMATORS = [ChowLiuTree, EM, LearnSPN, OSLRAU, TreeSPN]
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_init_stores_parameters_only(cls):
+    est = cls()
+    assert vars(est) == est.get_params()
+    assert set(cls._parameter_constraints) == set(cls._param_names())
+
+
+@pytest.mark.parametrize("cls, param, value", [
+    (ChowLiuTree, "alpha", -1.0), (ChowLiuTree, "n_threads", 0),
+    (LearnSPN, "min_instances", 0), (LearnSPN, "g_factor", float("nan")), (LearnSPN, "criterion", "gini"),
+    (LearnSPN, "random_state", -3), (LearnSPN, "max_depth", 2.5),
+    (OSLRAU, "correlation_threshold", 1.5), (OSLRAU, "batch_size", True),
+    (TreeSPN, "n_trees", 0), (EM, "variant", "bogus"), (EM, "step_decay", 0.5),
+])
+def test_bad_parameter_names_itself(cls, param, value):
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 4)).astype(float)
+    est = cls(**{param: value})
+    if cls is EM:
+        est.set_params(init=spnc.compile(spnc.Product([spnc.Bernoulli(v, .5) for v in range(4)])))
+    with pytest.raises(ParameterError, match=rf"{cls.__name__}: {param} must be") as err:
+        est.fit(X)
+    assert err.value.param == param
+
+
+def test_em_needs_a_starting_model():
+    with pytest.raises(ParameterError, match="init must be a compiled spnc.SPN") as err:
+        EM().fit(np.zeros((3, 2)))
+    assert err.value.param == "init"
+
+
+def test_unknown_parameter():
+    with pytest.raises(ParameterError, match="invalid parameter 'bogus'"):
+        LearnSPN().set_params(bogus=1)
+
+
+def test_new_estimator_must_declare_constraints():
+    with pytest.raises(TypeError, match=r"missing \['beta'\]"):
+        class Incomplete(DensityEstimator):  # noqa: F841
+            _parameter_constraints = {}
+
+            def __init__(self, beta: float = 1.0):
+                self.beta = beta
+
+
+def test_clone_and_em_in_a_pipeline_of_params():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone
+    spn = spnc.compile(spnc.Product([spnc.Bernoulli(v, .5) for v in range(3)]))
+    em = EM(init=spn, max_iter=3)
+    c = clone(em)
+    assert c.get_params()["max_iter"] == 3 and c.init.n_nodes == spn.n_nodes
+    X = np.random.default_rng(1).integers(0, 2, size=(100, 3)).astype(float)
+    assert sklearn.model_selection.cross_val_score(em, X, cv=3).shape == (3,)
+
+
+def test_grid_search_and_cross_val_score_on_real_data():
+    pytest.importorskip("sklearn")
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+    X = np.loadtxt(shared_data("binary", "nltcs.train.data"), delimiter=",")[:3000]
+    grid = GridSearchCV(LearnSPN(random_state=0), {"min_instances": [50, 200]}, cv=3).fit(X)
+    assert grid.best_params_["min_instances"] in (50, 200)
+    assert -7.5 < grid.best_score_ < -5.5          # mean log-likelihood per row, nltcs
+    scores = cross_val_score(ChowLiuTree(alpha=0.1), X, cv=3)
+    assert scores.shape == (3,) and np.all(scores < 0)
