@@ -64,14 +64,14 @@ class Progress:
             self._emit(self._text(message or "done", None, time.monotonic()))
 
     def _text(self, message: str | None, done: float | None, t: float) -> str:
-        parts = [f"{self.what}:"]
+        parts = [f"{self.what}:"] if self.what else []
         if message:
             parts.append(message)
         if done is not None:
             if self.total:
-                parts.append(f"{done:g}/{self.total:g}{self.unit} ({100.0 * done / self.total:.0f}%)")
+                parts.append(f"{done:.0f}/{self.total:.0f}{self.unit} ({100.0 * done / self.total:.0f}%)")
             else:
-                parts.append(f"{done:g}{self.unit}")
+                parts.append(f"{done:.0f}{self.unit}")
         parts.append(f"[{t - self.t0:.1f} s]")
         return " ".join(parts)
 
