@@ -95,7 +95,9 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse
     handler = cli_logging(prog, bool(getattr(args, "quiet", False)))
     try:
         with signals_as_exceptions():
-            return run(args)
+            rc = run(args)
+            sys.stdout.flush()
+            return rc
     except (SpncError, OSError, MemoryError) as e:
         if isinstance(e, BrokenPipeError):
             return _broken_pipe()
@@ -114,12 +116,6 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse
         return 130
     finally:
         cli_logging_done(handler)
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _broken_pipe()
-        except (OSError, ValueError):
-            pass
 
 
 def _broken_pipe() -> int:

@@ -74,7 +74,8 @@ def _decode(raw: bytes, path: str, encoding: str | None) -> str:
         return raw.decode(encoding)
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} is not valid {encoding} "
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        raise DataError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} is not valid {shown} "
                         "(give --encoding, e.g. --encoding latin-1)") from None
 
 
@@ -128,6 +129,9 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     if not rows:
         raise DataError(f"{label}: no data rows (the file is empty)")
     first = [t.strip() for t in rows[0]]
+    if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
+        raise DataError(f"{label}: line {lines[0]} reads 0, 1, ..., {len(first) - 1} like a header of "
+                        "column numbers: give --header to take it as a header, --no-header as data")
     if header is None:
         header = not any(t in MISSING or _isnum(t) for t in first)
     names = None
@@ -181,7 +185,17 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
 
 def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
                header: bool | None = None, encoding: str | None = None) -> Table:
-    """Any supported data file as a :class:`Table`."""
+    """Any supported data file as a :class:`Table` with at least one row and column."""
+    tab = _read_any(path, dataset, delimiter, header, encoding)
+    if tab.X.shape[0] == 0:
+        raise DataError(f"{tab.path}: no data rows")
+    if tab.X.shape[1] == 0:
+        raise DataError(f"{tab.path}: no columns")
+    return tab
+
+
+def _read_any(path: str, dataset: str | None, delimiter: str | None, header: bool | None,
+              encoding: str | None) -> Table:
     ext = os.path.splitext(path)[1].lower()
     if path != "-" and not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
