@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import _budget, _core
+from .data import as_data
 from .errors import DataError, ScopeError, StructureError
 from .leaves import base as _lb
 from .nodes import Leaf, Node, Product, Sum
@@ -350,6 +351,7 @@ class SPN:
 
     # ------------------------------------------------------------------ data handling
     def _check_X(self, X, name: str = "X") -> np.ndarray:
+        X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
         try:
             A = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -458,8 +460,8 @@ class SPN:
         (NaN elsewhere), ``X_evidence`` only the evidence values."""
         q = self.log_likelihood(X_query, n_threads=n_threads)
         e = self.log_likelihood(X_evidence, n_threads=n_threads)
-        Xq = np.asarray(X_query, dtype=np.float64)
-        Xe = np.asarray(X_evidence, dtype=np.float64)
+        Xq = self._check_X(X_query, "X_query")
+        Xe = self._check_X(X_evidence, "X_evidence")
         both = ~np.isnan(Xe)
         if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
             r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]

@@ -266,8 +266,10 @@ class OSLRAU(DensityEstimator):
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None) -> "OSLRAU":
         """One pass over ``X``: an array (n, d), an h5py dataset, or an iterable of
-        batches (arrays). Starts from the fully factorised model."""
+        batches (arrays) or a DataFrame (its column names become ``var_names``). Starts
+        from the fully factorised model."""
         self._d = None
+        X, self._names = as_data(X)
         if hasattr(X, "shape") and hasattr(X, "__getitem__") and len(getattr(X, "shape", ())) == 2 \
                 and not isinstance(X, np.ndarray):
             step = max(1, (1 << 16) // max(1, int(self.batch_size))) * int(self.batch_size)
@@ -461,7 +463,7 @@ class OSLRAU(DensityEstimator):
         learner state (settings, seed and batch counter, all arrays) for :meth:`resume`."""
         self._need_fit()
         if self._spn is None:
-            self._spn = self._compile()
+            self._spn = with_names(self._compile(), getattr(self, "_names", None))
         return self._spn
 
     def _compile(self) -> SPN:
