@@ -56,8 +56,8 @@ class ChowLiuTree(DensityEstimator):
         X, names = as_data(X)
         prog = Progress("chowliu")
         shape = getattr(X, "shape", ())
-        if len(shape) == 2 and float(shape[0]) * shape[1] ** 2 > 1e10:   # a long job: say so
-            prog.update(f"pairwise statistics of {shape[1]} variables over {shape[0]} rows", force=True)
+        if len(shape) == 2:
+            prog.update(f"pairwise statistics of {shape[1]} variables over {shape[0]} rows")
         fit = fit_chow_liu(X, self.cardinality, sample_weight, alpha=self.alpha,
                            mi_threshold=self.mi_threshold, n_threads=self.n_threads)
         d = len(fit.cardinality)
