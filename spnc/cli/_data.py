@@ -2,6 +2,7 @@
 variables, column types, and atomic output files (``-`` = stdout)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -159,13 +160,20 @@ def _text(X: np.ndarray, names: Sequence[str] | None, d: str, fmt: str) -> str:
         obj = {"columns": list(names) if names is not None else None,
                "data": [[cell(x) for x in row] for row in X.tolist()]}
         return json.dumps(obj) + "\n"
-    out = []
+    rows = np.asarray(X, dtype=np.float64)
+    rows = rows.reshape(len(rows), -1) if rows.ndim else rows.reshape(1, 1)
+    # integer-valued columns (discrete samples, MPE states) as integers, others exactly (repr)
+    whole = np.all(np.isfinite(rows) & (rows == np.round(rows)) & (np.abs(rows) < 2**53), axis=0)
+    fmt = d.join("%d" if w else "%r" for w in whole) + "\n"
+    buf = io.StringIO()
     if names is not None and X.ndim == 2:
-        out.append(d.join(names) + "\n")
-    rows = X.reshape(len(X), -1) if X.ndim else X.reshape(1, 1)
-    for row in rows.tolist():
-        out.append(d.join("nan" if x != x else repr(x) for x in row) + "\n")
-    return "".join(out)
+        buf.write(d.join(names) + "\n")
+    if rows.shape[1] == 0:
+        buf.write("\n" * len(rows))
+        return buf.getvalue()
+    cols = [rows[:, j].astype(np.int64).tolist() if w else rows[:, j].tolist() for j, w in enumerate(whole)]
+    buf.writelines(fmt % r for r in zip(*cols))
+    return buf.getvalue()
 
 
 def write_table(path: str, X: np.ndarray, names: Sequence[str] | None = None) -> None:

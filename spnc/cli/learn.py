@@ -23,6 +23,7 @@ SUM_SPLITS = ("latent", "observed")
 LEAVES = ("univariate", "bernoulli", "chowliu")
 CRITERIA = ("info_gain", "mi_score")
 DATA_TYPES = ("auto", "discrete", "continuous")
+MAX_REAL = 1e150
 
 EXAMPLES = """\
 data: CSV/TSV (header optional, its names become the model's variable names), .npy,
@@ -205,6 +206,12 @@ def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list
             raise DataError(str(e).replace("(see --types)", "(or give --data-type continuous)")) from None
         raise
     real = [j for j, t in enumerate(types) if t == "r"]
+    if real:        # squares of the values must stay finite in Gaussian statistics
+        big = np.argwhere(np.abs(X[:, real]) > MAX_REAL)
+        if big.size:
+            r, c = int(big[0][0]), real[int(big[0][1])]
+            raise DataError(f"{tab.where(r, c)} has value {float(X[r, c])!r}: real values must be within "
+                            f"+-{MAX_REAL:g} for Gaussian statistics (rescale the column)")
     cat = [j for j, t in enumerate(types) if t == "c"]
     binary = [j for j, t in enumerate(types) if t == "b"]
     col = lambda j: f"column {j + 1}" + (f" ({names[j]!r})" if names else "")  # noqa: E731
