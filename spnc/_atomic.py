@@ -70,7 +70,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     with signals_as_exceptions():
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TMP_SUFFIX, dir=d)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TMP_SUFFIX, dir=d)
+        except OSError as e:      # name the file asked for, not the temporary one
+            raise type(e)(e.errno, f"cannot write to directory {d} ({e.strerror})", path) from None
         os.close(fd)
         try:
             write(tmp)

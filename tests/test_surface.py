@@ -247,9 +247,9 @@ def test_nan_where_a_state_is_needed():
 # ------------------------------------------------------------------ 6. silent acceptance
 def test_silent_acceptance_refused(model, tmp_path, capsys):
     from spnc.learn import OSLRAU
-    with pytest.raises(DataError, match="no data rows"):
+    with pytest.raises(DataError, match="no rows"):
         OSLRAU().fit(np.zeros((0, 3)))
-    with pytest.raises(DataError, match="no data rows"):
+    with pytest.raises(DataError, match="no rows"):
         OSLRAU().fit(iter([]))
     with pytest.raises(StructureError, match=r"sum weights \[0.3, 0.3\] add up to 0.6, not 1"):
         spnc.compile(Sum([Bernoulli(0, p=.3), Bernoulli(0, p=.6)], [.3, .3]))
