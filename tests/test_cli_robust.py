@@ -3,7 +3,6 @@ files and arrays end in a result or a one-line error, never a traceback; a tool 
 a random moment leaves every pre-existing file intact."""
 from __future__ import annotations
 
-import codecs
 import os
 import random
 import signal
