@@ -755,6 +755,6 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             raise StructureError("root_weights must be one finite non-negative weight per root, with a positive total")
         if not normalize and abs(rw.sum() - 1.0) > WEIGHT_TOL:
             raise StructureError(f"root_weights add up to {rw.sum()!r}, not 1 (or pass normalize=True)")
-        root_weights = rw / rw.sum()
+        root_weights = rw / rw.sum() if abs(rw.sum() - 1.0) > 1e-12 else rw
     return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_names=var_names,
                            roots=roots_idx, root_weights=root_weights, combine=combine)
