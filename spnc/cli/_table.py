@@ -14,6 +14,7 @@ import codecs
 import csv
 import errno
 import io
+import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -57,7 +58,9 @@ def delimiter_of(path: str, delimiter: str | None) -> str:
     return "\t" if ext in (".tsv", ".tab") else ","
 
 
-def _decode(raw: bytes, path: str, encoding: str | None) -> str:
+def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
+    """The encoding to read ``raw`` with and its number of lines; a byte sequence that is
+    not valid in it is an error naming the line."""
     if encoding:
         try:
             codecs.lookup(encoding)
@@ -71,12 +74,13 @@ def _decode(raw: bytes, path: str, encoding: str | None) -> str:
             raise DataError(f"{path}: contains NUL bytes: not a text file (UTF-16 without a "
                             "byte-order mark? give --encoding utf-16-le)")
     try:
-        return raw.decode(encoding)
+        text = raw.decode(encoding)
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         shown = "utf-8" if encoding == "utf-8-sig" else encoding
         raise DataError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} is not valid {shown} "
                         "(give --encoding, e.g. --encoding latin-1)") from None
+    return encoding, text.count("\n") + text.count("\r") + 1    # an upper bound on the rows
 
 
 def _isnum(t: str) -> bool:
@@ -107,30 +111,16 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         with open(path, "rb") as f:
             raw = f.read()
         label = path
-    text = _decode(raw, label, encoding)
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    if len(d) == 1 and d != " ":
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=d, skipinitialspace=False)
-        try:
-            for toks in reader:
-                if not toks or (len(toks) == 1 and not toks[0].strip()) or toks[0].lstrip().startswith("#"):
-                    continue
-                rows.append(toks)
-                lines.append(reader.line_num)
-        except csv.Error as e:
-            raise DataError(f"{label}: line {reader.line_num}: {e}") from None
-    else:
-        for k, ln in enumerate(text.splitlines(), 1):
-            if not ln.strip() or ln.lstrip().startswith("#"):
-                continue
-            rows.append(ln.split() if d == " " else ln.split(d))
-            lines.append(k)
-    if not rows:
+    enc, n_lines = _decode(raw, label, encoding)
+    # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
+    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label)
+    first_rec = next(records, None)
+    if first_rec is None:
         raise DataError(f"{label}: no data rows (the file is empty)")
-    first = [t.strip() for t in rows[0]]
+    line0, toks0 = first_rec
+    first = [t.strip() for t in toks0]
     if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
-        raise DataError(f"{label}: line {lines[0]} reads 0, 1, ..., {len(first) - 1} like a header of "
+        raise DataError(f"{label}: line {line0} reads 0, 1, ..., {len(first) - 1} like a header of "
                         "column numbers: give --header to take it as a header, --no-header as data")
     if header is None:
         header = not any(t in MISSING or _isnum(t) for t in first)
@@ -139,48 +129,90 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         names = first
         for c, nm in enumerate(names):
             if not nm:
-                raise DataError(f"{label}: line {lines[0]}: header column {c + 1} has no name")
+                raise DataError(f"{label}: line {line0}: header column {c + 1} has no name")
             if names.index(nm) != c:
-                raise DataError(f"{label}: line {lines[0]}: column name {nm!r} appears twice "
+                raise DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
                                 f"(columns {names.index(nm) + 1} and {c + 1})")
         if len(names) == 1:
             hint = _delim_hint(names[0].replace(" ", ""), d) if any(x in names[0] for x in _CANDIDATES) else ""
             if hint:
-                raise DataError(f"{label}: line {lines[0]}: the header has one column "
+                raise DataError(f"{label}: line {line0}: the header has one column "
                                 f"{names[0][:40]!r}{hint}")
-        rows, lines = rows[1:], lines[1:]
-        if not rows:
-            raise DataError(f"{label}: has a header but no data rows")
-    width = len(names) if names else len(rows[0])
-    tab = Table(np.empty((0, width)), names, label, np.asarray(lines, dtype=np.int64))
-    for r, toks in enumerate(rows):
+    else:
+        records = itertools.chain([first_rec], records)
+    width = len(names) if names else len(toks0)
+    ref = f"the header has {width}" if names else f"line {line0} has {width}"
+    # at most one row per line: fill a preallocated matrix block by block
+    X = np.empty((n_lines, width))
+    lines = np.empty(len(X), dtype=np.int64)
+    n, block, per_block = 0, [], max(1, _BLOCK_CELLS // width)
+    for ln, toks in records:
         if len(toks) != width:
-            ref = f"the header has {width}" if names else f"line {lines[0]} has {width}"
             hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
-            raise DataError(f"{tab.where(r)} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
+            raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
+        block.append(toks)
+        lines[n + len(block) - 1] = ln
+        if len(block) == per_block:
+            X[n:n + len(block)] = _numbers(block, lines[n:n + len(block)], names, label, d, n == 0)
+            n, block = n + len(block), []
+    if block:
+        X[n:n + len(block)] = _numbers(block, lines[n:n + len(block)], names, label, d, n == 0)
+        n += len(block)
+    if n == 0:
+        raise DataError(f"{label}: has a header but no data rows")
+    if n < len(X) // 2:                            # many blank or comment lines: give memory back
+        X, lines = X[:n].copy(), lines[:n].copy()
+    else:
+        X, lines = X[:n], lines[:n]
+    return Table(X, names, label, lines)
+
+
+_BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
+
+
+def _records(stream, d: str, label: str):
+    """``(line number, cells)`` of the non-blank, non-comment lines of a text stream."""
+    if len(d) == 1 and d != " ":
+        reader = csv.reader(stream, delimiter=d)
+        try:
+            for toks in reader:
+                if not toks or (len(toks) == 1 and not toks[0].strip()) or toks[0].lstrip().startswith("#"):
+                    continue
+                yield reader.line_num, toks
+        except csv.Error as e:
+            raise DataError(f"{label}: line {reader.line_num}: {e}") from None
+    else:
+        for k, ln in enumerate(stream, 1):
+            ln = ln.rstrip("\r\n")
+            if ln.strip() and not ln.lstrip().startswith("#"):
+                yield k, (ln.split() if d == " " else ln.split(d))
+
+
+def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, label: str, d: str,
+             first_block: bool) -> np.ndarray:
+    """One block of cells as float64 (NaN = missing); the first bad cell is an error."""
+    width = len(rows[0])
     flat = ["nan" if t.strip() in MISSING else t for toks in rows for t in toks]
     try:
-        X = np.array(flat, dtype=np.float64).reshape(len(rows), width)
+        return np.array(flat, dtype=np.float64).reshape(len(rows), width)
     except ValueError:
-        X = None
-    if X is None:                                # locate the bad cell
-        for r, toks in enumerate(rows):
-            for c, t in enumerate(toks):
-                s = t.strip()
-                if s in MISSING:
-                    continue
-                try:
-                    float(s)
-                except ValueError:
-                    hint = _delim_hint(s, d) or (
-                        " (the first row mixes names and numbers: give --header if it is a header)"
-                        if r == 0 and not names else
-                        " (use NaN, ? or an empty cell for missing values)")
-                    raise DataError(f"{tab.where(r, c)}: {s[:40]!r} is not a number{hint}") from None
-        # numpy refused a spelling float() accepts (e.g. '1_000')
-        X = np.array([[float(t) if t.strip() not in MISSING else np.nan for t in toks] for toks in rows])
-    tab.X = X
-    return tab
+        pass
+    for r, toks in enumerate(rows):               # locate the bad cell
+        for c, t in enumerate(toks):
+            s = t.strip()
+            if s in MISSING:
+                continue
+            try:
+                float(s)
+            except ValueError:
+                hint = _delim_hint(s, d) or (
+                    " (the first row mixes names and numbers: give --header if it is a header)"
+                    if r == 0 and first_block and not names else
+                    " (use NaN, ? or an empty cell for missing values)")
+                col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
+                raise DataError(f"{label}: line {lines[r]}, {col}: {s[:40]!r} is not a number{hint}") from None
+    # numpy refused a spelling float() accepts (e.g. '1_000')
+    return np.array([[float(t) if t.strip() not in MISSING else np.nan for t in toks] for toks in rows])
 
 
 def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
