@@ -26,9 +26,13 @@ DATA_TYPES = ("auto", "discrete", "continuous")
 MAX_REAL = 1e150
 
 EXAMPLES = """\
-data: CSV/TSV (header optional, its names become the model's variable names), .npy,
-      or HDF5 with --dataset NAME. Training data must be complete (no NaN, ? or empty
-      cells); validation and test data may have missing values (marginalised).
+data: CSV/TSV, .npy, HDF5 (--dataset NAME), Parquet, or - for CSV on stdin. A header is
+      read only when every cell of row 1 is a name (or with --header); its names become
+      the model's variable names and --valid/--test headers must match them (any order;
+      --by-position to override). Column types b(inary)/c(ategorical)/r(eal) are inferred
+      and reported, or given with --types. Training data must be complete; validation
+      and test data may have missing values (NaN, ? or empty; marginalised). Rules in
+      docs/cli.md.
 
 examples:
   spnc-learn train.csv -o model.h5                         LearnSPN (GVS, latent clusters)
@@ -41,7 +45,9 @@ examples:
 output: one line each for the learner, the data, fit time, model size and the mean
 log-likelihood (+- standard error) on train / valid / test.
 
-exit status: 0 success, 2 bad input (one line "spnc-learn: error: ...")
+the model file is written atomically (never over an input) after checking its directory.
+
+exit status: 0 success, 2 bad input (one line "spnc-learn: error: ..."), 128+N on signal N
 """
 
 # CLI destination -> (estimator parameter, learners that take it)
