@@ -1,0 +1,110 @@
+"""Model files of other SPN libraries, read and written by spnc itself (the other library
+is never imported).
+
+=================  ==========================================  ===========================
+format             files                                       library
+=================  ==========================================  ===========================
+``spflow-text``    ``*.spflow``, ``*.spflow.txt``              SPFlow 0.0.x equation text
+``spflow-json``    ``*.spflow.json``                           SPFlow 0.0.x ``to_JSON``
+``deeprob-json``   ``*.deeprob.json``                          DeeProb-kit ``save_spn_json``
+``sparc-json``     ``*.sparc.json``, ``*.gcw.json``            sparc-pc ``gcw-circuit-v1``
+=================  ==========================================  ===========================
+
+>>> from spnc.io import importers
+>>> spn = importers.load("model.deeprob.json")              # format from the extension
+>>> importers.save(spn, "model.txt", fmt="spflow-text")     # or named
+
+Every problem with a file is a :class:`spnc.FormatError` naming the node and its type.
+A new format registers a :class:`Format` with :func:`register`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from ...errors import FormatError
+from ...graph import SPN
+from ._common import read_bytes
+from . import deeprob as _deeprob, sparc as _sparc, spflow as _spflow
+
+
+@dataclass(frozen=True)
+class Format:
+    """A foreign model format: its name, file suffixes and text reader/writer."""
+    name: str
+    suffixes: tuple[str, ...]
+    loads: Callable[[bytes | str, str], SPN]
+    dumps: Callable[[SPN], str]
+    library: str
+
+
+_FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    if fmt.name in _FORMATS:
+        raise ValueError(f"format {fmt.name!r} is already registered")
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+for _f in (
+    Format(_spflow.TEXT, (".spflow", ".spflow.txt"), _spflow.loads_text, _spflow.dumps_text,
+           "SPFlow 0.0.x (spn.io.Text.spn_to_str_equation / str_to_spn)"),
+    Format(_spflow.JSON, (".spflow.json",), _spflow.loads_json, _spflow.dumps_json,
+           "SPFlow 0.0.x (spn.io.Text.to_JSON; SPFlow cannot read it back)"),
+    Format(_deeprob.NAME, (".deeprob.json",), _deeprob.loads, _deeprob.dumps,
+           "DeeProb-kit (deeprob.spn.structure.io.save_spn_json / load_spn_json)"),
+    Format(_sparc.NAME, (".sparc.json", ".gcw.json"), _sparc.loads, _sparc.dumps,
+           "sparc-pc (sparc.io.serializer.CircuitSerializer, gcw-circuit-v1)"),
+):
+    register(_f)
+
+
+def formats() -> dict[str, Format]:
+    """The registered foreign formats by name."""
+    return dict(_FORMATS)
+
+
+def format_for(path: str | os.PathLike, fmt: str | None = None) -> Format | None:
+    """The foreign format named ``fmt``, or the one whose suffix ``path`` ends with
+    (longest suffix wins); None if neither names a foreign format."""
+    if fmt is not None:
+        if fmt not in _FORMATS:
+            raise FormatError(f"unknown format {fmt!r}; foreign formats: {', '.join(sorted(_FORMATS))}")
+        return _FORMATS[fmt]
+    name = os.path.basename(os.fspath(path)).lower()
+    best = None
+    for f in _FORMATS.values():
+        for s in f.suffixes:
+            if name.endswith(s) and (best is None or len(s) > len(best[0])):
+                best = (s, f)
+    return None if best is None else best[1]
+
+
+def load(path: str | os.PathLike, fmt: str | None = None) -> SPN:
+    """Read a foreign model file into a :class:`spnc.SPN`."""
+    f = format_for(path, fmt)
+    if f is None:
+        raise FormatError(f"{os.fspath(path)}: not a foreign model file; name the format "
+                          f"({', '.join(sorted(_FORMATS))})")
+    return f.loads(read_bytes(path), f"{os.fspath(path)} ({f.name})")
+
+
+def save(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
+    """Write ``spn`` in a foreign format (atomically: temporary file, then rename)."""
+    from ..hdf5 import atomic_write
+    f = format_for(path, fmt)
+    if f is None:
+        raise FormatError(f"{os.fspath(path)}: not a foreign format; name it "
+                          f"({', '.join(sorted(_FORMATS))})")
+    data = f.dumps(spn).encode("utf-8")
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+    atomic_write(path, write)
+
+
+__all__ = ["Format", "register", "formats", "format_for", "load", "save"]
