@@ -9,8 +9,9 @@ Run inside a peer venv (built by ../shared/tools/peer-venvs.sh), never with spnc
 ``make`` learns or builds small models with the library, saves them with the library's own
 writer, reads each file back with the library's reader (where it has one) and records the
 log-likelihoods the library computes on a few rows, with and without missing values, in
-``<model file>.ll.json``. ``eval LIB MODEL ROWS.json`` reads a model file with the library
-and prints its log-likelihoods as JSON (the tests use it on files spnc exported).
+``<model file>.ll.json``. ``eval LIB JOBS.json`` reads model files with the library and
+prints their log-likelihoods as one JSON list (JOBS.json: ``[{"model": path, "X": rows}]``,
+null for a missing value); the tests use it on files spnc exported.
 """
 from __future__ import annotations
 
@@ -65,9 +66,7 @@ def write_ll(path: str, lib: str, version: str, X: np.ndarray, ll: np.ndarray, n
         f.write("\n")
 
 
-def read_rows(path: str) -> np.ndarray:
-    with open(path) as f:
-        rows = json.load(f)
+def as_rows(rows: list) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=np.float64)
 
 
@@ -154,7 +153,98 @@ def spflow_eval(model: str, rows: np.ndarray) -> list[float]:
     return log_likelihood(spn, rows).ravel().tolist()
 
 
-LIBS = {"spflow": (spflow_make, spflow_eval)}
+# ------------------------------------------------------------------ DeeProb-kit 1.1.0
+def deeprob_make(out: str) -> None:
+    from importlib.metadata import version
+    from deeprob.spn.algorithms.inference import log_likelihood
+    from deeprob.spn.learning.wrappers import learn_estimator
+    from deeprob.spn.structure.io import load_spn_json, save_spn_json
+    from deeprob.spn.structure.leaf import Bernoulli, Categorical, Gaussian, Uniform
+    from deeprob.spn.structure.node import Product, Sum, assign_ids
+    ver = version("deeprob-kit")
+
+    def save(name: str, spn, X: np.ndarray, note: str) -> None:
+        path = os.path.join(out, name + ".deeprob.json")
+        save_spn_json(spn, path)
+        back = load_spn_json(path)                 # what DeeProb-kit reads from the file
+        R = rows_for(X)
+        write_ll(path, "deeprob-kit", ver, R, log_likelihood(back, R).ravel(),
+                 note + " (file read back with load_spn_json; DeeProb-kit computes in float32)")
+
+    Xb = binary_data()
+    kw = dict(split_rows="kmeans", split_cols="gvs", min_rows_slice=60, random_state=0, verbose=False)
+    spn = learn_estimator(Xb[:-N_ROWS], [Bernoulli] * Xb.shape[1], method="learnspn", **kw)
+    save("deeprob_binary", spn, Xb, "learn_estimator learnspn (kmeans, gvs) on binary_data(), Bernoulli leaves")
+    spn = learn_estimator(Xb[:-N_ROWS], [Bernoulli] * Xb.shape[1], method="learnspn",
+                          learn_leaf="binary-clt", **dict(kw, min_rows_slice=150))
+    save("deeprob_clt", spn, Xb, "learn_estimator learnspn with binary-clt leaves on binary_data()")
+    Xm = mixed_data()
+    spn = learn_estimator(Xm[:-N_ROWS], [Bernoulli, Bernoulli, Categorical, Gaussian, Gaussian],
+                          method="learnspn", **dict(kw, split_cols="rdc", min_rows_slice=80))
+    save("deeprob_mixed", spn, Xm, "learn_estimator learnspn (kmeans, rdc) on mixed_data()")
+    # unmappable leaf, written by DeeProb-kit itself
+    p = Product(children=[Uniform(0, start=0.0, width=2.0), Bernoulli(1, p=0.5)])
+    assign_ids(p)
+    save_spn_json(p, os.path.join(out, "deeprob_uniform.deeprob.json"))
+    _ = Sum  # noqa: F841
+
+
+def deeprob_eval(model: str, rows: np.ndarray) -> list[float]:
+    from deeprob.spn.algorithms.inference import log_likelihood
+    from deeprob.spn.structure.io import load_spn_json
+    return log_likelihood(load_spn_json(model), rows).ravel().astype(float).tolist()
+
+
+# ------------------------------------------------------------------ sparc-pc 0.8.2
+def sparc_make(out: str) -> None:
+    import sparc
+    from sparc import (BernoulliInputNode, CategoricalInputNode, DiscreteLogisticInputNode,
+                       GaussianInputNode, IndicatorInputNode, LiteralInputNode, ProductNode, SumNode,
+                       CircuitSerializer, log_likelihood)
+    from sparc.optim import MLETrainer
+    from sparc.structures.distributions import Bernoulli
+    from sparc.structures.hclt import HCLT
+    ver = sparc.__version__
+
+    def save(name: str, root, X: np.ndarray, note: str) -> None:
+        path = os.path.join(out, name + ".sparc.json")
+        CircuitSerializer.save(root, path, indent=None)
+        back = CircuitSerializer.load(path)
+        R = rows_for(X)
+        write_ll(path, "sparc-pc", ver, R, np.asarray(log_likelihood(back, R)).ravel(),
+                 note + " (file read back with CircuitSerializer.load)")
+
+    Xb = binary_data()
+    root = HCLT(Xb[:-N_ROWS], num_latents=3, input_dist=Bernoulli(), seed=0)
+    MLETrainer(root, lr=0.05).fit(Xb[:-N_ROWS].astype(np.int64), epochs=20)
+    save("sparc_hclt", root, Xb, "HCLT(num_latents=3, Bernoulli inputs) + 20 MLETrainer epochs on binary_data()")
+
+    def disc(shift: float, shared):
+        return ProductNode([BernoulliInputNode(0, 0.2 + shift),
+                            LiteralInputNode(1, 1) if shift else IndicatorInputNode(1, 0, 2),
+                            CategoricalInputNode(2, [0.5 - shift, 0.3, 0.2 + shift]), shared])
+    shared = BernoulliInputNode(3, 0.3)
+    kids = [disc(0.0, shared), disc(0.25, shared),
+            ProductNode([BernoulliInputNode(0, 0.6), BernoulliInputNode(1, 0.4),
+                         CategoricalInputNode(2, [0.1, 0.1, 0.8]), BernoulliInputNode(3, 0.9)])]
+    Xd = np.column_stack([mixed_data()[:, :3], binary_data()[:, 0]])
+    save("sparc_hand", SumNode(kids, [0.2, 0.3, 0.5]), Xd,
+         "hand-built: Bernoulli, literal, indicator, categorical leaves, a shared leaf")
+    g = [ProductNode([GaussianInputNode(0, -1.0 + s, 0.8 + s / 4), GaussianInputNode(1, s / 2, 1.1)])
+         for s in (0.0, 1.0, 3.0)]
+    save("sparc_gauss", SumNode(g, [0.25, 0.25, 0.5]), mixed_data()[:, 3:],
+         "hand-built: Gaussian leaves (sparc-pc does not mix discrete and continuous leaves)")
+    bad = ProductNode([DiscreteLogisticInputNode(0, 1.0, 0.5, 8), BernoulliInputNode(1, 0.5)])
+    CircuitSerializer.save(bad, os.path.join(out, "sparc_logistic.sparc.json"), indent=None)
+
+
+def sparc_eval(model: str, rows: np.ndarray) -> list[float]:
+    from sparc import CircuitSerializer, log_likelihood
+    return np.asarray(log_likelihood(CircuitSerializer.load(model), rows)).ravel().tolist()
+
+
+LIBS = {"spflow": (spflow_make, spflow_eval), "deeprob": (deeprob_make, deeprob_eval),
+        "sparc": (sparc_make, sparc_eval)}
 
 
 def main(argv: list[str]) -> int:
@@ -162,8 +252,10 @@ def main(argv: list[str]) -> int:
         os.makedirs(argv[2], exist_ok=True)
         LIBS[argv[1]][0](argv[2])
         return 0
-    if len(argv) == 4 and argv[0] == "eval" and argv[1] in LIBS:
-        print(json.dumps(LIBS[argv[1]][1](argv[2], read_rows(argv[3]))))
+    if len(argv) == 3 and argv[0] == "eval" and argv[1] in LIBS:
+        with open(argv[2]) as f:
+            jobs = json.load(f)
+        print(json.dumps([LIBS[argv[1]][1](j["model"], as_rows(j["X"])) for j in jobs]))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -1,7 +1,7 @@
 """DeeProb-kit JSON (``deeprob.spn.structure.io.save_spn_json`` / ``load_spn_json``).
 
 A NetworkX node-link document: ``{"directed": true, "multigraph": false, "graph": {},
-"nodes": [...], "links": [...]}`` (newer NetworkX writes ``"edges"``; both are read). Each
+"nodes": [...], "links": [...]}`` (NetworkX 3.4+ writes ``"edges"``; both are read, and spnc writes both). Each
 node is ``{"id", "class", "scope", ...}``: ``Sum`` has ``weights``, ``Product`` nothing
 more, a leaf ``params``. Each link goes from child (``source``) to parent (``target``) with
 ``idx`` = the child's position under the parent. DeeProb-kit takes node 0 as the root.
@@ -31,8 +31,8 @@ def loads(data: bytes | str, where: str = NAME) -> SPN:
     doc = mapping(parse_json(data, where), where)
     nodes = doc.get("nodes")
     links = doc.get("links", doc.get("edges"))
-    if "links" in doc and "edges" in doc:
-        raise FormatError(f"{where}: both 'links' and 'edges' are present")
+    if "links" in doc and "edges" in doc and doc["links"] != doc["edges"]:
+        raise FormatError(f"{where}: 'links' and 'edges' differ")
     if not isinstance(nodes, list) or not isinstance(links, list):
         raise FormatError(f"{where}: needs a 'nodes' list and a 'links' (or 'edges') list")
     if len(nodes) > MAX_NODES or len(links) > 4 * MAX_NODES:
@@ -193,7 +193,8 @@ def dumps(spn: SPN) -> str:
         recs.append(rec)
         if spec[0] != "leaf":
             links += [{"idx": i, "source": ident(c), "target": ident(n)} for i, c in enumerate(spec[1])]
-    doc = {"directed": True, "multigraph": False, "graph": {}, "nodes": recs, "links": links}
+    # NetworkX < 3.4 reads the links under "links", newer versions under "edges": write both
+    doc = {"directed": True, "multigraph": False, "graph": {}, "nodes": recs, "links": links, "edges": links}
     return json.dumps(doc, allow_nan=False) + "\n"
 
 

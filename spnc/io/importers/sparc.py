@@ -97,6 +97,10 @@ def dumps(spn: SPN) -> str:
     """gcw-circuit-v1 JSON of ``spn`` (numbers written exactly)."""
     nodes, root = walk(spn, NAME)
     card = np.asarray(spn.cardinality)
+    used = spn.node_scope(int(spn.roots[0]))
+    if (card[used] == 0).any() and (card[used] != 0).any():
+        raise FormatError(f"{NAME}: sparc-pc cannot mix discrete and continuous leaves in one "
+                          "circuit; this model has both")
     recs: list[dict[str, Any]] = []
     for n, spec in enumerate(nodes):
         if spec[0] == "sum":
