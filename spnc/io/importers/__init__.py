@@ -107,4 +107,29 @@ def save(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
     atomic_write(path, write)
 
 
-__all__ = ["Format", "register", "formats", "format_for", "load", "save"]
+NATIVE = ("hdf5", "json")
+
+
+def read_validated_any(path: str | os.PathLike, fmt: str | None = None):
+    """A validated spnc file tree from a native file, or from a foreign one (converted,
+    with ``source_format`` recorded). Used by ``spnc-convert``."""
+    from .. import read_validated, tree_from_model, validate_tree
+    f = None if fmt in NATIVE else format_for(path, fmt)
+    if f is None:
+        return read_validated(path, fmt=fmt)
+    return validate_tree(tree_from_model(load(path, f.name), provenance={"source_format": f.name}))
+
+
+def write_tree_any(v, path: str | os.PathLike, fmt: str | None = None) -> None:
+    """Write a validated tree natively, or convert it to a foreign format."""
+    from .. import write_tree
+    from .._model import model_from_validated
+    f = None if fmt in NATIVE else format_for(path, fmt)
+    if f is None:
+        write_tree(v.tree, path, fmt=fmt)
+    else:
+        save(model_from_validated(v), path, f.name)
+
+
+__all__ = ["Format", "register", "formats", "format_for", "load", "save", "read_validated_any",
+           "write_tree_any"]
