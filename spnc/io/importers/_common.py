@@ -27,7 +27,7 @@ MAX_BYTES = 256 << 20
 #: most nodes a foreign file may hold (also the bound on a DAG expanded into a tree)
 MAX_NODES = 1 << 24
 #: largest variable index accepted
-MAX_VAR = (1 << 24) - 1
+MAX_VAR = (1 << 20) - 1
 #: sum weights within this of 1 are kept bit for bit (the source evaluates them as they are)
 KEEP_TOL = 1e-6
 #: sum weights within this of 1 (rounded formats) are renormalised with a warning

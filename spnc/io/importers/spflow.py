@@ -35,6 +35,9 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<sym>[()*+\[\],;|=])
   )""", re.VERBOSE)
 
+#: deepest nesting of parentheses accepted (SPFlow's own parser recurses, so it reads far less)
+MAX_DEPTH = 10000
+
 _PARAMS = {"Bernoulli": ("bernoulli", {"p"}), "Gaussian": ("gaussian", {"mean", "stdev"}),
            "Categorical": ("categorical", {"p"})}
 
@@ -176,6 +179,8 @@ def loads_text(data: bytes | str, where: str = TEXT) -> SPN:
         if value is None:   # expecting a node
             k, v = lx.take()
             if k == "sym" and v == "(":
+                if len(stack) >= MAX_DEPTH:
+                    raise lx.error(f"parentheses nested deeper than {MAX_DEPTH}")
                 key = counter
                 counter += 1
                 if lx.peek()[0] == "num":
