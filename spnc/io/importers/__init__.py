@@ -131,5 +131,21 @@ def write_tree_any(v, path: str | os.PathLike, fmt: str | None = None) -> None:
         save(model_from_validated(v), path, f.name)
 
 
-__all__ = ["Format", "register", "formats", "format_for", "load", "save", "read_validated_any",
-           "write_tree_any"]
+def load_any(path: str | os.PathLike, fmt: str | None = None) -> SPN:
+    """A model from any file spnc reads: .h5/.hdf5/.json or a foreign format."""
+    from .._model import model_from_validated
+    return model_from_validated(read_validated_any(path, fmt))
+
+
+def save_any(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
+    """Save natively (.h5/.hdf5/.json) or in a foreign format, by extension or ``fmt``."""
+    from .. import save as native_save
+    f = None if fmt in NATIVE else format_for(path, fmt)
+    if f is None:
+        native_save(spn, path, fmt=fmt)
+    else:
+        save(spn, path, f.name)
+
+
+__all__ = ["Format", "register", "formats", "format_for", "load", "save", "load_any", "save_any",
+           "read_validated_any", "write_tree_any"]
