@@ -5,6 +5,7 @@ Run inside a peer venv (built by ../shared/tools/peer-venvs.sh), never with spnc
     /tmp/peers/spflow/bin/python  tools/make_peer_fixtures.py make spflow  tests/data/peers
     /tmp/peers/deeprob/bin/python tools/make_peer_fixtures.py make deeprob tests/data/peers
     /tmp/peers/sparc/bin/python   tools/make_peer_fixtures.py make sparc   tests/data/peers
+    /tmp/peers/deeprob/bin/python tools/make_peer_fixtures.py make deeprob-nltcs tests/data/peers
 
 ``make`` learns or builds small models with the library, saves them with the library's own
 writer, reads each file back with the library's reader (where it has one) and records the
@@ -189,6 +190,28 @@ def deeprob_make(out: str) -> None:
     _ = Sum  # noqa: F841
 
 
+def deeprob_nltcs(out: str) -> None:
+    """LearnSPN with binary Chow-Liu leaves on NLTCS (../shared/data), for docs/interop.md."""
+    from importlib.metadata import version
+    from deeprob.spn.algorithms.inference import log_likelihood
+    from deeprob.spn.learning.wrappers import learn_estimator
+    from deeprob.spn.structure.io import load_spn_json, save_spn_json
+    from deeprob.spn.structure.leaf import Bernoulli
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = os.path.join(here, "..", "..", "shared", "data", "binary", "nltcs.{}.data")
+    train = np.loadtxt(data.format("train"), delimiter=",")
+    test = np.loadtxt(data.format("test"), delimiter=",")
+    spn = learn_estimator(train, [Bernoulli] * train.shape[1], method="learnspn", learn_leaf="binary-clt",
+                          split_rows="kmeans", split_cols="gvs", min_rows_slice=2000, random_state=0,
+                          verbose=False)
+    path = os.path.join(out, "deeprob_nltcs.deeprob.json")
+    save_spn_json(spn, path)
+    R = rows_for(test)
+    write_ll(path, "deeprob-kit", version("deeprob-kit"), R, log_likelihood(load_spn_json(path), R).ravel(),
+             "learn_estimator learnspn (kmeans, gvs, binary-clt leaves, min_rows_slice=2000) on "
+             "nltcs.train.data; rows from nltcs.test.data (DeeProb-kit computes in float32)")
+
+
 def deeprob_eval(model: str, rows: np.ndarray) -> list[float]:
     from deeprob.spn.algorithms.inference import log_likelihood
     from deeprob.spn.structure.io import load_spn_json
@@ -244,6 +267,7 @@ def sparc_eval(model: str, rows: np.ndarray) -> list[float]:
 
 
 LIBS = {"spflow": (spflow_make, spflow_eval), "deeprob": (deeprob_make, deeprob_eval),
+        "deeprob-nltcs": (deeprob_nltcs, deeprob_eval),
         "sparc": (sparc_make, sparc_eval)}
 
 
