@@ -68,7 +68,7 @@ def test_unmappable_leaves_written_by_the_libraries_are_refused(name, node):
 # ---------------------------------------------------------------- spnc -> format -> spnc
 SUPPORTED = {
     "spflow-text": ("bernoulli", "categorical", "gaussian"),
-    "spflow-json": ("bernoulli", "categorical", "gaussian", "mvgaussian"),
+    "spflow-json": ("bernoulli", "categorical", "gaussian", "mvgaussian", "cltree"),
     "deeprob-json": ("bernoulli", "categorical", "gaussian", "cltree"),
     "sparc-json": ("bernoulli", "categorical", "gaussian", "indicator"),
 }
@@ -159,7 +159,7 @@ def test_library_file_survives_spnc_unchanged(fixture, tmp_path):
 def test_export_refuses_leaves_the_format_lacks():
     spn = spnc.compile(spnc.Product([spnc.Bernoulli(0, 0.3), spnc.ChowLiuLeaf([1, 2], [-1, 0],
                                      [[[0.4, 0.6]], [[0.9, 0.1], [0.2, 0.8]]])]))
-    for fmt in ("spflow-text", "spflow-json", "sparc-json"):
+    for fmt in ("spflow-text", "sparc-json"):
         with pytest.raises(spnc.FormatError, match=r"node \d+ \(cltree leaf\)"):
             importers.format_for("x", fmt).dumps(spn)
     mixed = spnc.compile(spnc.Product([spnc.Bernoulli(0, 0.3), spnc.Gaussian(1, 0.0, 1.0)]))

@@ -129,6 +129,24 @@ def spflow_make(out: str) -> None:
     rebuild_scopes_bottom_up(root)
     save("spflow_hand", root, Xm, "hand-built: nested sums, every mapped leaf type")
 
+    # binary Chow-Liu leaves: SPFlow writes them to JSON only (its text has no tree)
+    from spn.structure.leaves.cltree.CLTree import create_cltree_leaf
+    from spn.structure.leaves.cltree.Inference import add_cltree_inference_support
+    add_cltree_inference_support()
+    lo, hi = Xb[:-N_ROWS][Xb[:-N_ROWS, 0] == 0], Xb[:-N_ROWS][Xb[:-N_ROWS, 0] == 1]
+    kids = [prod(Bernoulli(p=0.02 + 0.96 * k, scope=[0]), create_cltree_leaf(part[:, 1:5], None, [1, 2, 3, 4]),
+                 create_cltree_leaf(part[:, 5:], None, [5, 6, 7])) for k, part in enumerate((lo, hi))]
+    root = mix([len(lo) / (len(lo) + len(hi)), len(hi) / (len(lo) + len(hi))], *kids)
+    assign_ids(root)
+    rebuild_scopes_bottom_up(root)
+    jpath = os.path.join(out, "spflow_cltree.spflow.json")
+    with open(jpath, "w") as f:
+        f.write(to_JSON(root) + "\n")
+    R = rows_for(Xb)
+    write_ll(jpath, "spflow", ver, R, log_likelihood(root, R).ravel(),
+             "hand-built sum over CLTree leaves (create_cltree_leaf on binary_data()); to_JSON has no "
+             "reader: LLs of the model that was dumped")
+
     # unmappable leaves, written by SPFlow itself
     p = prod(Poisson(mean=2.0, scope=[0]), Bernoulli(p=0.5, scope=[1]))
     assign_ids(p)
@@ -137,8 +155,6 @@ def spflow_make(out: str) -> None:
         f.write(spn_to_str_equation(p) + "\n")
     with open(os.path.join(out, "spflow_poisson.spflow.json"), "w") as f:
         f.write(to_JSON(p) + "\n")
-    from spn.structure.leaves.cltree.CLTree import create_cltree_leaf
-    import spn.structure.leaves.cltree.Text  # noqa: F401  (registers CLTREE text output)
     from spn.structure.leaves.cltree.Text import add_cltree_text_support
     add_cltree_text_support()
     clt = create_cltree_leaf(Xb[:200, :3], None, [0, 1, 2])

@@ -9,7 +9,8 @@ Gaussian(mean, stdev). SPFlow cannot read multivariate Gaussians from text (only
 variable is written) and writes Chow-Liu trees without their tree (``CLTREE``); both are
 refused, as is every other leaf class.
 
-**JSON** (``spn.io.Text.to_JSON``): nested objects ``{"Sum": {"children": [...],
+**JSON** (``spn.io.Text.to_JSON``; Bernoulli, Categorical, Gaussian, MultivariateGaussian
+and binary CLTree leaves): nested objects ``{"Sum": {"children": [...],
 "weights": [...], "scope": [...], "id": n}}``, ``{"Product": {...}}`` and
 ``{"Bernoulli": {"p": .., "scope": [..], "id": n}}``; SPFlow has no reader for it. Nodes are
 nested, so shared nodes repeat; repeated ids must repeat the same content.
@@ -276,7 +277,8 @@ def _leaf_text(n: int, obj: Any) -> str:
 # ------------------------------------------------------------------ to_JSON dump
 _JSON_LEAVES = {"Bernoulli": ("bernoulli", ("p",)), "Gaussian": ("gaussian", ("mean", "stdev")),
                 "Categorical": ("categorical", ("p",)),
-                "MultivariateGaussian": ("mvgaussian", ("mean", "sigma"))}
+                "MultivariateGaussian": ("mvgaussian", ("mean", "sigma")),
+                "CLTree": ("cltree", ("tree", "log_factors"))}
 
 
 def loads_json(data: bytes | str, where: str = JSON) -> SPN:
@@ -331,7 +333,7 @@ def loads_json(data: bytes | str, where: str = JSON) -> SPN:
         missing = [n for n in names if n not in body]
         if missing:
             raise FormatError(f"{where}: {label}: missing parameter(s) {missing}")
-        if kind != "mvgaussian" and len(vs) != 1:
+        if kind not in ("mvgaussian", "cltree") and len(vs) != 1:
             raise FormatError(f"{where}: {label}: a {cls} leaf has one variable, got {len(vs)}")
         try:
             if kind == "bernoulli":
@@ -341,6 +343,8 @@ def loads_json(data: bytes | str, where: str = JSON) -> SPN:
                                        "std": real(body["stdev"], "stdev")}, label)
             elif kind == "categorical":
                 b.leaf(key, kind, vs, {"probs": reals(_array(body["p"]), "p")}, label)
+            elif kind == "cltree":
+                b.leaf(key, kind, vs, _cltree(body, len(vs)), label)
             else:
                 mean = reals(_array(body["mean"]), "mean")
                 sig = _array(body["sigma"])
@@ -358,6 +362,39 @@ def loads_json(data: bytes | str, where: str = JSON) -> SPN:
     return b.build(root_key)
 
 
+def _cltree(body: dict, n: int) -> dict:
+    """SPFlow's CLTree: ``tree[i]`` = local parent index (-1 for the root) and
+    ``log_factors[i][x_i][x_parent]`` (the root's two columns hold its prior)."""
+    tree = body["tree"]
+    if not isinstance(tree, list) or len(tree) != n:
+        raise FormatError(f"tree must list one parent per scope variable ({n})")
+    par = [integer(t, f"tree[{i}]", -1, n - 1) for i, t in enumerate(tree)]
+    if par.count(-1) != 1:
+        raise FormatError(f"tree must have exactly one root (-1), found {par.count(-1)}")
+    for i in range(n):
+        j, steps = i, 0
+        while par[j] != -1:
+            j, steps = par[j], steps + 1
+            if steps > n:
+                raise FormatError(f"tree has a cycle through position {i}")
+    lf = _array(body["log_factors"])
+    if not isinstance(lf, list) or len(lf) != n:
+        raise FormatError(f"log_factors must have shape ({n}, 2, 2)")
+    cpts = []
+    for i, blk in enumerate(lf):
+        if not isinstance(blk, list) or len(blk) != 2:
+            raise FormatError(f"log_factors[{i}] must be 2 x 2")
+        rows = [reals(r, f"log_factors[{i}][{k}]", 2) for k, r in enumerate(blk)]
+        if any(len(r) != 2 for r in rows):
+            raise FormatError(f"log_factors[{i}] must be 2 x 2")
+        with np.errstate(over="ignore"):
+            c = np.exp(np.array(rows)).T          # rows: parent state, columns: x_i
+        if not np.all(np.isfinite(c)):
+            raise FormatError(f"log_factors[{i}] are too large to be log-probabilities")
+        cpts.append(c[:1] if par[i] == -1 else c)
+    return {"parents": par, "cpts": cpts}
+
+
 def _array(v: Any) -> Any:
     """SPFlow writes numpy arrays with ``str()``: ``"[0.1 0.9]"``; lists stay lists."""
     if isinstance(v, str):
@@ -371,6 +408,24 @@ def _array(v: Any) -> Any:
         except (ValueError, IndexError):
             raise FormatError(f"cannot read array text {v[:40]!r}") from None
     return v
+
+
+def _cltree_json(n: int, o: Any) -> dict:
+    """SPFlow's CLTree fields; the root is put first (SPFlow's inference expects it at
+    local index 0), the others in breadth-first order."""
+    if any(c.shape[1] != 2 for c in o.cpts):
+        raise unsupported(JSON, n, o, "SPFlow's CLTree needs binary variables")
+    par = [int(p) for p in o.parents]
+    order = [par.index(-1)]
+    for j in order:
+        order += [k for k in range(len(par)) if par[k] == j]
+    pos = {j: i for i, j in enumerate(order)}
+    with np.errstate(divide="ignore"):
+        lf = [np.log(np.vstack([o.cpts[j][0], o.cpts[j][0]]) if par[j] < 0 else o.cpts[j]).T.tolist()
+              for j in order]
+    return {"df_order": list(range(len(order))), "id": n, "log_factors": lf, "n_features": len(order),
+            "post_order": list(range(len(order)))[::-1], "scope": [int(o.vars[j]) for j in order],
+            "tree": [pos[par[j]] if par[j] >= 0 else -1 for j in order]}
 
 
 def dumps_json(spn: SPN) -> str:
@@ -397,6 +452,8 @@ def dumps_json(spn: SPN) -> str:
                 built[n] = {"Gaussian": {"id": n, "mean": o.mean, "scope": [o.var], "stdev": o.std}}
             elif lt == "categorical":
                 built[n] = {"Categorical": {"id": n, "p": o.probs.tolist(), "scope": [o.var]}}
+            elif lt == "cltree":
+                built[n] = {"CLTree": _cltree_json(n, o)}
             elif lt == "mvgaussian":
                 built[n] = {"MultivariateGaussian": {"id": n, "mean": o.mean.tolist(),
                                                      "scope": o.vars.tolist(), "sigma": o.cov.tolist()}}
@@ -404,5 +461,7 @@ def dumps_json(spn: SPN) -> str:
                 raise unsupported(JSON, n, o)
     try:
         return json.dumps(built[root], sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        raise FormatError(f"{JSON}: a Chow-Liu leaf has a zero probability, whose log is not JSON") from None
     except RecursionError:
         raise FormatError(f"{JSON}: the model is too deep for a nested JSON file") from None
