@@ -29,7 +29,6 @@ def test_mixture_with_given_weights_is_the_weighted_sum():
 
 
 def test_mixture_weights_fitted_on_data_are_maximum_likelihood():
-    rng = np.random.default_rng(0)
     a, b = bern_model([0.2, 0.7, 0.5]), bern_model([0.9, 0.1, 0.3])
     X = np.vstack([a.sample(300, seed=1), b.sample(700, seed=2)])
     m = spnc.mixture([a, b], X=X)
@@ -40,7 +39,6 @@ def test_mixture_weights_fitted_on_data_are_maximum_likelihood():
     ll = [np.mean(np.logaddexp(np.log(g) + la, np.log(1 - g) + lb)) for g in grid]
     assert abs(w[0] - grid[int(np.argmax(ll))]) < 2e-3
     assert m.log_likelihood(X).mean() >= max(la.mean(), lb.mean())
-    del rng
 
 
 def test_mixture_matches_variables_by_name():

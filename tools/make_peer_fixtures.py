@@ -177,7 +177,7 @@ def deeprob_make(out: str) -> None:
     from deeprob.spn.learning.wrappers import learn_estimator
     from deeprob.spn.structure.io import load_spn_json, save_spn_json
     from deeprob.spn.structure.leaf import Bernoulli, Categorical, Gaussian, Uniform
-    from deeprob.spn.structure.node import Product, Sum, assign_ids
+    from deeprob.spn.structure.node import Product, assign_ids
     ver = version("deeprob-kit")
 
     def save(name: str, spn, X: np.ndarray, note: str) -> None:
@@ -203,7 +203,6 @@ def deeprob_make(out: str) -> None:
     p = Product(children=[Uniform(0, start=0.0, width=2.0), Bernoulli(1, p=0.5)])
     assign_ids(p)
     save_spn_json(p, os.path.join(out, "deeprob_uniform.deeprob.json"))
-    _ = Sum  # noqa: F841
 
 
 def deeprob_nltcs(out: str) -> None:

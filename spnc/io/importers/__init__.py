@@ -26,7 +26,7 @@ from typing import Callable
 from ...errors import FormatError
 from ...graph import SPN
 from ._common import read_bytes
-from . import deeprob as _deeprob, sparc as _sparc, spflow as _spflow
+from . import deeprob as _deeprob, sparc as _sparc, spflow_json as _spj, spflow_text as _spt
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ def register(fmt: Format) -> Format:
 
 
 for _f in (
-    Format(_spflow.TEXT, (".spflow", ".spflow.txt"), _spflow.loads_text, _spflow.dumps_text,
+    Format(_spt.TEXT, (".spflow", ".spflow.txt"), _spt.loads_text, _spt.dumps_text,
            "SPFlow 0.0.x (spn.io.Text.spn_to_str_equation / str_to_spn)"),
-    Format(_spflow.JSON, (".spflow.json",), _spflow.loads_json, _spflow.dumps_json,
+    Format(_spj.JSON, (".spflow.json",), _spj.loads_json, _spj.dumps_json,
            "SPFlow 0.0.x (spn.io.Text.to_JSON; SPFlow cannot read it back)"),
     Format(_deeprob.NAME, (".deeprob.json",), _deeprob.loads, _deeprob.dumps,
            "DeeProb-kit (deeprob.spn.structure.io.save_spn_json / load_spn_json)"),
