@@ -305,9 +305,12 @@ class Builder:
 
     def _rename(self, msg: str, order: list) -> str:
         def sub(m: re.Match) -> str:
-            i = int(m.group(1))
-            return self.labels[order[i]] if 0 <= i < len(order) else m.group(0)
-        return f"{self.source}: " + re.sub(r"\bnode (\d+)", sub, msg)
+            i = int(m.group(2))
+            if not 0 <= i < len(order):
+                return m.group(0)
+            return self.labels[order[i]] if m.group(1) == "node" else f"child {self.labels[order[i]]}"
+        # spnc's "node 5 (bernoulli leaf)" becomes the source's "node 17 (Bernoulli leaf ...)"
+        return f"{self.source}: " + re.sub(r"\b(node|child) (\d+)(?: \(\w+ leaf\))?", sub, msg)
 
     def _merge_duplicates(self, key: Hashable, ch: list[int], w: np.ndarray) -> tuple[list[int], np.ndarray]:
         if len(set(ch)) == len(ch):

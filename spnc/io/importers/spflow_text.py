@@ -180,16 +180,16 @@ def loads_text(data: bytes | str, where: str = TEXT) -> SPN:
             if k == "sym" and v == "(":
                 if len(stack) >= MAX_DEPTH:
                     raise lx.error(f"parentheses nested deeper than {MAX_DEPTH}")
-                key = counter
+                key, start = counter, lx.pos
                 counter += 1
                 if lx.peek()[0] == "num":
                     w = lx.number()
                     lx.expect("*")
-                    stack.append([key, "sum", [], [w], lx.pos])
+                    stack.append([key, "sum", [], [w], start])
                 else:
                     if lx.peek() == ("sym", ")"):
                         raise lx.error(f"node {key}: empty parentheses")
-                    stack.append([key, "prod", [], [], lx.pos])
+                    stack.append([key, "prod", [], [], start])
                 continue
             if k == "name":
                 key = counter
