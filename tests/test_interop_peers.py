@@ -235,3 +235,23 @@ def test_the_library_reads_what_spnc_writes(lib, tmp_path):
     got = peer_eval(lib, jobs, tmp_path)
     for g, w, t, j in zip(got, want, tols, jobs):
         assert np.all(np.abs(g - w) <= t), (j["model"], np.abs(g - w).max())
+
+
+def test_spnc_convert_imports_and_exports(tmp_path, capsys):
+    from spnc.cli import convert
+    src = DATA / "deeprob_clt.deeprob.json"
+    assert convert.main([str(src), str(tmp_path / "m.h5")]) == 0
+    m = spnc.load(tmp_path / "m.h5")
+    import h5py
+    with h5py.File(tmp_path / "m.h5") as f:
+        assert f.attrs["source_format"] in (b"deeprob-json", "deeprob-json")
+    assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "back.json"), "--to", "deeprob-json"]) == 0
+    X = rows(json.loads((DATA / "deeprob_clt.deeprob.json.ll.json").read_text())["X"])
+    np.testing.assert_allclose(importers.load(tmp_path / "back.json", "deeprob-json").log_likelihood(X),
+                               m.log_likelihood(X), atol=1e-12)
+    assert convert.main(["--validate-only", str(DATA / "sparc_hclt.sparc.json")]) == 0
+    assert "61 nodes" in capsys.readouterr().out
+    assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "m.spflow")]) == 2   # CLT leaves
+    assert "cltree leaf" in capsys.readouterr().err
+    assert convert.main([str(DATA / "spflow_poisson.spflow"), str(tmp_path / "p.h5")]) == 2
+    assert "Poisson" in capsys.readouterr().err
