@@ -41,7 +41,8 @@ def test_worked_example_runs_and_the_composed_model_wins(tmp_path, monkeypatch, 
         args = [str(ROOT / a) if a.startswith("tests/data/") else a for a in args]
         assert TOOLS[argv[0]](args) == 0, (argv, capsys.readouterr().err)
     Xv = np.loadtxt(data / "nltcs.valid.data", delimiter=",")
-    parts = {p: spnc.load(p).log_likelihood(Xv).mean() for p in ("learnspn.h5", "clt.h5", "deeprob.h5")}
+    parts = {p: spnc.load(p).log_likelihood(Xv).mean()
+             for p in ("learnspn.h5", "clt.h5", "deeprob.h5", "spflow.h5", "mix.h5")}
     final = spnc.load("refined.h5").log_likelihood(Xv).mean()
     assert final > max(parts.values()), (final, parts)
     # the numbers in the table of docs/interop.md are these

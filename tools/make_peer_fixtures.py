@@ -6,6 +6,7 @@ Run inside a peer venv (built by ../shared/tools/peer-venvs.sh), never with spnc
     /tmp/peers/deeprob/bin/python tools/make_peer_fixtures.py make deeprob tests/data/peers
     /tmp/peers/sparc/bin/python   tools/make_peer_fixtures.py make sparc   tests/data/peers
     /tmp/peers/deeprob/bin/python tools/make_peer_fixtures.py make deeprob-nltcs tests/data/peers
+    /tmp/peers/spflow/bin/python  tools/make_peer_fixtures.py make spflow-nltcs tests/data/peers
 
 ``make`` learns or builds small models with the library, saves them with the library's own
 writer, reads each file back with the library's reader (where it has one) and records the
@@ -162,6 +163,34 @@ def spflow_make(out: str) -> None:
         f.write(spn_to_str_equation(clt) + "\n")
 
 
+def _nltcs(split: str) -> np.ndarray:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return np.loadtxt(os.path.join(here, "..", "..", "shared", "data", "binary", f"nltcs.{split}.data"),
+                      delimiter=",")
+
+
+def spflow_nltcs(out: str) -> None:
+    """SPFlow's LearnSPN (learn_parametric, Bernoulli leaves) on NLTCS, for docs/interop.md."""
+    from importlib.metadata import version
+    from spn.algorithms.Inference import log_likelihood
+    from spn.algorithms.LearningWrappers import learn_parametric
+    from spn.io.Text import spn_to_str_equation, str_to_spn
+    from spn.structure.Base import Context
+    from spn.structure.leaves.parametric.Parametric import Bernoulli
+    train, test = _nltcs("train"), _nltcs("test")
+    ctx = Context(parametric_types=[Bernoulli] * train.shape[1]).add_domains(train)
+    spn = learn_parametric(train, ctx, min_instances_slice=200, rand_gen=np.random.RandomState(0), cpus=1)
+    path = os.path.join(out, "spflow_nltcs.spflow")
+    with open(path, "w") as f:
+        f.write(spn_to_str_equation(spn) + "\n")
+    R = rows_for(test)
+    with open(path) as f:
+        back = str_to_spn(f.read().strip())
+    write_ll(path, "spflow", version("spflow"), R, log_likelihood(back, R).ravel(),
+             "learn_parametric (rdc, kmeans, min_instances_slice=200) on nltcs.train.data; rows from "
+             "nltcs.test.data (file read back with str_to_spn)")
+
+
 def spflow_eval(model: str, rows: np.ndarray) -> list[float]:
     from spn.algorithms.Inference import log_likelihood
     from spn.io.Text import str_to_spn
@@ -212,10 +241,7 @@ def deeprob_nltcs(out: str) -> None:
     from deeprob.spn.learning.wrappers import learn_estimator
     from deeprob.spn.structure.io import load_spn_json, save_spn_json
     from deeprob.spn.structure.leaf import Bernoulli
-    here = os.path.dirname(os.path.abspath(__file__))
-    data = os.path.join(here, "..", "..", "shared", "data", "binary", "nltcs.{}.data")
-    train = np.loadtxt(data.format("train"), delimiter=",")
-    test = np.loadtxt(data.format("test"), delimiter=",")
+    train, test = _nltcs("train"), _nltcs("test")
     spn = learn_estimator(train, [Bernoulli] * train.shape[1], method="learnspn", learn_leaf="binary-clt",
                           split_rows="kmeans", split_cols="gvs", min_rows_slice=2000, random_state=0,
                           verbose=False)
@@ -282,7 +308,7 @@ def sparc_eval(model: str, rows: np.ndarray) -> list[float]:
 
 
 LIBS = {"spflow": (spflow_make, spflow_eval), "deeprob": (deeprob_make, deeprob_eval),
-        "deeprob-nltcs": (deeprob_nltcs, deeprob_eval),
+        "deeprob-nltcs": (deeprob_nltcs, deeprob_eval), "spflow-nltcs": (spflow_nltcs, spflow_eval),
         "sparc": (sparc_make, sparc_eval)}
 
 

@@ -94,10 +94,13 @@ def _em(args: argparse.Namespace, models: list):
         Xv, vn = _data.read_table(args.valid, dataset=args.dataset)
         Xv = _data.align_columns(Xv, vn, m.var_names, m.n_vars, args.valid)
     em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha).fit(X, X_valid=Xv)
-    h = em.history_
-    print(f"{PROG}: EM {em.n_iter_} passes; train mean LL {h['train'][0]:.4f} -> {h['train'][-1]:.4f}"
-          + (f"; valid {h['valid'][0]:.4f} -> {max(h['valid']):.4f}" if Xv is not None else ""))
-    return em.spn_
+    out = em.spn_
+    msg = (f"{PROG}: EM {em.n_iter_} passes; train mean LL {m.log_likelihood(X).mean():.4f} -> "
+           f"{out.log_likelihood(X).mean():.4f}")
+    if Xv is not None:
+        msg += f"; valid {m.log_likelihood(Xv).mean():.4f} -> {out.log_likelihood(Xv).mean():.4f} (best pass kept)"
+    print(msg)
+    return out
 
 
 def _mean_ll(model, X: np.ndarray, names: list[str] | None) -> float:
