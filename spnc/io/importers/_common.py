@@ -13,13 +13,12 @@ import math
 import os
 import re
 import warnings
-from typing import Any, Hashable, Iterator
+from typing import Any, Hashable
 
 import numpy as np
 
 from ...errors import FormatError, SpncError
 from ...graph import SPN, SUM, PRODUCT
-from ...leaves import base as leaf_base
 from ... import leaves as L
 
 #: files larger than this are refused before reading
@@ -352,7 +351,6 @@ def _pad_cols(cpt: Any, k: int, rows: int) -> np.ndarray:
     if c.ndim != 2 or c.shape[1] > k or c.shape[0] > rows:
         raise FormatError(f"CPT of shape {c.shape} does not fit {rows} parent states x {k} states")
     out = np.zeros((rows, k))
-    out[:, :c.shape[1]] = 0.0
     out[:c.shape[0], :c.shape[1]] = c
     if c.shape[0] < rows:  # parent states never seen by the source: any normalised row
         out[c.shape[0]:, 0] = 1.0
@@ -409,6 +407,3 @@ def fmt_real(x: float) -> str:
     """Shortest text that reads back to the same double."""
     return repr(float(x))
 
-
-def iter_leaf_kinds() -> Iterator[str]:
-    return (t.name for t in leaf_base.leaf_types())
