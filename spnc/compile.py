@@ -5,19 +5,21 @@ from typing import Sequence
 
 import numpy as np
 
-from ._kinds import PRODUCT, SUM, is_internal
+from . import _budget
+from ._kinds import PRODUCT, SUM, WEIGHT_TOL, is_internal
 from .errors import StructureError
 from .graph import SPN
 from .nodes import Leaf, Node, Product, Sum
 
 
 def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=None,
-            var_names: Sequence[str] | None = None, *, normalize: bool = True,
+            var_names: Sequence[str] | None = None, *, normalize: bool = False,
             root_weights=None, combine: str | None = None) -> SPN:
     """Compile construction objects into an :class:`SPN`.
 
     Walks the graph once (no recursion), keeping shared objects shared. Sum weights must
-    be non-negative with a positive total; they are normalised unless ``normalize=False``.
+    be non-negative and add up to 1 within ``WEIGHT_TOL`` (``normalize=True`` rescales any
+    positive total instead).
     Variable cardinalities are inferred from the discrete leaves unless given
     (``cardinality[v] == 0`` marks a real variable). Several roots make an ensemble:
     ``combine='mixture'`` with ``root_weights``, or ``'independent'``.
@@ -93,8 +95,11 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             tot = w.sum()
             if tot <= 0:
                 raise StructureError(f"node {i}: sum weights add up to {tot}, cannot normalise")
+            if not normalize and abs(tot - 1.0) > WEIGHT_TOL:
+                raise StructureError(f"node {i}: sum weights {w.tolist()} add up to {float(tot):.6g}, not 1 "
+                                     "(rescale them, or compile(..., normalize=True))")
             # exactly-normalised input is kept bit for bit (compile(spn.to_nodes()) is exact)
-            weight[a:b] = w / tot if normalize and abs(tot - 1.0) > 1e-12 else w
+            weight[a:b] = w / tot if abs(tot - 1.0) > 1e-12 else w
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]
@@ -102,6 +107,7 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
         n_vars = (max(all_vars) + 1) if all_vars else 0
         if cardinality is not None:
             n_vars = len(cardinality)
+    _budget.check_n_vars(int(n_vars))
     if cardinality is None:
         card = np.full(n_vars, -1, dtype=np.int64)
         for ids in by_type.values():
@@ -121,7 +127,9 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
         rw = np.asarray(root_weights, dtype=np.float64)
         if rw.shape != (len(roots),) or np.any(~np.isfinite(rw)) or np.any(rw < 0) or rw.sum() <= 0:
             raise StructureError("root_weights must be one finite non-negative weight per root, with a positive total")
-        root_weights = rw / rw.sum() if normalize else rw
+        if not normalize and abs(rw.sum() - 1.0) > WEIGHT_TOL:
+            raise StructureError(f"root_weights add up to {rw.sum()!r}, not 1 (or pass normalize=True)")
+        root_weights = rw / rw.sum() if abs(rw.sum() - 1.0) > 1e-12 else rw
     return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_names=var_names,
                            roots=roots_idx, root_weights=root_weights, combine=combine)
 

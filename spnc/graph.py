@@ -16,6 +16,7 @@ from . import _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._sweep import Sweep
+from .data import as_data
 from .errors import DataError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
@@ -141,6 +142,7 @@ class SPN:
 
     def _check_X(self, X, name: str = "X") -> np.ndarray:
         """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell."""
+        X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
         try:
             A = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -198,8 +200,8 @@ class SPN:
         (NaN elsewhere), ``X_evidence`` only the evidence values."""
         q = self.log_likelihood(X_query, n_threads=n_threads)
         e = self.log_likelihood(X_evidence, n_threads=n_threads)
-        Xq = np.asarray(X_query, dtype=np.float64)
-        Xe = np.asarray(X_evidence, dtype=np.float64)
+        Xq = self._check_X(X_query, "X_query")
+        Xe = self._check_X(X_evidence, "X_evidence")
         both = ~np.isnan(Xe)
         if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
             r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]
