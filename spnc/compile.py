@@ -98,8 +98,9 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             if not normalize and abs(tot - 1.0) > WEIGHT_TOL:
                 raise StructureError(f"node {i}: sum weights {w.tolist()} add up to {float(tot):.6g}, not 1 "
                                      "(rescale them, or compile(..., normalize=True))")
-            # exactly-normalised input is kept bit for bit (compile(spn.to_nodes()) is exact)
-            weight[a:b] = w / tot if abs(tot - 1.0) > 1e-12 else w
+            # weights within the tolerance are used as given (as the format reads them);
+            # normalize=True rescales them (exactly-normalised input stays bit for bit)
+            weight[a:b] = w / tot if normalize and abs(tot - 1.0) > 1e-12 else w
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]
@@ -129,7 +130,7 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             raise StructureError("root_weights must be one finite non-negative weight per root, with a positive total")
         if not normalize and abs(rw.sum() - 1.0) > WEIGHT_TOL:
             raise StructureError(f"root_weights add up to {rw.sum()!r}, not 1 (or pass normalize=True)")
-        root_weights = rw / rw.sum() if abs(rw.sum() - 1.0) > 1e-12 else rw
+        root_weights = rw / rw.sum() if normalize and abs(rw.sum() - 1.0) > 1e-12 else rw
     return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_names=var_names,
                            roots=roots_idx, root_weights=root_weights, combine=combine)
 
