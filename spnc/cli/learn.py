@@ -16,7 +16,7 @@ from . import run_tool
 
 PROG = "spnc-learn"
 
-LEARNERS = ("learnspn", "chowliu", "oslrau")
+LEARNERS = ("learnspn", "chowliu", "oslrau", "prometheus")
 SPLITTERS = ("gvs", "rgvs", "ebvs", "ebvs_ae", "mi_components", "correlation")
 SUM_SPLITS = ("latent", "observed")
 LEAVES = ("univariate", "bernoulli", "chowliu")
@@ -64,6 +64,9 @@ _OPTIONS = {
     "max_leaf_vars": ("max_leaf_vars", ("oslrau",)),
     "batch_size": ("batch_size", ("oslrau",)),
 }
+# Prometheus takes LearnSPN's clustering, smoothing and stopping flags
+for _d in ("alpha", "min_instances", "max_depth", "clusters", "restarts", "iterations", "min_std", "data_type"):
+    _OPTIONS[_d] = (_OPTIONS[_d][0], _OPTIONS[_d][1] + ("prometheus",))
 _CHOICES = {"splitter": SPLITTERS, "sum_split": SUM_SPLITS, "leaves": LEAVES,
             "criterion": CRITERIA, "data_type": DATA_TYPES}
 
@@ -90,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the first text line is a header (default: guessed)")
     hdr.add_argument("--no-header", dest="header", action="store_const", const=False)
     p.add_argument("--learner", default="learnspn", metavar="NAME",
-                   help="learnspn (default), chowliu (discrete data) or oslrau (real data)")
+                   help="learnspn (default), chowliu (discrete data), oslrau (real data) or prometheus")
 
     g = p.add_argument_group("LearnSPN (--learner learnspn)")
     g.add_argument("--splitter", metavar="NAME", help="variable splitting: " + ", ".join(SPLITTERS)
@@ -202,7 +205,7 @@ def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argpar
         raise DataError(f"{_cell_name(path, r, c, names)} {what}: learning needs complete training "
                         f"data ({n_bad} row{'s' if n_bad > 1 else ''} with missing or infinite values)")
     integral = bool(np.all(X == np.round(X)))
-    discrete = args.learner == "chowliu" or (args.learner == "learnspn" and (
+    discrete = args.learner == "chowliu" or (args.learner in ("learnspn", "prometheus") and (
         args.data_type == "discrete" or (args.data_type in (None, "auto") and integral)))
     if discrete:
         what = "--learner chowliu" if args.learner == "chowliu" else "discrete data"
@@ -248,6 +251,10 @@ def _estimator(args: argparse.Namespace, discrete: bool):
                         progress=bool(args.progress and not args.quiet))
     if args.learner == "chowliu":
         return ChowLiuTree(**kw, n_threads=args.threads)
+    if args.learner == "prometheus":
+        from ..learn import Prometheus
+        kw["data_type"] = "discrete" if discrete else "continuous"
+        return Prometheus(**kw, random_state=args.seed, n_threads=args.threads)
     return OSLRAU(**kw, random_state=args.seed)
 
 
