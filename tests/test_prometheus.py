@@ -178,7 +178,7 @@ def test_parameter_errors(param, value):
 
 def test_mi_needs_discrete_data():
     with pytest.raises(ParameterError, match="affinity='mi' needs discrete data") as err:
-        Prometheus(affinity="mi").fit(_real(n=100, d=3))
+        Prometheus(affinity="mi").fit(_real(n=100, d=4))
     assert err.value.param == "affinity"
 
 

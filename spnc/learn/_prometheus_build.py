@@ -14,6 +14,7 @@ dominates: ``O(d (log d)^2)``.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +57,7 @@ class Settings:
     max_depth: int | None
     sample_above: int | None        # sampled affinity graph above this many variables
     whole_scope: bool = False       # each cluster's unsevered scope recurses too
+    share: str = "model"            # scope table: "model" (one node per scope) or "cluster"
 
 
 def sampled_pairs(s: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -121,14 +123,22 @@ def chain_partitions(s: int, eu: np.ndarray, ev: np.ndarray, max_products: int |
 
 
 class Builder:
-    """Runs Alg. 1 with an explicit stack (no recursion limit). ``splitter`` clusters rows
-    (an :class:`~spnc.learn.structure.InstanceSplitter`)."""
+    """Runs Alg. 1 breadth first over sum layers with a queue (no recursion limit).
+    ``splitter`` clusters rows (an :class:`~spnc.learn.structure.InstanceSplitter`).
+
+    Scope table: with ``share="model"`` a scope that recurses is one sum node for the whole
+    model; all requests for it from one layer are collected before it is learned, on the
+    union of the requesting clusters' rows, and later layers reuse it. With
+    ``share="cluster"`` the table lives in one cluster's chain (learned on that cluster's
+    rows). Leaves are always fitted on the requesting cluster's rows."""
 
     def __init__(self, ctx: Context, splitter, cfg: Settings):
         self.ctx, self.splitter, self.cfg = ctx, splitter, cfg
         self.stats = BuildStats()
         self._uni = UnivariateLeaves()
         self._cl = ChowLiuLeaves()
+        self._table: dict[bytes, Sum] = {}
+        self._pending: dict[int, list] = {}         # id(sum) -> row arrays not yet learned
 
     # ---------------------------------------------------------------- leaves
     def _univariate(self, rows: np.ndarray, vars: np.ndarray) -> list[Node]:
@@ -159,13 +169,30 @@ class Builder:
         if vars0.size == 1 or rows0.size < self.cfg.min_instances or self.cfg.max_depth == 0:
             return self._base(rows0, vars0)
         root = Sum([])
-        stack = [(rows0, vars0, 0, root)]
-        while stack:
-            rows, vars, depth, node = stack.pop()
-            self._expand(rows, vars, depth, node, stack)
+        queue = deque([(vars0, 0, root)])
+        self._pending[id(root)] = [rows0]
+        while queue:
+            vars, depth, node = queue.popleft()
+            got = self._pending.pop(id(node))
+            rows = got[0] if len(got) == 1 else np.unique(np.concatenate(got))
+            self._expand(rows, vars, depth, node, queue)
         return root
 
-    def _expand(self, rows, vars, depth, node: Sum, stack) -> None:
+    def _request(self, rows, vars, depth, queue, shared: bool) -> Sum:
+        """The sum node learning ``vars`` one layer down, asked for by a cluster's rows."""
+        key = vars.tobytes()
+        node = self._table.get(key) if shared else None
+        if node is None:
+            node = Sum([])
+            self._pending[id(node)] = []
+            queue.append((vars, depth + 1, node))
+            if shared:
+                self._table[key] = node
+        if id(node) in self._pending:                   # not learned yet: add these rows
+            self._pending[id(node)].append(rows)
+        return node
+
+    def _expand(self, rows, vars, depth, node: Sum, queue) -> None:
         cfg, ctx = self.cfg, self.ctx
         s = vars.size
         parts = self.splitter.split(ctx, Slice(rows, vars, depth))
@@ -194,16 +221,14 @@ class Builder:
                         pos = members(b)
                         pos = np.sort(pos)
                         made[b] = univariate(pos) if pos.size == 1 else \
-                            self._block(part.rows, vars[pos], pos, depth, stack, univariate)
+                            self._block(part.rows, vars[pos], pos, depth, queue, univariate)
                     prod.extend(made[b])
                 children.append(Product(prod))
                 prod_edges += len(prod)
             n_chain = len(partitions)
             if cfg.whole_scope and part.rows.size >= cfg.min_instances and part.rows.size < rows.size and \
                     (cfg.max_depth is None or depth + 1 < cfg.max_depth):
-                whole = Sum([])
-                stack.append((part.rows, vars, depth + 1, whole))
-                children.append(whole)
+                children.append(self._request(part.rows, vars, depth, queue, shared=False))
                 n_chain += 1
             weights.extend([part.weight / n_chain] * n_chain)
             leaves = {id(x) for x in uni} | {id(x) for v in made.values() for x in v if not isinstance(x, Sum)}
@@ -214,10 +239,10 @@ class Builder:
         self.stats.add(depth, n_nodes, n_edges)
         self.stats.max_call_ratio = max(self.stats.max_call_ratio, prod_edges / float(s * s))
 
-    def _block(self, rows, vars, pos, depth, stack, univariate) -> list[Node]:
+    def _block(self, rows, vars, pos, depth, queue, univariate) -> list[Node]:
         """A block of variables as factors of a product: a multivariate leaf, base
-        factors (the cluster's univariate leaves, shared), or a new sum node learned later
-        (the stack)."""
+        factors (the cluster's univariate leaves, shared), or the scope's sum node, learned
+        one layer down."""
         cfg = self.cfg
         if cfg.leaf_vars > 1 and vars.size <= cfg.leaf_vars:
             return [self._multivariate(rows, vars)]
@@ -225,6 +250,4 @@ class Builder:
             if cfg.base_leaves == "multivariate":
                 return [self._multivariate(rows, vars)]
             return univariate(pos)
-        child = Sum([])
-        stack.append((rows, vars, depth + 1, child))
-        return [child]
+        return [self._request(rows, vars, depth, queue, shared=cfg.share == "model")]

@@ -42,7 +42,9 @@ class Prometheus(DensityEstimator):
     affinity : ``"auto"`` (absolute correlation for real data, mutual information for
         discrete data), ``"correlation"`` or ``"mi"``.
     max_products : products per cluster chain (None: all ``d - 1``, the paper); a cap
-        keeps partitions with geometrically spaced block counts from 2 to ``d``.
+        keeps partitions with geometrically spaced block counts from 2 to ``d``. Every
+        chain's blocks recurse, so layers grow by about this factor: the full chain
+        multiplies the work per layer by up to ``d``.
     sampled : the O(d (log d)^2) variant, an affinity graph of ``d ceil(log2 d)`` sampled
         pairs: True, False, or ``"auto"`` (calls on more than :data:`SAMPLE_ABOVE`
         variables).
@@ -54,8 +56,13 @@ class Prometheus(DensityEstimator):
         more clustering) as one more child of the sum: deeper mixtures where the chain runs
         out of edges (few variables). False is Alg. 1 as printed; True is also the
         choice of the SPFlow legacy implementation.
+    share : the scope table. ``"model"``: every scope that recurses is one sum node in the
+        whole model, learned on the union of the rows of the clusters of one layer that
+        ask for it and reused by deeper layers (fewest nodes). ``"cluster"``: one table
+        per cluster's chain, each block learned on its cluster's rows (more nodes, more
+        local fits).
     min_instances : blocks whose cluster has fewer rows end in base leaves.
-    max_depth : at most this many sum layers (None: until the rows run out).
+    max_depth : at most this many sum layers (None: until the rows or variables run out).
     refine : ``"auto"`` (``"running_average"`` for real data, as the paper, ``"em"`` for
         discrete data), ``"em"`` (soft EM), ``"running_average"`` (stepwise EM with step
         1/t: every pass's statistics averaged with all earlier ones), ``"hard"`` (hard EM)
@@ -92,6 +99,7 @@ class Prometheus(DensityEstimator):
         "leaf_vars": [Interval(int, 1)],
         "base_leaves": [Options("univariate", "multivariate")],
         "whole_scope": [BOOL],
+        "share": [Options("model", "cluster")],
         "min_instances": [Interval(int, 1)],
         "max_depth": [Interval(int, 0), None],
         "refine": [Options("auto", "em", "running_average", "hard", "none")],
@@ -106,9 +114,9 @@ class Prometheus(DensityEstimator):
     }
 
     def __init__(self, n_clusters: int = 2, clustering="latent", *, n_restarts: int = 3, n_iter: int = 15,
-                 affinity: str = "auto", max_products: int | None = None, sampled="auto", leaf_vars: int = 1,
-                 base_leaves: str = "univariate", whole_scope: bool = False, min_instances: int = 100,
-                 max_depth: int | None = None,
+                 affinity: str = "auto", max_products: int | None = 4, sampled="auto", leaf_vars: int = 1,
+                 base_leaves: str = "univariate", whole_scope: bool = False, share: str = "model",
+                 min_instances: int = 100, max_depth: int | None = 4,
                  refine: str = "auto", refine_iter: int = 30, alpha: float = 0.1, min_std: float = 1e-2,
                  data_type: str = "auto", cardinality=None, random_state: int | None = None,
                  n_threads: int | None = None, verbose: int = 0):
@@ -122,6 +130,7 @@ class Prometheus(DensityEstimator):
         self.leaf_vars = leaf_vars
         self.base_leaves = base_leaves
         self.whole_scope = whole_scope
+        self.share = share
         self.min_instances = min_instances
         self.max_depth = max_depth
         self.refine = refine
@@ -172,7 +181,8 @@ class Prometheus(DensityEstimator):
         sample_above = {True: 1, False: None, "auto": SAMPLE_ABOVE}[self.sampled if self.sampled == "auto"
                                                                    else bool(self.sampled)]
         cfg = Settings(affinity, self.max_products, int(self.leaf_vars), self.base_leaves,
-                       int(self.min_instances), self.max_depth, sample_above, bool(self.whole_scope))
+                       int(self.min_instances), self.max_depth, sample_above, bool(self.whole_scope),
+                       self.share)
         builder = Builder(ctx, splitter, cfg)
         root = builder.build()
         spn = _compile(root, n_vars=d, cardinality=card)
