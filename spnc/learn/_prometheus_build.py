@@ -81,13 +81,14 @@ def _standardised_T(D: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(Z.T)
 
 
-def affinity_edges(ctx: Context, sl: Slice, kind: str, sampled: bool) -> tuple[np.ndarray, np.ndarray]:
+def affinity_edges(ctx: Context, sl: Slice, kind: str, rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray]:
     """Edges ``(u, v)`` (positions in the slice) of the affinity graph, strongest first;
-    ties keep a fixed order, so equal seeds give equal chains."""
+    ties keep a fixed order, so equal seeds give equal chains. With ``rng`` the graph is
+    the sampled one (pairs drawn from ``rng``)."""
     s = sl.vars.size
     D = ctx.data(sl)
-    if sampled:
-        u, v = sampled_pairs(s, ctx.rng)
+    if rng is not None:
+        u, v = sampled_pairs(s, rng)
         if kind == "mi":
             XT = np.ascontiguousarray(D.T)
             w = _PK.pair_mutual_information(XT, ctx.card[sl.vars].astype(np.int64), u, v, ctx.alpha, ctx.n_threads)
@@ -139,6 +140,8 @@ class Builder:
         self._cl = ChowLiuLeaves()
         self._table: dict[bytes, Sum] = {}
         self._pending: dict[int, list] = {}         # id(sum) -> row arrays not yet learned
+        # pairs come from their own stream: both variants cluster alike for one seed
+        self._pair_rng = np.random.default_rng(ctx.rng.bit_generator.seed_seq.spawn(1)[0])
 
     # ---------------------------------------------------------------- leaves
     def _univariate(self, rows: np.ndarray, vars: np.ndarray) -> list[Node]:
@@ -204,7 +207,8 @@ class Builder:
         children, weights = [], []
         n_nodes, prod_edges = 1, 0
         for part in parts:
-            eu, ev = affinity_edges(ctx, Slice(part.rows, vars, depth), cfg.affinity, sampled)
+            eu, ev = affinity_edges(ctx, Slice(part.rows, vars, depth), cfg.affinity,
+                                    self._pair_rng if sampled else None)
             partitions, members = chain_partitions(s, eu, ev, cfg.max_products)
             uni: list = []
             made: dict[int, list[Node]] = {}        # block id -> its node(s), built once
