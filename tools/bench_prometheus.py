@@ -181,6 +181,7 @@ def images(n: int, seeds=(0, 1, 2)) -> list[dict]:
             secs.append(time.perf_counter() - t)
             st.append(m.structure_seconds_)
             lls.append(m.score(te))
+            print(json.dumps({"sampled": sampled, "seed": seed, "test": lls[-1], "seconds": secs[-1]}), flush=True)
         row = {"set": "digits784", "n_train": n, "sampled": sampled, "seeds": list(seeds), "test": lls,
                "test_mean": float(np.mean(lls)), "seconds": float(np.mean(secs)),
                "structure_seconds": float(np.mean(st)), "calls": m.n_calls_, "sampled_calls": m.n_sampled_calls_,
@@ -229,9 +230,12 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", nargs="+", type=int, default=list(range(1, 11)))
     ap.add_argument("--fractions", nargs="+", type=float, default=[0.1, 0.2, 0.4])
     ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--max-depth", nargs="+", type=int, default=BIN_GRID["max_depth"], help="binary: depths to try")
     ap.add_argument("--refine", nargs="+", default=CONT_GRID["refine"], help="continuous refinements to try")
     a = ap.parse_args(argv)
     CONT_GRID["refine"] = a.refine
+    BIN_GRID["max_depth"] = a.max_depth
     if a.mode == "continuous":
         continuous(a.sets or list(CONT_TARGET), a.folds)
     elif a.mode == "binary":
@@ -240,7 +244,7 @@ def main(argv=None) -> int:
         for f in a.fractions:
             continuous(a.sets or ["abalone"], a.folds, frac=f, peers=False)
     elif a.mode == "images":
-        images(a.n)
+        images(a.n, a.seeds)
     else:
         report(a.files)
     return 0
