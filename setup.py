@@ -17,6 +17,7 @@ MODULES = [
     ("spnc._mi", True),
     ("spnc.learn._oslrau", False),
     ("spnc.learn._learnspn", True),
+    ("spnc.learn._prometheus", True),
 ]
 
 DIRECTIVES = {

@@ -7,12 +7,12 @@ import pytest
 
 import spnc
 from spnc import ParameterError
-from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, TreeSPN
+from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, Prometheus, TreeSPN
 from spnc.learn.base import DensityEstimator
 
 from conftest import shared_data
 
-ESTIMATORS = [ChowLiuTree, EM, LearnSPN, OSLRAU, TreeSPN]
+ESTIMATORS = [ChowLiuTree, EM, LearnSPN, OSLRAU, Prometheus, TreeSPN]
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -27,7 +27,7 @@ def test_init_stores_parameters_only(cls):
     (LearnSPN, "min_instances", 0), (LearnSPN, "g_factor", float("nan")), (LearnSPN, "criterion", "gini"),
     (LearnSPN, "random_state", -3), (LearnSPN, "max_depth", 2.5),
     (OSLRAU, "correlation_threshold", 1.5), (OSLRAU, "batch_size", True),
-    (TreeSPN, "n_trees", 0), (EM, "variant", "bogus"), (EM, "step_decay", 0.5),
+    (TreeSPN, "n_trees", 0), (Prometheus, "max_products", 0), (Prometheus, "affinity", "rdc"), (EM, "variant", "bogus"), (EM, "step_decay", 0.5),
 ])
 def test_bad_parameter_names_itself(cls, param, value):
     X = np.random.default_rng(0).integers(0, 2, size=(60, 4)).astype(float)

@@ -17,7 +17,7 @@ from ._mixed import bernoulli_for_binary
 
 PROG = "spnc-learn"
 
-LEARNERS = ("learnspn", "chowliu", "oslrau")
+LEARNERS = ("learnspn", "chowliu", "oslrau", "prometheus")
 SPLITTERS = ("gvs", "rgvs", "ebvs", "ebvs_ae", "mi_components", "correlation")
 SUM_SPLITS = ("latent", "observed")
 LEAVES = ("univariate", "bernoulli", "chowliu")
@@ -72,6 +72,9 @@ _OPTIONS = {
     "max_leaf_vars": ("max_leaf_vars", ("oslrau",)),
     "batch_size": ("batch_size", ("oslrau",)),
 }
+# Prometheus takes LearnSPN's clustering, smoothing and stopping flags
+for _d in ("alpha", "min_instances", "max_depth", "clusters", "restarts", "iterations", "min_std", "data_type"):
+    _OPTIONS[_d] = (_OPTIONS[_d][0], _OPTIONS[_d][1] + ("prometheus",))
 _CHOICES = {"splitter": SPLITTERS, "sum_split": SUM_SPLITS, "leaves": LEAVES,
             "criterion": CRITERIA, "data_type": DATA_TYPES}
 
@@ -95,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--types", metavar="SPEC", help="column types: one letter for all or a comma list, "
                    "b binary, c categorical, r real (default: inferred and reported)")
     p.add_argument("--learner", default="learnspn", metavar="NAME",
-                   help="learnspn (default), chowliu (discrete data) or oslrau (real data)")
+                   help="learnspn (default), chowliu (discrete data), oslrau (real data) or prometheus")
 
     g = p.add_argument_group("LearnSPN (--learner learnspn)")
     g.add_argument("--splitter", metavar="NAME", help="variable splitting: " + ", ".join(SPLITTERS)
@@ -236,8 +239,9 @@ def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list
         r = int(np.flatnonzero((v != 0) & (v != 1))[0])
         raise DataError(f"{tab.where(r, j)} has value {_num(v[r])}: --leaves bernoulli needs 0/1 data "
                         "(use --leaves univariate for categorical data)")
-    if args.learner == "learnspn" and real and cat:
-        raise DataError(f"{path}: {col(cat[0])} is categorical and {col(real[0])} real: LearnSPN learns "
+    if args.learner in ("learnspn", "prometheus") and real and cat:
+        raise DataError(f"{path}: {col(cat[0])} is categorical and {col(real[0])} real: "
+                        f"{'LearnSPN' if args.learner == 'learnspn' else 'Prometheus'} learns "
                         "all-discrete or all-real data (binary columns may join real ones); give --types "
                         "to declare the categorical columns real")
     return discrete, types, (binary if real else [])
@@ -272,6 +276,10 @@ def _estimator(args: argparse.Namespace, discrete: bool):
                         progress=bool(args.progress and not args.quiet and not args.json))
     if args.learner == "chowliu":
         return ChowLiuTree(**kw, n_threads=args.n_threads)
+    if args.learner == "prometheus":
+        from ..learn import Prometheus
+        kw["data_type"] = "discrete" if discrete else "continuous"
+        return Prometheus(**kw, random_state=args.seed, n_threads=args.n_threads)
     return OSLRAU(**kw, random_state=args.seed)
 
 

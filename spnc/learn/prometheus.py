@@ -1,0 +1,246 @@
+"""Prometheus (Jaini, Ghose & Poupart): DAG-structured SPNs from maximum-spanning-tree
+decompositions, with no correlation threshold; the structure is in
+:mod:`spnc.learn._prometheus_build`, parameters start from counts and are refined by EM."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..chowliu import check_codes, resolve_threads
+from ..errors import DataError, ParameterError
+from ..graph import SPN, compile as _compile
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._prometheus_build import Builder, Settings
+from .base import DensityEstimator
+from .em import EM
+from .structure import Context, resolve_step, step_constraint
+
+#: ``sampled="auto"`` uses the sampled affinity graph for every call on more variables
+#: than this (the dense graph costs ``n d^2``; at 784 pixels that is 300k pairs per call)
+SAMPLE_ABOVE = 256
+
+
+class Prometheus(DensityEstimator):
+    """Prometheus structure learner for discrete or continuous data (Alg. 1).
+
+    Per call: the rows are clustered (``clustering``); per cluster, the maximum spanning
+    tree of the affinity graph is severed weakest edge first and every partition on the
+    way becomes a product node; all products go under one sum node weighted by cluster
+    size (uniform within a cluster); each block is built once per cluster and shared, so
+    the model is a DAG; blocks recurse until one variable (a univariate leaf), at most
+    ``leaf_vars`` variables (one multivariate leaf), fewer than ``min_instances`` rows or
+    ``max_depth`` sum layers (base leaves).
+
+    Parameters
+    ----------
+    n_clusters : k of the row clustering.
+    clustering : ``"latent"`` (k-means for real data, naive-Bayes hard EM for discrete
+        data) or any :class:`~spnc.learn.structure.InstanceSplitter` whose parts keep the
+        variables (no indicator parts).
+    n_restarts, n_iter : clustering restarts and rounds (k-means uses at least 100 rounds).
+    affinity : ``"auto"`` (absolute correlation for real data, mutual information for
+        discrete data), ``"correlation"`` or ``"mi"``.
+    max_products : products per cluster chain (None: all ``d - 1``, the paper); a cap
+        keeps partitions with geometrically spaced block counts from 2 to ``d``. Every
+        chain's blocks recurse, so layers grow by about this factor: the full chain
+        multiplies the work per layer by up to ``d``.
+    sampled : the O(d (log d)^2) variant, an affinity graph of ``d ceil(log2 d)`` sampled
+        pairs: True, False, or ``"auto"`` (calls on more than :data:`SAMPLE_ABOVE`
+        variables).
+    leaf_vars : blocks of at most this many variables end in one multivariate leaf
+        (multivariate Gaussian or Chow-Liu tree); 1 gives univariate leaves only.
+    base_leaves : what ends the recursion early (rows, depth): ``"univariate"`` leaves or
+        one ``"multivariate"`` leaf over the block.
+    whole_scope : each cluster also keeps its whole scope, learned again on its rows (one
+        more clustering) as one more child of the sum: deeper mixtures where the chain runs
+        out of edges (few variables). False is Alg. 1 as printed; True is also the
+        choice of the SPFlow legacy implementation.
+    share : the scope table. ``"model"``: every scope that recurses is one sum node in the
+        whole model, learned on the union of the rows of the clusters of one layer that
+        ask for it and reused by deeper layers (fewest nodes). ``"cluster"``: one table
+        per cluster's chain, each block learned on its cluster's rows (more nodes, more
+        local fits).
+    min_instances : blocks whose cluster has fewer rows end in base leaves.
+    max_depth : at most this many sum layers (None: until the rows or variables run out).
+    refine : ``"auto"`` (``"running_average"`` for real data, as the paper, ``"em"`` for
+        discrete data), ``"em"`` (soft EM), ``"running_average"`` (stepwise EM with step
+        1/t: every pass's statistics averaged with all earlier ones), ``"hard"`` (hard EM)
+        or ``"none"`` (counts only).
+    refine_iter : passes of the refinement; with ``X_valid`` in :meth:`fit` the best
+        model on it is kept (the count-based model competes too).
+    alpha : Laplace smoothing of discrete leaves and mutual information.
+    min_std : standard-deviation floor of Gaussian leaves.
+    data_type : ``"auto"``, ``"discrete"`` or ``"continuous"``.
+    cardinality : states per discrete variable (None: from the data).
+    random_state, n_threads, verbose : seed, OpenMP threads, progress lines.
+
+    Attributes after :meth:`fit`: ``spn_`` (carrying the learner's parameters and its layer
+    sizes), ``layer_nodes_``, ``layer_edges_`` (per sum layer), ``n_shared_`` (nodes with
+    several parents), ``fit_seconds_``, ``structure_seconds_``, ``n_features_in_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(400, 4))
+    >>> model = Prometheus(min_instances=100, random_state=0).fit(X)
+    >>> model.spn_.n_vars
+    4
+    """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(int, 1)],
+        "clustering": [step_constraint("sum_split")],
+        "n_restarts": [Interval(int, 1)],
+        "n_iter": [Interval(int, 1)],
+        "affinity": [Options("auto", "correlation", "mi")],
+        "max_products": [Interval(int, 1), None],
+        "sampled": [BOOL, Options("auto")],
+        "leaf_vars": [Interval(int, 1)],
+        "base_leaves": [Options("univariate", "multivariate")],
+        "whole_scope": [BOOL],
+        "share": [Options("model", "cluster")],
+        "min_instances": [Interval(int, 1)],
+        "max_depth": [Interval(int, 0), None],
+        "refine": [Options("auto", "em", "running_average", "hard", "none")],
+        "refine_iter": [Interval(int, 1)],
+        "alpha": [Interval(float, 0)],
+        "min_std": [Interval(float, 0, closed="neither")],
+        "data_type": [Options("auto", "discrete", "continuous")],
+        "cardinality": [ARRAY_LIKE, None],
+        "random_state": [RANDOM_STATE, None],
+        "n_threads": [N_THREADS, None],
+        "verbose": [Interval(int, 0), BOOL],
+    }
+
+    def __init__(self, n_clusters: int = 2, clustering="latent", *, n_restarts: int = 3, n_iter: int = 15,
+                 affinity: str = "auto", max_products: int | None = 4, sampled="auto", leaf_vars: int = 1,
+                 base_leaves: str = "univariate", whole_scope: bool = False, share: str = "model",
+                 min_instances: int = 100, max_depth: int | None = 4,
+                 refine: str = "auto", refine_iter: int = 30, alpha: float = 0.1, min_std: float = 1e-2,
+                 data_type: str = "auto", cardinality=None, random_state: int | None = None,
+                 n_threads: int | None = None, verbose: int = 0):
+        self.n_clusters = n_clusters
+        self.clustering = clustering
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
+        self.affinity = affinity
+        self.max_products = max_products
+        self.sampled = sampled
+        self.leaf_vars = leaf_vars
+        self.base_leaves = base_leaves
+        self.whole_scope = whole_scope
+        self.share = share
+        self.min_instances = min_instances
+        self.max_depth = max_depth
+        self.refine = refine
+        self.refine_iter = refine_iter
+        self.alpha = alpha
+        self.min_std = min_std
+        self.data_type = data_type
+        self.cardinality = cardinality
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+
+    def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
+        A = np.asarray(X)
+        if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
+            raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
+        if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
+            raise DataError(f"X must be numeric, got dtype {A.dtype}")
+        continuous = self.data_type == "continuous"
+        if self.data_type == "auto" and np.issubdtype(A.dtype, np.floating):
+            continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))
+        if not continuous:
+            codes, card, _ = check_codes(A, self.cardinality)
+            return codes, card, False
+        if self.cardinality is not None:
+            raise ParameterError("cardinality", "Prometheus: cardinality applies to discrete data only")
+        F = np.ascontiguousarray(A, dtype=np.float64)
+        bad = np.argwhere(~np.isfinite(F))
+        if bad.size:
+            r, c = bad[0]
+            raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+        return F, np.zeros(A.shape[1], dtype=np.int64), True
+
+    def fit(self, X, y=None, X_valid=None) -> "Prometheus":
+        """Learn structure and parameters from the rows of ``X``; ``X_valid`` (optional)
+        picks the best refinement pass."""
+        self._validate_params()
+        data, card, continuous = self._prepare(X)
+        if self.affinity == "mi" and continuous:
+            raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
+        n, d = data.shape
+        t0 = time.perf_counter()
+        ctx = Context(data, card, continuous, alpha=self.alpha, min_std=self.min_std,
+                      rng=np.random.default_rng(self.random_state),
+                      n_threads=resolve_threads(self.n_threads, float(n) * d * 64))
+        splitter = self._splitter(continuous)
+        affinity = self.affinity if self.affinity != "auto" else ("correlation" if continuous else "mi")
+        sample_above = {True: 1, False: None, "auto": SAMPLE_ABOVE}[self.sampled if self.sampled == "auto"
+                                                                   else bool(self.sampled)]
+        cfg = Settings(affinity, self.max_products, int(self.leaf_vars), self.base_leaves,
+                       int(self.min_instances), self.max_depth, sample_above, bool(self.whole_scope),
+                       self.share)
+        builder = Builder(ctx, splitter, cfg)
+        root = builder.build()
+        spn = _compile(root, n_vars=d, cardinality=card)
+        self.structure_seconds_ = time.perf_counter() - t0
+        if self.verbose:
+            print(f"[Prometheus] structure: {spn.n_nodes} nodes, {spn.n_edges} edges, "
+                  f"{builder.stats.calls} calls, {self.structure_seconds_:.2f} s")
+        spn = self._refine(spn, data, continuous, X_valid)
+        self.fit_seconds_ = time.perf_counter() - t0
+        st = builder.stats
+        self.layer_nodes_ = np.asarray(st.layer_nodes, dtype=np.int64)
+        self.layer_edges_ = np.asarray(st.layer_edges, dtype=np.int64)
+        self.max_call_ratio_ = float(st.max_call_ratio)
+        self.n_calls_ = int(st.calls)
+        self.n_sampled_calls_ = int(st.sampled_calls)
+        self.n_shared_ = int(np.count_nonzero(np.bincount(spn.child, minlength=spn.n_nodes) > 1))
+        spn.learner = {"name": "prometheus", "version": "1", "params": self._json_params(),
+                       "arrays": {"layer_nodes": self.layer_nodes_, "layer_edges": self.layer_edges_}}
+        self.spn_: SPN = spn
+        self.cardinality_ = card
+        self.n_features_in_ = d
+        return self
+
+    def _splitter(self, continuous: bool):
+        if self.n_clusters == 1:
+            return _NoSplit()
+        return resolve_step("sum_split", self.clustering, self, continuous)
+
+    def _refine(self, spn: SPN, data: np.ndarray, continuous: bool, X_valid) -> SPN:
+        mode = self.refine if self.refine != "auto" else ("running_average" if continuous else "em")
+        if mode == "none":
+            return spn
+        X = data.astype(np.float64)
+        Xv = None if X_valid is None else np.asarray(X_valid, dtype=np.float64)
+        opts = dict(init=spn, max_iter=int(self.refine_iter), min_std=float(self.min_std),
+                    alpha=0.0 if continuous else float(self.alpha), random_state=self.random_state,
+                    n_threads=self.n_threads, verbose=int(self.verbose) > 1)
+        if mode == "running_average":
+            opts.update(variant="online", step_decay=1.0, batch_size=max(64, X.shape[0] // 10))
+        elif mode == "hard":
+            opts.update(variant="hard")
+        return EM(**opts).fit(X, X_valid=Xv).spn_
+
+    def _json_params(self) -> dict:
+        out = {}
+        for k, v in self.get_params().items():
+            if isinstance(v, np.ndarray):
+                v = v.tolist()
+            elif isinstance(v, (np.integer, np.floating)):
+                v = v.item()
+            elif not (v is None or isinstance(v, (bool, int, float, str, list, tuple))):
+                v = repr(v)
+            out[k] = v
+        return out
+
+
+class _NoSplit:
+    """``n_clusters=1``: no clustering, one decomposition chain per call."""
+
+    def split(self, ctx, sl):
+        return None
