@@ -15,6 +15,7 @@ MODULES = [
     ("spnc._em", True),
     ("spnc._oslrau", True),
     ("spnc._learnspn", True),
+    ("spnc.learn._routing", False),
 ]
 
 DIRECTIVES = {

@@ -3,7 +3,8 @@
 from .chowliu import ChowLiuTree  # noqa: F401
 from .em import EM  # noqa: F401
 from .learnspn import LearnSPN  # noqa: F401
+from .merge import Merge  # noqa: F401
 from .oslrau import OSLRAU  # noqa: F401
 from .treespn import TreeSPN  # noqa: F401
 
-__all__ = ["ChowLiuTree", "EM", "LearnSPN", "OSLRAU", "TreeSPN"]
+__all__ = ["ChowLiuTree", "EM", "LearnSPN", "Merge", "OSLRAU", "TreeSPN"]
