@@ -1,4 +1,4 @@
-"""Merging similar sub-SPNs (spnc.learn.Merge) and routing."""
+"""Merging similar sub-SPNs (spnc.learn.Merge), routing, and bagged ensembles."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 import spnc
 from spnc import ParameterError
-from spnc.learn import LearnSPN, Merge
+from spnc.learn import BaggedSPN, LearnSPN, Merge
 from spnc.learn.merge import identical_merge, node_marginals, pairwise_distance
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
@@ -236,3 +236,44 @@ def test_hand_written_json_model_merges_and_refines(tmp_path):
     assert np.exp(_brute_ll(g, card)).sum() == pytest.approx(1.0)
     p0 = np.exp(g.log_likelihood(np.array([[1.0, np.nan, np.nan]])))[0]
     assert p0 == pytest.approx(X[:2000, 0].mean(), abs=1e-3)      # refit on the merged rows
+
+
+# ---------------------------------------------------------------- bagging
+@pytest.fixture(scope="module")
+def small():
+    return _data(seed=5, n=450, d=5)
+
+
+def test_bagged_spn_is_one_spn_and_deterministic_across_n_jobs(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
+    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
+    a = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7).fit(X)
+    b = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7, n_jobs=2).fit(X)
+    assert a.spn_.combine == "single" and a.spn_.kind[a.spn_.root] == 0
+    assert len(a.spn_.children(a.spn_.root)) == 3
+    assert a.bag_params_ == b.bag_params_
+    assert np.array_equal(a.spn_.log_likelihood(Xv), b.spn_.log_likelihood(Xv))
+    assert np.allclose(a.bag_weights_.sum(), 1.0)
+    c = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=8).fit(X)
+    assert not np.array_equal(a.spn_.log_likelihood(Xv), c.spn_.log_likelihood(Xv))
+
+
+def test_bagged_spn_merged_as_a_whole(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="observed", leaves="univariate", min_instances=20)
+    bag = BaggedSPN(base, n_bags=3, param_distributions={"max_depth": [2, 3]}, random_state=1,
+                    merge=Merge(epsilon=[0.05, 0.2])).fit(X, X_valid=Xv)
+    assert bag.merge_ is not None
+    assert bag.spn_.log_likelihood(Xv).mean() >= bag.ensemble_.log_likelihood(Xv).mean() - 1e-9
+    assert bag.spn_.n_nodes <= bag.ensemble_.n_nodes
+
+
+def test_bagged_spn_bad_parameters(small):
+    X, _ = small
+    with pytest.raises(ParameterError, match="param_distributions"):
+        BaggedSPN(LearnSPN(), n_bags=2, param_distributions={"bogus": [1]}).fit(X)
+    with pytest.raises(ParameterError, match="BaggedSPN: base_learner must be"):
+        BaggedSPN(None).fit(X)
+    with pytest.raises(ParameterError, match="BaggedSPN: n_jobs must be"):
+        BaggedSPN(LearnSPN(), n_jobs=0).fit(X)
