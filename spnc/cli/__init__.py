@@ -1,6 +1,6 @@
 """Console tools: ``spnc-convert`` (spnc.cli.convert), ``spnc-eval`` (spnc.cli.evaluate),
-``spnc-learn`` (spnc.cli.learn) and ``spnc-demo`` (spnc.cli.demo). Each module defines
-``main(argv=None) -> int``."""
+``spnc-learn`` (spnc.cli.learn), ``spnc-merge`` (spnc.cli.merge) and ``spnc-demo``
+(spnc.cli.demo). Each module defines ``main(argv=None) -> int``."""
 from __future__ import annotations
 
 import argparse
