@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, nargs="+", default=None,
                    help="distance threshold(s); several are chosen on --valid (default: 0.001 0.01 0.1 0.2 0.4)")
     p.add_argument("--distance", choices=["manhattan", "kl", "hellinger"], default="manhattan")
-    p.add_argument("--refit", choices=["hard_em", "counts"], default="hard_em")
+    p.add_argument("--refit", choices=["hard_em", "counts"], default="counts")
     p.add_argument("--max-iter", type=int, default=20, help="hard-EM passes per round")
     p.add_argument("--alpha", type=float, default=None, help="Laplace pseudo-count (default: the learner's)")
     p.add_argument("--max-rounds", type=int, default=3)

@@ -65,9 +65,11 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
-               n_threads: int | None = None) -> SPN:
+               n_threads: int | None = None):
     """Hard EM on the free nodes: route, refit, until the routing is stable or
-    ``max_iter`` passes (``max_iter=1``: one counting pass)."""
+    ``max_iter`` passes (``max_iter=1``: one counting pass). Returns the model and the
+    last routing (that of the returned model when the routing converged, else of the
+    model before the last refit)."""
     prev = None
     for _ in range(max(1, int(max_iter))):
         ec = np.zeros(spn.n_edges)
@@ -76,4 +78,4 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
             break
         spn = refit_from_routing(spn, X, R, ec, free, alpha)
         prev = R
-    return spn
+    return spn, prev if prev is not None else R

@@ -134,8 +134,8 @@ class _Round:
         self.nt = est.n_threads
 
     def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
-        """Clusters of nodes to merge; ``train_rows()`` gives the training routing (called
-        only when some pair is within ``eps``)."""
+        """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
+        (called only when some pair is within ``eps``), which orders the leaders."""
         P, off = node_marginals(spn, self.nt)
         card = spn.cardinality
         h = same_scope_height(spn)
@@ -165,7 +165,7 @@ class _Round:
                 continue
             np.fill_diagonal(D, 0.0)
             if count is None:
-                count = np.asarray(train_rows().sum(axis=0)).ravel()
+                count = train_rows()
             free = np.ones(len(m), dtype=bool)
             for i in np.argsort(-count[m], kind="stable"):
                 if not free[i]:
@@ -176,14 +176,12 @@ class _Round:
                     out.append(m[mem])
         return out
 
-    def keep_best(self, spn: SPN, clusters, train_rows) -> np.ndarray:
+    def keep_best(self, spn: SPN, clusters, count: np.ndarray, Rv) -> np.ndarray:
         """``rep`` redirecting every cluster to its member best on the validation rows
-        that reached the cluster (most training rows without validation data)."""
+        that reached the cluster (most rows without validation data)."""
         rep = np.arange(spn.n_nodes, dtype=np.int64)
-        count = np.asarray(train_rows.sum(axis=0)).ravel()
-        Lv = Rv = None
-        if self.Xv is not None and clusters:
-            Rv = _routing.route(spn, self.Xv, n_threads=self.nt)
+        Lv = None
+        if Rv is not None and clusters:
             cols = np.unique(np.concatenate(clusters))
             Lv = _routing.node_values(spn, self.Xv, cols, n_threads=self.nt)
         for c in clusters:
@@ -206,7 +204,7 @@ class _Round:
         if not kept:
             return spn
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
-        return hard_refit(spn, self.X, descendants(spn, kept), alpha=self.alpha, max_iter=it, n_threads=self.nt)
+        return hard_refit(spn, self.X, descendants(spn, kept), alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
 
     def chowliu_check(self, spn: SPN, kept: list[int]) -> dict:
         """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree."""
@@ -234,17 +232,23 @@ class _Round:
 
     def run(self, spn: SPN, eps: float, train_rows) -> tuple[SPN, int]:
         """One round: returns the new model and the number of nodes merged away;
-        ``train_rows()`` returns the training routing of ``spn``."""
-        cache = []
+        ``train_rows()`` returns the training routing of ``spn`` (used without validation
+        data)."""
+        cache: list = []
 
-        def rows():
+        def counts():       # validation routing when there is validation data (cheaper)
             if not cache:
-                cache.append(train_rows())
-            return cache[0]
-        clusters = self.clusters(spn, eps, rows)
+                if self.Xv is not None:
+                    cache.append(_routing.route(spn, self.Xv, n_threads=self.nt))
+                    cache.append(np.asarray(cache[0].sum(axis=0)).ravel())
+                else:
+                    cache.append(None)
+                    cache.append(np.asarray(train_rows().sum(axis=0)).ravel())
+            return cache[1]
+        clusters = self.clusters(spn, eps, counts)
         if not clusters:
             return spn, 0
-        rep = self.keep_best(spn, clusters, rows())
+        rep = self.keep_best(spn, clusters, counts(), cache[0])
         moved = np.flatnonzero(rep != np.arange(spn.n_nodes))
         if not moved.size:
             return spn, 0
@@ -302,8 +306,9 @@ class Merge(DensityEstimator):
         thresholds safe).
     distance : ``"manhattan"`` (the paper's), ``"kl"`` (symmetric) or ``"hellinger"``,
         each averaged over the scope's variables (mean-field approximation).
-    refit : ``"hard_em"`` (hard EM on the kept sub-networks, at most ``max_iter`` passes)
-        or ``"counts"`` (one counting pass, closed form).
+    refit : ``"counts"`` (one counting pass over the routed rows, closed form) or
+        ``"hard_em"`` (route and recount until the routing is stable, at most ``max_iter``
+        passes; the paper's choice, slower, equal on the sets measured so far).
     max_iter : hard-EM passes per round.
     alpha : Laplace pseudo-count of the refits (None: the ``alpha`` the model's learner
         recorded, else 0.1).
@@ -351,7 +356,7 @@ class Merge(DensityEstimator):
     }
 
     def __init__(self, init: SPN | None = None, epsilon=(1e-3, 1e-2, 0.1, 0.2, 0.4), distance: str = "manhattan",
-                 refit: str = "hard_em", max_iter: int = 20, alpha: float | None = None, max_rounds: int = 3,
+                 refit: str = "counts", max_iter: int = 20, alpha: float | None = None, max_rounds: int = 3,
                  chowliu_check: bool = True, local_check: bool = True, routing=None, verbose: int = 0, n_threads: int | None = None):
         self.init = init
         self.epsilon = epsilon

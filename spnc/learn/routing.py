@@ -52,18 +52,18 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     kind, ptr, child, logw = spn.kind, spn.child_ptr, spn.child, spn.logw
     cols, rows = [], []
     for r0, r1 in _chunks(spn, n):
-        V = np.ascontiguousarray(spn.node_log_values(X[r0:r1], mode=_lb.MAX, n_threads=n_threads).T)
+        V = spn.node_log_values(X[r0:r1], mode=_lb.MAX, n_threads=n_threads)     # (m, N)
         m = r1 - r0
-        act = np.zeros((N, m), dtype=bool)
+        act = np.zeros((m, N), dtype=bool)
         if spn.combine == "mixture":
             lw = np.log(spn.root_weights, where=spn.root_weights > 0, out=np.full(len(spn.roots), -np.inf))
-            pick = np.argmax(V[spn.roots] + lw[:, None], axis=0)
+            pick = np.argmax(V[:, spn.roots] + lw, axis=1)
             for i, r in enumerate(spn.roots):
-                act[r] |= pick == i
+                act[:, r] |= pick == i
         else:
-            act[spn.roots] = True
+            act[:, spn.roots] = True
         _route_active(kind, ptr, child, logw, V, act.view(np.uint8), ec)
-        nz_n, nz_r = np.nonzero(act)
+        nz_r, nz_n = np.nonzero(act)
         cols.append(nz_n)
         rows.append(nz_r + r0)
     c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
