@@ -277,3 +277,14 @@ def test_bagged_spn_bad_parameters(small):
         BaggedSPN(None).fit(X)
     with pytest.raises(ParameterError, match="BaggedSPN: n_jobs must be"):
         BaggedSPN(LearnSPN(), n_jobs=0).fit(X)
+
+
+def test_estimators_clone_with_scikit_learn(trees):
+    sklearn = pytest.importorskip("sklearn")  # noqa: F841
+    from sklearn.base import clone
+    _, _, models = trees
+    m = Merge(init=models["latent", "univariate"], epsilon=[0.1, 0.2], distance="kl")
+    c = clone(m)
+    assert c.get_params()["distance"] == "kl" and c.init is not None
+    b = clone(BaggedSPN(LearnSPN(min_instances=20), n_bags=2, merge=Merge()))
+    assert b.n_bags == 2 and isinstance(b.base_learner, LearnSPN)

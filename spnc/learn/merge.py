@@ -317,7 +317,9 @@ class Merge(DensityEstimator):
         better on the validation rows reaching it.
     local_check : with validation data, a cluster member is merged only when the kept
         member's log-likelihood on the member's validation rows is at least its own (the
-        paper's greedy validation strategy, evaluated locally).
+        paper's greedy validation strategy, evaluated locally). Off by default: with many
+        small per-node decisions it fits the validation set (measured on jester: validation
+        +0.16, test -0.12 nats).
     routing : None (rows are routed by the model, see :mod:`spnc.learn.routing`) or the
         routing a learner recorded for ``init``: a 0/1 matrix (n_train, init.n_nodes),
         dense or scipy.sparse; it orders the first round's candidates.
@@ -357,7 +359,8 @@ class Merge(DensityEstimator):
 
     def __init__(self, init: SPN | None = None, epsilon=(1e-3, 1e-2, 0.1, 0.2, 0.4), distance: str = "manhattan",
                  refit: str = "counts", max_iter: int = 20, alpha: float | None = None, max_rounds: int = 3,
-                 chowliu_check: bool = True, local_check: bool = True, routing=None, verbose: int = 0, n_threads: int | None = None):
+                 chowliu_check: bool = True, local_check: bool = False, routing=None, verbose: int = 0,
+                 n_threads: int | None = None):
         self.init = init
         self.epsilon = epsilon
         self.distance = distance
