@@ -125,8 +125,10 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
               double[:, ::1] vals, uint8_t[:, ::1] active,
               double[::1] chol, double[::1] ldet, uint8_t[::1] fresh,
               int32_t[::1] cand, double[::1] cand_corr, int32_t* n_cand,
-              double* buf, int32_t* owner, uint8_t* blocked) noexcept nogil:
-    """Process batches from row ``start``; return the number of batches done."""
+              double* buf, int32_t* owner, uint8_t* blocked, double* score) noexcept nogil:
+    """Process batches from row ``start``; return the number of batches done. ``score``
+    (if not NULL) accumulates the root log-likelihood of every row before its batch
+    updates the model (prequential, test-then-train)."""
     cdef int64_t n = X.shape[0], r0, p
     cdef int64_t n_order = order.shape[0]
     cdef int m, r, t, s, i, j, k, nb = 0, c, best, ties, nchild
@@ -180,6 +182,10 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                         vals[node, r] = mx + log(acc / tot)
                     else:
                         vals[node, r] = -INFINITY
+        if score != NULL:
+            node = order[n_order - 1]
+            for r in range(m):
+                score[0] += vals[node, r]
         # ---- top-down: route rows (the root is last in order)
         for t in range(n_order):
             node = order[t]
@@ -327,7 +333,7 @@ def run(const double[:, ::1] X, int64_t start, int64_t batch_size,
         double min_merge, bint spaced, double threshold,
         double[:, ::1] vals, uint8_t[:, ::1] active,
         int32_t[::1] cand, double[::1] cand_corr, double[::1] chol=None, double[::1] ldet=None,
-        uint8_t[::1] fresh=None) -> tuple:
+        uint8_t[::1] fresh=None, double[::1] score=None) -> tuple:
     """Stream rows ``start:`` of ``X`` through the learner in batches of ``batch_size``,
     updating ``count``, ``mean`` and ``cov`` in place. Stops after the first batch that
     leaves a product with a correlation >= ``threshold`` between two of its children
@@ -340,9 +346,15 @@ def run(const double[:, ::1] X, int64_t start, int64_t batch_size,
     >= batch_size); ``active[n, r]`` tells whether row r of the last batch reached node n.
     ``chol`` (laid out like ``cov``), ``ldet`` and ``fresh`` (per node) cache each leaf's
     Cholesky factor and log determinant while ``fresh[n]`` is set; the kernel clears it when
-    the leaf's moments change (None: a cache for this call only)."""
+    the leaf's moments change (None: a cache for this call only). ``score[0]``, if given,
+    accumulates each row's root log-likelihood before its batch updates the model."""
     cdef int32_t n_cand = 0
     cdef int nb
+    cdef double* score_ptr = NULL
+    if score is not None:
+        if score.shape[0] < 1:
+            raise ValueError("score needs one element")
+        score_ptr = &score[0]
     if chol is None:           # no cache kept by the caller: a throw-away one
         chol = np.empty(cov.shape[0])
         ldet = np.empty(kind.shape[0])
@@ -363,7 +375,7 @@ def run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                   count, mean, cov_ptr, cov, merges, min_var, seed, batch0, weighted_routing,
                   struct_points, seen0, min_merge, spaced, threshold, vals, active, chol, ldet, fresh,
                   cand, cand_corr,
-                  &n_cand, buf, owner, blocked)
+                  &n_cand, buf, owner, blocked, score_ptr)
     free(buf)
     free(owner)
     free(blocked)

@@ -243,7 +243,7 @@ def test_errors_in_process(files, tmp_path, capsys):
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--learner", "oslrau",
                        "--batch-size", "0", "-q"]) == 2
     assert capsys.readouterr().err.strip() == \
-        "spnc-learn: error: argument --batch-size: OSLRAU: batch_size must be an integer >= 1, got 0"
+        "spnc-learn: error: argument --batch-size: OSLRAU: batch_size must be an integer >= 1 or one of 'auto', got 0"
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--em", "0"]) == 2
     assert "--em needs N >= 1" in capsys.readouterr().err
 

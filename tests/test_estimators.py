@@ -79,3 +79,18 @@ def test_grid_search_and_cross_val_score_on_real_data():
     assert -7.5 < grid.best_score_ < -5.5          # mean log-likelihood per row, nltcs
     scores = cross_val_score(ChowLiuTree(alpha=0.1), X, cv=3)
     assert scores.shape == (3,) and np.all(scores < 0)
+
+
+def test_auto_parameters_are_chosen_on_held_out_training_rows():
+    rng = np.random.default_rng(3)
+    z = rng.integers(0, 2, 600)
+    X = (rng.random((600, 6)) < np.where(z[:, None] == 1, 0.8, 0.2)).astype(float)
+    m = LearnSPN(min_instances="auto", alpha="auto", random_state=0).fit(X)
+    assert set(m.auto_params_) == {"min_instances", "alpha"} and len(m.auto_scores_) == 6
+    best = max(m.auto_scores_, key=lambda cs: cs[1])[0]
+    assert m.auto_params_ == best and m.get_params()["min_instances"] == "auto"
+    ref = LearnSPN(random_state=0, **best).fit(X)
+    np.testing.assert_array_equal(m.score_samples(X), ref.score_samples(X))
+    assert m.spn_.learner["params"]["auto"]["chosen"] == best
+    with pytest.raises(ParameterError, match="min_instances"):
+        LearnSPN(min_instances="best").fit(X)

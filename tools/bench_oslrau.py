@@ -2,14 +2,19 @@
 
 For each dataset the files NAME.1.data .. NAME.10.data (comma-separated floats) are the
 folds; each fold in turn is the test set and the other nine, in order K+1..10, 1..K-1,
-are streamed once for training. Reports mean ± standard error of the test
-log-likelihood, training time, points/s and SPN size, and writes a Markdown table.
+are streamed once for training. Reports the mean test log-likelihood ± standard error
+over the folds and ± standard deviation (what the authors' script prints), training
+time, points/s and SPN size, and writes a Markdown table.
 
     python tools/bench_oslrau.py [--data DIR] [--datasets qu banknote ...] [--folds 1 2 ...]
-                                 [--spaced | --select] [--min-merge N] [--min-var V] [--out FILE]
+                                 [--spaced] [--paper-floor] [--select]
+                                 [--min-merge N] [--min-var V] [--out FILE]
 
-``--select`` chooses ``spaced_merges`` per fold on the last tenth of the training stream
-(time and size are then those of the final fit only).
+``--paper-floor`` floors leaf variances at 1e-4 only when a leaf is created (the authors'
+code, ``PAPER_FLOOR``). ``--select`` is ``OSLRAU(select="auto")``: the default and
+the paper's floor, each with and without spacing, learn side by side in the same single
+pass over the training stream, each scoring every batch before learning from it, and the
+best prequential score is kept (time and size are those of the whole selecting pass).
 
 Times are wall-clock and CPU seconds of ``fit`` plus compiling ``spn_`` (one thread)."""
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from spnc.learn.oslrau import OSLRAU, paper_leaf_cap  # noqa: E402
+from spnc.learn.oslrau import AUTO_CANDIDATES, OSLRAU, paper_leaf_cap  # noqa: E402
 
 #: paper settings: mini-batch size per dataset (Sec. 4.2), Table 1 target
 SETTINGS = {"flowdata": (256, 14.78), "qu": (1, -1.86), "banknote": (1, -2.04),
@@ -36,17 +41,9 @@ def load_folds(root: Path, name: str) -> list[np.ndarray]:
     return [np.loadtxt(root / name / f"{name}.{k}.data", delimiter=",", ndmin=2) for k in range(1, 11)]
 
 
-def choose_spacing(train: np.ndarray, make) -> bool:
-    """``spaced_merges`` chosen on the training stream alone: learn on its first 90 %,
-    score the last 10 % (the test fold is never seen)."""
-    cut = int(0.9 * len(train))
-    scores = {sp: float(np.mean(make(sp).fit(train[:cut]).spn_.log_likelihood(train[cut:])))
-              for sp in (False, True)}
-    return max(scores, key=scores.get)
-
-
 def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced: bool = False,
-                min_var: float = 1e-6, folds_to_run: list[int] | None = None, select: bool = False) -> dict:
+                min_var: float = 1e-6, folds_to_run: list[int] | None = None, select: bool = False,
+                floor: str = "always") -> dict:
     bs, target = SETTINGS[name]
     folds = load_folds(root, name)
     d = folds[0].shape[1]
@@ -54,15 +51,13 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
     for k in (folds_to_run or range(10)):
         train = np.vstack(folds[k + 1:] + folds[:k])
 
-        def make(sp: bool) -> OSLRAU:
-            return OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
-                          min_merge_points=min_merge, spaced_merges=sp, min_var=min_var, random_state=seed + k)
-        sp = choose_spacing(train, make) if select else spaced
-        chosen.append(sp)
-        model = make(sp)
+        model = OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
+                       min_merge_points=min_merge, spaced_merges=spaced, min_var=min_var, variance_floor=floor,
+                       max_nodes=None, select="auto" if select else None, random_state=seed + k)
         t0, c0 = time.perf_counter(), time.process_time()
         model.fit(train)
         spn = model.spn_
+        chosen.append(model.selection_["selected"] if select else None)
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         lls.append(float(np.mean(spn.log_likelihood(folds[k]))))
@@ -70,12 +65,13 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
         npts.append(len(train))
         print(f"  {name} fold {k + 1}: test LL {lls[-1]:.3f}, {times[-1]:.2f} s (CPU {cpus[-1]:.2f} s), "
               f"{spn.n_nodes} nodes", file=sys.stderr, flush=True)
-    se = lambda a: float(np.std(a, ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")  # noqa: E731
+    sd = lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")  # noqa: E731
+    se = lambda a: sd(a) / np.sqrt(len(a))  # noqa: E731
     return {"name": name, "d": d, "batch": bs, "cap": paper_leaf_cap(d), "target": target,
-            "ll": float(np.mean(lls)), "ll_se": se(lls), "time": float(np.mean(times)),
+            "ll": float(np.mean(lls)), "ll_se": se(lls), "ll_sd": sd(lls), "time": float(np.mean(times)),
             "time_se": se(times), "cpu": float(np.mean(cpus)), "pps": float(np.sum(npts) / np.sum(times)),
             "size": float(np.mean(sizes)), "size_se": se(sizes), "n_train": int(np.mean(npts)),
-            "folds": len(lls), "per_fold": lls, "spaced": chosen}
+            "folds": len(lls), "per_fold": lls, "chosen": chosen}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,28 +86,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, nargs="+", default=None,
                     help="test folds to run (1..10; default all ten)")
     ap.add_argument("--select", action="store_true",
-                    help="choose spaced_merges per fold on the last tenth of its training stream")
-    ap.add_argument("--min-var", type=float, default=1e-6, help="leaf variance floor (min_var)")
+                    help='OSLRAU(select="auto"): floor and spacing chosen in the same single pass, prequentially')
+    ap.add_argument("--paper-floor", action="store_true",
+                    help='floor leaf variances only when a leaf is created (variance_floor="creation")')
+    ap.add_argument("--min-var", type=float, default=None,
+                    help="leaf variance floor (min_var; default 1e-6, or 1e-4 with --paper-floor)")
     ap.add_argument("--out", type=Path, default=None, help="write a Markdown table here")
     args = ap.parse_args(argv)
     rows = []
     for name in args.datasets:
-        r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, args.min_var,
-                        [k - 1 for k in args.folds] if args.folds else None, args.select)
+        min_var = args.min_var if args.min_var is not None else (1e-4 if args.paper_floor else 1e-6)
+        r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, min_var,
+                        [k - 1 for k in args.folds] if args.folds else None, args.select,
+                        "creation" if args.paper_floor else "always")
         rows.append(r)
         print(f"{name:9s} d={r['d']} batch={r['batch']} cap={r['cap']}: test LL {r['ll']:.2f} ± {r['ll_se']:.2f} "
               f"(paper {r['target']:.2f}), {r['time']:.3f} s/fold (CPU {r['cpu']:.3f} s), {r['pps']:,.0f} points/s, "
               f"{r['size']:.0f} nodes; per fold " + " ".join(f"{v:.2f}" for v in r["per_fold"])
-              + (f"; spaced in {sum(r['spaced'])}/{len(r['spaced'])} folds" if args.select else ""), flush=True)
+              + (f"; candidates chosen per fold {r['chosen']} of {list(AUTO_CANDIDATES)}" if args.select else ""),
+              flush=True)
     if args.out:
         cmd = "python tools/bench_oslrau.py " + " ".join(argv if argv is not None else sys.argv[1:])
         lines = [
-            "| dataset | vars | batch | leaf cap | train points/fold | test LL (mean ± s.e.) | paper (Table 1) | "
-            "time/fold (s) | CPU/fold (s) | points/s | SPN nodes |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| dataset | vars | batch | leaf cap | train points/fold | test LL (mean ± s.e.) | s.d. | folds | "
+            "paper (Table 1, mean ± s.d.) | time/fold (s) | CPU/fold (s) | points/s | SPN nodes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['name']} | {r['d']} | {r['batch']} | {r['cap']} | {r['n_train']:,} | "
-                         f"{r['ll']:.2f} ± {r['ll_se']:.2f} | {r['target']:.2f} | {r['time']:.3f} ± {r['time_se']:.3f} | {r['cpu']:.3f} | "
+                         f"{r['ll']:.2f} ± {r['ll_se']:.2f} | {r['ll_sd']:.2f} | {r['folds']} | {r['target']:.2f} | {r['time']:.3f} ± {r['time_se']:.3f} | {r['cpu']:.3f} | "
                          f"{r['pps']:,.0f} | {r['size']:.0f} ± {r['size_se']:.0f} |")
         args.out.write_text("\n".join(lines) + "\n")
         print(f"\ncommand: {cmd}\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")

@@ -127,7 +127,7 @@ def markdown(em_rows: list[dict], tree_rows: list[dict]) -> str:
               "| set | test LL | paper | before EM | n_trees | depth | tree leaves | edges | tree CPT entries | fit s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in [r for r in tree_rows if r.get("chosen")] or tree_rows:
-            L.append(f"| {r['set']} | **{r['test_ll']:.3f}** | {TREESPN[r['set']]} | {r['structure_test_ll']:.3f} | "
+            L.append(f"| {r['set']} | **{r['test_ll']:.3f}** | {TREESPN.get(r['set'], '–')} | {r['structure_test_ll']:.3f} | "
                      f"{r['n_trees']} | {r['max_depth']} | {r.get('tree_leaves', 0)} | {r['edges']} | "
                      f"{r.get('tree_params', 0)} | {r['fit_seconds']:.0f} |")
         L += ["", "Every configuration tried:", "",

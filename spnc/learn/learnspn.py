@@ -13,6 +13,7 @@ from ..chowliu import check_codes, resolve_threads
 from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
+from ._auto import AUTO, auto_names, fit_auto
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_constraint
@@ -183,6 +184,9 @@ class LearnSPN(DensityEstimator):
     corr_threshold : absolute correlation above which real variables are dependent.
     alpha : Laplace smoothing of leaves, tables, entropies and clustering.
     min_instances : mu; slices with fewer rows end in the base model.
+    ``min_instances``, ``alpha``, ``g_factor``, ``entropy_threshold`` and ``corr_threshold``
+    may be ``"auto"``: chosen from ``_auto_candidates`` on a held-out tenth of the training
+    rows, then refitted on all of them (``auto_params_`` tells the choice).
     max_depth : at most this many sum nodes on a path (None: unlimited); deeper slices end
         in the base model (the depth h of Rahman & Gogate).
     n_clusters, n_restarts, n_iter : row clustering (defaults: 2 clusters, 3 restarts, 15
@@ -214,12 +218,12 @@ class LearnSPN(DensityEstimator):
         "splitter": [step_constraint("splitter")],
         "sum_split": [step_constraint("sum_split")],
         "leaves": [step_constraint("leaves"), Options("bernoulli")],
-        "g_factor": [Interval(float, 0)],
-        "entropy_threshold": [Interval(float, 0)],
+        "g_factor": [Interval(float, 0), AUTO],
+        "entropy_threshold": [Interval(float, 0), AUTO],
         "mi_threshold": [Interval(float, 0)],
-        "corr_threshold": [Interval(float, 0)],
-        "alpha": [Interval(float, 0)],
-        "min_instances": [Interval(int, 1)],
+        "corr_threshold": [Interval(float, 0), AUTO],
+        "alpha": [Interval(float, 0), AUTO],
+        "min_instances": [Interval(int, 1), AUTO],
         "max_depth": [Interval(int, 0), None],
         "n_clusters": [Interval(int, 2)],
         "n_restarts": [Interval(int, 1)],
@@ -232,6 +236,10 @@ class LearnSPN(DensityEstimator):
         "progress": [BOOL],
         "n_threads": [N_THREADS, None],
     }
+
+    #: candidates of the parameters that may be ``"auto"`` (:mod:`spnc.learn._auto`)
+    _auto_candidates = {"min_instances": [10, 50, 200], "alpha": [0.1, 1.0], "g_factor": [5.0, 10.0, 20.0],
+                        "entropy_threshold": [0.05, 0.1, 0.3], "corr_threshold": [0.1, 0.3, 0.5]}
 
     def __init__(self, splitter="gvs", sum_split="latent", leaves="univariate", *,
                  g_factor: float = 5.0, entropy_threshold: float = 0.3, mi_threshold: float = 0.01,
@@ -292,6 +300,8 @@ class LearnSPN(DensityEstimator):
     def fit(self, X, y=None) -> "LearnSPN":
         """Learn structure and parameters from the rows of ``X`` (no missing values)."""
         self._validate_params()
+        if auto_names(self):
+            return fit_auto(self, X)
         data, card, continuous = self._prepare(X)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         splitter = resolve_step("splitter", self.splitter, self, continuous)

@@ -1,0 +1,57 @@
+"""Hyper-parameters given as ``"auto"``: chosen on an internal validation split.
+
+An estimator lists candidates in ``_auto_candidates = {name: [values]}``. When ``fit``
+finds parameters equal to ``"auto"``, :func:`fit_auto` holds out a random tenth of the
+training rows (seeded by ``random_state``), fits one copy per combination of candidates
+on the rest, keeps the combination with the best held-out log-likelihood and refits it
+on all rows. The test data is never involved; the choice is in ``auto_params_``."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import DataError
+from ._params import Options
+
+AUTO = Options("auto")
+
+
+def auto_names(est) -> list[str]:
+    """Parameters of ``est`` set to ``"auto"``."""
+    return [k for k, v in est.get_params().items()
+            if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {})]
+
+
+def fit_auto(est, X, **fit_kwargs):
+    """Choose the ``"auto"`` parameters of ``est`` on held-out rows, then fit ``est``
+    on all of ``X`` with them (its parameters keep the value ``"auto"``)."""
+    names = auto_names(est)
+    A = np.asarray(X)
+    if A.ndim != 2 or A.shape[0] < 20:
+        raise DataError(f"'auto' hyper-parameters ({', '.join(names)}) need at least 20 rows to hold "
+                        f"out a validation tenth, got shape {A.shape}")
+    rng = np.random.default_rng(getattr(est, "random_state", None))
+    order = rng.permutation(A.shape[0])
+    hold = max(2, A.shape[0] // 10)
+    train, valid = A[np.sort(order[hold:])], A[np.sort(order[:hold])]
+    params = est.get_params()
+    scores = []
+    for combo in itertools.product(*(est._auto_candidates[k] for k in names)):
+        choice = dict(zip(names, combo))
+        try:
+            score = type(est)(**{**params, **choice}).fit(train).score(valid)
+        except DataError:        # e.g. a held-out state unseen in training: this choice loses
+            score = -np.inf
+        scores.append((choice, float(score)))
+    best = max(scores, key=lambda cs: cs[1])[0]
+    final = type(est)(**{**params, **best}).fit(X, **fit_kwargs)
+    keep = set(params)
+    est.__dict__.update({k: v for k, v in vars(final).items() if k not in keep})
+    est.auto_params_ = best
+    est.auto_scores_ = scores
+    spn = getattr(est, "spn_", None)
+    if spn is not None and isinstance(spn.learner.get("params"), dict):
+        spn.learner["params"]["auto"] = {"chosen": best, "candidates": {k: list(est._auto_candidates[k])
+                                                                         for k in names}}
+    return est
