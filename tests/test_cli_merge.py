@@ -1,6 +1,7 @@
 """spnc-merge on generated data, as a subprocess and in-process."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,5 +51,7 @@ def test_merge_tool_errors(tmp_path, capsys):
     assert cli_merge.main([str(tmp_path / "tree.h5"), str(tmp_path / "bad.csv"), "-o", str(tmp_path / "g.h5")]) == 2
     assert "columns" in capsys.readouterr().err
     assert not (tmp_path / "g.h5").exists()
-    assert cli_merge.main(args + ["--epsilon", "0.1"]) == 0
+    assert cli_merge.main(args + ["--epsilon", "0.1", "--n-threads", "1"]) == 0
+    assert cli_merge.main(args + ["--epsilon", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["merged"]["nodes"] > 0
     assert (tmp_path / "g.h5").exists()

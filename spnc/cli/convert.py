@@ -6,7 +6,8 @@ import os
 import sys
 
 from ..errors import SpncError
-from . import run_tool
+from .._atomic import atomic_write, check_writable
+from . import add_common, run_tool
 
 PROG = "spnc-convert"
 EXAMPLES = """\
@@ -16,6 +17,8 @@ examples:
   spnc-convert model.h5 model.dot           drawing (one way)
   spnc-convert model.h5 model.svg --max-depth 4   render with Graphviz dot
   spnc-convert --validate-only model.h5     check a file, write nothing
+  spnc-convert model.deeprob.json model.h5  import (DeeProb-kit, SPFlow, sparc-pc files)
+  spnc-convert model.h5 out.txt --to spflow-text   export, format named
 
 exit status: 0 success, 2 bad input (one line "spnc-convert: error: ...")
 """
@@ -28,11 +31,17 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="model file (.h5, .hdf5 or .json)")
     p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf)")
+    p.add_argument("--from", dest="from_format", metavar="FMT", default=None,
+                   help="input format (default: from the extension): hdf5, json or a foreign "
+                   "format (spflow-text, spflow-json, deeprob-json, sparc-json)")
+    p.add_argument("--to", dest="to_format", metavar="FMT", default=None,
+                   help="output format (default: from the extension), as for --from")
     p.add_argument("--validate-only", action="store_true",
                    help="check the input (format, structure, parameters) and write nothing")
     p.add_argument("--max-nodes", type=int, default=500, help="DOT: draw at most this many nodes (default 500)")
     p.add_argument("--max-depth", type=int, default=None, help="DOT: draw nodes at most this deep below a root")
     p.add_argument("--show-counts", action="store_true", help="DOT: add n=<count> from /stats/count")
+    add_common(p, threads=False, json_summary=False)
     return p
 
 
@@ -42,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .. import io
-    v = io.read_validated(args.input)
+    from ..io import importers
+    v = importers.read_validated_any(args.input, args.from_format)
     if args.validate_only:
         from ..io._model import model_from_validated
         model_from_validated(v)
@@ -51,20 +61,25 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.output:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")
+    check_writable(args.output)
     ext = os.path.splitext(args.output)[1].lower()
     if ext in (".dot", ".gv", ".svg", ".png", ".pdf"):
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
                          show_counts=args.show_counts)
         if ext in (".dot", ".gv"):
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            data = text.encode("utf-8")
+
+            def write(tmp: str) -> None:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+            atomic_write(args.output, write)
         else:
-            io.render(text, args.output)
-        if args.max_nodes is not None and v.n_nodes > args.max_nodes:
+            atomic_write(args.output, lambda tmp: io.render(text, tmp, fmt=ext[1:]))
+        if args.max_nodes is not None and v.n_nodes > args.max_nodes and not args.quiet:
             print(f"{PROG}: note: drew {args.max_nodes} of {v.n_nodes} nodes (--max-nodes)",
                   file=sys.stderr)
         return 0
-    io.write_tree(v.tree, args.output)
+    importers.write_tree_any(v, args.output, args.to_format)
     return 0
 
 

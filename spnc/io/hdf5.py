@@ -9,13 +9,13 @@ after its declared shape has been checked.
 from __future__ import annotations
 
 import os
-import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import h5py
 import numpy as np
 
+from .._atomic import atomic_write  # noqa: F401  (re-exported for io)
 from ..errors import FormatError
 from ._spec import DEFAULT_LIMITS, Group, Limits, dtype_code, err, norm_attr
 
@@ -38,47 +38,6 @@ def _fixed_str(values: list[str], what: str) -> tuple[np.ndarray, Any]:
 
 
 # ---------------------------------------------------------------------------- writing
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp_path)`` for a temp file next to ``path``, fsync it, rename it over
-    ``path``. On any failure the temp file is removed and ``path`` is left untouched."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _new_file_mode(path: str) -> int:
-    """Keep an existing file's permissions; otherwise what open() would give."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
 def _write_attr(obj: Any, name: str, v: Any) -> None:
     if name == "format_version" and isinstance(v, (list, tuple)):
         v = np.asarray(v, dtype=np.uint32)
