@@ -9,12 +9,14 @@ from setuptools.command.build_ext import build_ext
 
 # (module, uses OpenMP). New compiled modules are added here.
 MODULES = [
-    ("spnc._core", True),
-    ("spnc._leafkern", True),
-    ("spnc._chowliu", True),
-    ("spnc._em", True),
-    ("spnc._oslrau", True),
-    ("spnc._learnspn", True),
+    ("spnc._graph", False),
+    ("spnc._infer", True),
+    ("spnc.leaves._kernels", True),
+    ("spnc.leaves._cltree", True),
+    ("spnc._counts", True),
+    ("spnc._mi", True),
+    ("spnc.learn._oslrau", False),
+    ("spnc.learn._learnspn", True),
     ("spnc.learn._routing", False),
 ]
 

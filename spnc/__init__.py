@@ -1,10 +1,4 @@
 """spnc: sum-product networks on flat typed node arrays, with Cython/OpenMP kernels."""
-import os as _os
-
-# libgomp's default spin-wait makes short parallel kernels crawl on busy machines; a user's
-# own setting wins.
-_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
 from importlib.metadata import PackageNotFoundError as _PNF, version as _version
 
 try:

@@ -90,12 +90,11 @@ static inline double spnc_log_pos(double s)
 
 /* ---- forward -------------------------------------------------------------------------- */
 
-/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node. */
-SPNC_CLONES
-static void spnc_sum_block(double *restrict out, const double *restrict W,
-                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+/* m = max_e(logw[e] + W[ch[e]]) over the k edges of one node (inlined into each clone). */
+static inline __attribute__((always_inline))
+void spnc_edge_max(double *restrict m, const double *restrict W, const int32_t *restrict ch,
+                   const double *restrict logw, int64_t k)
 {
-    double m[SPNC_B], s[SPNC_B];
     int64_t e;
     int j;
     for (j = 0; j < SPNC_B; j++) m[j] = -INFINITY;
@@ -107,6 +106,17 @@ static void spnc_sum_block(double *restrict out, const double *restrict W,
             m[j] = v > m[j] ? v : m[j];
         }
     }
+}
+
+/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node. */
+SPNC_CLONES
+static void spnc_sum_block(double *restrict out, const double *restrict W,
+                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+{
+    double m[SPNC_B], s[SPNC_B];
+    int64_t e;
+    int j;
+    spnc_edge_max(m, W, ch, logw, k);
     for (j = 0; j < SPNC_B; j++) {
         m[j] = m[j] == -INFINITY ? 0.0 : m[j];
         s[j] = 0.0;
@@ -124,19 +134,7 @@ SPNC_CLONES
 static void spnc_max_block(double *restrict out, const double *restrict W,
                            const int32_t *restrict ch, const double *restrict logw, int64_t k)
 {
-    double m[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) m[j] = -INFINITY;
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            m[j] = v > m[j] ? v : m[j];
-        }
-    }
-    for (j = 0; j < SPNC_B; j++) out[j] = m[j];
+    spnc_edge_max(out, W, ch, logw, k);
 }
 
 /* out = sum_e W[ch[e]]: the product node in the log domain. */
@@ -153,6 +151,142 @@ static void spnc_prod_block(double *restrict out, const double *restrict W,
         for (j = 0; j < SPNC_B; j++) s[j] += c[j];
     }
     for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+}
+
+
+/* ---- linear domain with power-of-two exponents ---------------------------------------- */
+/* A value is m * 2^e with m in [0.5, 1) (or 0, with e = SPNC_NOEXP) and e an integer held
+ * in a double; a node's slot holds its SPNC_B mantissas followed by its SPNC_B exponents.
+ * Sums scale each term by 2^(e_c - e_max), built from the bits of the exponent, so no exp
+ * runs per edge; products multiply mantissas and add exponents. Edge weights arrive split
+ * the same way (wm, we), so zero and tiny weights cannot hide a term. */
+#define SPNC_NOEXP (-1.0e250)
+
+/* 2^d for an integer-valued d <= 1023 (0 below -1022, where a term is negligible). */
+static inline double spnc_pow2(double d)
+{
+    double t = d + (6755399441055744.0 + 1023.0);
+    double p = spnc_double(spnc_bits(t) << 52);
+    return d < -1022.0 ? 0.0 : p;
+}
+
+/* (m, e) of the value s * 2^e0, s >= 0 (subnormal s lifted first). */
+static inline void spnc_lin_norm(double *restrict m, double *restrict e, double s, double e0)
+{
+    const double two52 = 4503599627370496.0;
+    int small = s < 0x1p-900;
+    double s2 = small ? s * 0x1p+200 : s;
+    int64_t b = spnc_bits(s2);
+    double ex = spnc_double(((b >> 52) & 0x7ff) | 0x4330000000000000LL) - two52 - 1022.0;
+    double mm = spnc_double((b & 0x000fffffffffffffLL) | 0x3fe0000000000000LL);
+    *m = s > 0.0 ? mm : 0.0;
+    *e = s > 0.0 ? e0 + ex - (small ? 200.0 : 0.0) : SPNC_NOEXP;
+}
+
+SPNC_CLONES
+static void spnc_lin_sum_block(double *restrict out, const double *restrict W, const int32_t *restrict ch,
+                               const double *restrict wm, const double *restrict we, int64_t k)
+{
+    double emax[SPNC_B], s[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) { emax[j] = SPNC_NOEXP; s[j] = 0.0; }
+    for (e = 0; e < k; e++) {
+        const double *restrict ce = W + (int64_t)ch[e] * 2 * SPNC_B + SPNC_B;
+        const double x = we[e];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = ce[j] + x;
+            emax[j] = v > emax[j] ? v : emax[j];
+        }
+    }
+    for (e = 0; e < k; e++) {
+        const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
+        const double *restrict ce = cm + SPNC_B;
+        const double a = wm[e], x = we[e];
+        for (j = 0; j < SPNC_B; j++) s[j] += a * cm[j] * spnc_pow2(ce[j] + x - emax[j]);
+    }
+    for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, s[j], emax[j]);
+}
+
+SPNC_CLONES
+static void spnc_lin_prod_block(double *restrict out, const double *restrict W,
+                                const int32_t *restrict ch, int64_t k)
+{
+    double m[SPNC_B], x[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) { m[j] = 1.0; x[j] = 0.0; }
+    for (e = 0; e < k; e++) {
+        const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
+        const double *restrict ce = cm + SPNC_B;
+        for (j = 0; j < SPNC_B; j++) { m[j] *= cm[j]; x[j] += ce[j]; }
+        if ((e & 511) == 511)  /* mantissas >= 0.5 each: renormalise before 2^-1022 */
+            for (j = 0; j < SPNC_B; j++) spnc_lin_norm(m + j, x + j, m[j], x[j]);
+    }
+    for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, m[j], x[j]);
+}
+
+/* Discrete leaf from its state table (mantissa sm, exponent se), missing -> (mm, me). */
+SPNC_CLONES
+static void spnc_lin_states_block(double *restrict out, const double *restrict x,
+                                  const double *restrict sm, const double *restrict se,
+                                  double mm, double me)
+{
+    int j;
+    for (j = 0; j < SPNC_B; j++) {
+        double v = x[j];
+        int32_t st = (int32_t)(v == v ? v : 0.0);
+        double a = sm[st], b = se[st];
+        out[j] = v == v ? a : mm;
+        out[SPNC_B + j] = v == v ? b : me;
+    }
+}
+
+/* A leaf's log-values (from the leaf matrix) into (m, e): one exp per leaf and row. */
+SPNC_CLONES
+static void spnc_lin_from_log(double *restrict out, const double *restrict lv)
+{
+    int j;
+    for (j = 0; j < SPNC_B; j++) {
+        double l = lv[j];
+        double e = floor(l * 1.4426950408889634) + 1.0;
+        double r = l - e * 0.6931471805599453;
+        r = r > 0.0 ? 0.0 : r;
+        double fin = l > -INFINITY;
+        out[j] = fin ? spnc_exp_nonpos(fin ? r : 0.0) : 0.0;
+        out[SPNC_B + j] = fin ? e : SPNC_NOEXP;
+    }
+}
+
+/* Backward through a sum node in the linear domain: a child's share of the parent's
+ * posterior is w_c S_c / S_n = (wm cm / nm) 2^(we + ce - ne). */
+SPNC_CLONES
+static void spnc_lin_sum_back_block(double *restrict R, const double *restrict W, int64_t n,
+                                    const int32_t *restrict ch, const double *restrict wm,
+                                    const double *restrict we, int64_t k,
+                                    double *restrict edge_acc, const double *restrict row_w)
+{
+    const double *restrict nm = W + n * 2 * SPNC_B;
+    const double *restrict ne = nm + SPNC_B;
+    const double *restrict rn = R + n * SPNC_B;
+    double q[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) q[j] = rn[j] > 0.0 ? rn[j] / nm[j] : 0.0;
+    for (e = 0; e < k; e++) {
+        const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
+        const double *restrict ce = cm + SPNC_B;
+        double *restrict rc = R + (int64_t)ch[e] * SPNC_B;
+        const double a = wm[e], x = we[e];
+        double acc = 0.0;
+        for (j = 0; j < SPNC_B; j++) {
+            double d = ce[j] + x - ne[j];
+            double t = q[j] * a * cm[j] * spnc_pow2(d < 1.0 ? d : 1.0);
+            rc[j] += t;
+            acc += t * row_w[j];
+        }
+        if (edge_acc) edge_acc[e] += acc;
+    }
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -200,9 +334,11 @@ static void spnc_prod_back_block(double *restrict R, int64_t n, const int32_t *r
 
 /* ---- top-down selection (MPE and sampling) --------------------------------------------- */
 
-/* For a sum node active on some rows, activate the arg-max child (first maximum). */
+/* For a sum node active on some rows, activate the arg-max child (first maximum); if
+ * edge_acc is given, add each active row's weight to the count of the edge it takes. */
 static void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, int64_t n,
-                                const int32_t *restrict ch, const double *restrict logw, int64_t k)
+                                const int32_t *restrict ch, const double *restrict logw, int64_t k,
+                                double *restrict edge_acc, const double *restrict row_w)
 {
     const uint8_t *restrict an = A + n * SPNC_B;
     double best[SPNC_B];
@@ -221,7 +357,25 @@ static void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, i
         }
     }
     for (j = 0; j < SPNC_B; j++)
-        if (an[j]) A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
+        if (an[j]) {
+            A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
+            if (edge_acc) edge_acc[arg[j]] += row_w[j];
+        }
+}
+
+/* ---- discrete leaves inside the sweep ------------------------------------------------- */
+/* out = lp[x] for an observed state x, miss where x is NaN (one leaf, one block). */
+SPNC_CLONES
+static void spnc_states_block(double *restrict out, const double *restrict x,
+                              const double *restrict lp, double miss)
+{
+    int j;
+    for (j = 0; j < SPNC_B; j++) {
+        double v = x[j];
+        int32_t s = (int32_t)(v == v ? v : 0.0);
+        double y = lp[s];
+        out[j] = v == v ? y : miss;
+    }
 }
 
 /* ---- counter-based random numbers ------------------------------------------------------ */

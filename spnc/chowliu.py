@@ -1,7 +1,7 @@
 """Chow-Liu trees: weighted maximum-likelihood tree (or forest) models of discrete data.
 
 :func:`fit_chow_liu` validates its input, counts pairs with the compiled kernels of
-:mod:`spnc._chowliu` (a popcount kernel for unweighted binary data, 8-row subset tables for
+:mod:`spnc._counts` (a popcount kernel for unweighted binary data, 8-row subset tables for
 weighted binary data, direct pair tables otherwise), takes the maximum spanning forest of
 the mutual-information matrix (dense Prim) and estimates smoothed conditional probability
 tables (CPTs) from the weighted counts.
@@ -13,13 +13,14 @@ Smoothing: with Dirichlet parameter ``alpha`` the pair distribution used for MI 
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from . import _chowliu as _K
 from . import _budget
+from . import _counts as _K
+from . import _mi as _MI
+from ._threads import effective_n_threads
 from .errors import DataError
 
 #: edges whose mutual information (nats) is at or below this are treated as absent
@@ -31,7 +32,6 @@ _SPARSE_RATIO = 0.8
 #: (memory 8 * n_ind^2 bytes); above it, direct pair tables
 _MAX_ONEHOT = 4096
 #: below this much work (rows x pairs) the kernels run on one thread
-_SERIAL_WORK = 1 << 24
 
 
 class ChowLiuFit(NamedTuple):
@@ -49,14 +49,10 @@ class ChowLiuFit(NamedTuple):
 
 
 def resolve_threads(n_threads: int | None, work: float) -> int:
-    """``None``: one thread for small work, else OpenMP's default; ``-1``: all cores."""
-    if n_threads is None:
-        return 1 if work < _SERIAL_WORK else max(1, _K.max_threads())
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads == 0:
+    """The thread count for ``work`` (spnc's one policy, :func:`spnc._threads.effective_n_threads`)."""
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer, type(None))):
         raise ValueError(f"n_threads must be a positive integer, -1 for all cores, or None; got {n_threads!r}")
-    if n_threads < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + int(n_threads))
-    return int(n_threads)
+    return effective_n_threads(None if n_threads is None else int(n_threads), int(work))
 
 
 def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -65,7 +61,7 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
     ``codes`` is C-contiguous uint8 (all cardinalities <= 256) or int32. Without
     ``cardinality`` each variable gets ``max(2, max value + 1)`` states. For uint8/bool
     input with only binary variables ``bits`` holds the packed columns (see
-    ``_chowliu.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
+    ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
     entry."""
     A = np.asarray(X)
     if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
@@ -156,7 +152,7 @@ def mutual_information(codes: np.ndarray, card: np.ndarray, w: np.ndarray | None
         else:
             C = _weighted_cooc(codes, w, n_threads)
             total = float(w.sum())
-        return _K.mi_from_cooc(C, total, alpha, n_threads), total, C
+        return _MI.mi_from_cooc(C, total, alpha, n_threads), total, C
     off = np.zeros(d + 1, dtype=np.int64)
     np.cumsum(card, out=off[1:])
     if (w is None or w.min() == w.max()) and off[-1] <= _MAX_ONEHOT:
@@ -165,10 +161,10 @@ def mutual_information(codes: np.ndarray, card: np.ndarray, w: np.ndarray | None
         C = _K.cooc_popcount(_K.pack_onehot(codes, off, int(off[-1])), n_threads)
         if scale != 1.0:
             C *= scale
-        return _K.mi_from_onehot(C, off, card, n * scale, alpha, n_threads), n * scale, None
+        return _MI.mi_from_onehot(C, off, card, n * scale, alpha, n_threads), n * scale, None
     ww = np.ones(n) if w is None else w
     XT = np.ascontiguousarray(codes.T)
-    return _K.mi_general(XT, card, ww, float(ww.sum()), alpha, n_threads), float(ww.sum()), None
+    return _MI.mi_general(XT, card, ww, float(ww.sum()), alpha, n_threads), float(ww.sum()), None
 
 
 def _weighted_cooc(codes: np.ndarray, w: np.ndarray, n_threads: int) -> np.ndarray:
@@ -271,7 +267,7 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
         n = codes.shape[0]
     nt = resolve_threads(n_threads, float(n) * d * d / 16)
     mi, total, C = mutual_information(codes, card, w, float(alpha), nt, bits)
-    parents = _K.prim_max_forest(mi, max(float(mi_threshold), MI_EPS))
+    parents = _MI.prim_max_forest(mi, max(float(mi_threshold), MI_EPS))
     if C is not None:
         cpts = _binary_cpts(C, total, parents, float(alpha))
     else:

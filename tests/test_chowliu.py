@@ -158,7 +158,7 @@ def test_forest_independent_variable_and_threshold():
 
 @pytest.mark.parametrize("n", [1, 7, 1100])
 def test_weighted_binary_count_kernels(n):
-    from spnc import _chowliu as K
+    from spnc import _counts as K
     from spnc.chowliu import _weighted_cooc
     rng = np.random.default_rng(10)
     dens = np.r_[np.full(20, 0.05), np.full(5, 0.95), np.full(5, 0.5)]  # mostly-1 columns get complemented

@@ -120,3 +120,26 @@ def test_bad_call_arguments():
         Bernoulli(-1, 0.5)
     assert spn.sample(0, seed=1).shape == (0, 2)
     assert spn.log_likelihood(np.zeros((0, 2))).shape == (0,)
+
+
+def test_vocabulary_mirror_and_thread_policy(monkeypatch):
+    """spnc/_kinds.py mirrors spnc/_kinds.pxd; the thread policy honours OMP_NUM_THREADS
+    and importing spnc changes no environment variable."""
+    import pathlib
+    import re
+    import subprocess
+    import sys
+
+    from spnc import _kinds
+    from spnc._threads import SERIAL_WORK, effective_n_threads
+    pxd = (pathlib.Path(spnc.__file__).parent / "_kinds.pxd").read_text()
+    for name, value in re.findall(r"^\s+([A-Z]+) = (\d+)", pxd, flags=re.M):
+        assert getattr(_kinds, name) == int(value), name
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert effective_n_threads(-1) == 3 and effective_n_threads(-2) == 2
+    assert effective_n_threads(None, SERIAL_WORK - 1) == 1
+    assert effective_n_threads(None, 10**12) == 3
+    assert effective_n_threads(2) == 2
+    code = "import os; before = dict(os.environ); import spnc; print(dict(os.environ) == before)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

@@ -8,8 +8,8 @@ from scipy.stats import multivariate_normal
 
 import spnc
 from spnc import DataError, ParameterError
-from spnc import _chowliu as CK
-from spnc import _learnspn as LK
+from spnc import _counts as CK
+from spnc.learn import _learnspn as LK
 from spnc.learn import LearnSPN
 from spnc.learn.learnspn import simplify
 from spnc.learn.structure import (EBVS, GVS, RGVS, Context, EBVSAdaptive, MIComponents, Slice,
@@ -78,7 +78,7 @@ def test_value_counts_matches_bincount():
     X = np.stack([rng.integers(0, k, 300) for k in card], axis=1)
     off = np.concatenate([[0], np.cumsum(card)]).astype(np.int64)
     for dt in (np.uint8, np.int32):
-        got = LK.value_counts(np.ascontiguousarray(X, dtype=dt), off)
+        got = CK.value_counts(np.ascontiguousarray(X, dtype=dt), off)
         want = np.concatenate([np.bincount(X[:, j], minlength=k) for j, k in enumerate(card)])
         np.testing.assert_array_equal(got, want)
 

@@ -13,7 +13,7 @@ import pytest
 import spnc
 from spnc.errors import DataError, FormatError
 
-pytest.importorskip("spnc._oslrau", reason="spnc._oslrau is not built (add it to setup.py MODULES)")
+pytest.importorskip("spnc.learn._oslrau", reason="spnc.learn._oslrau is not built (add it to setup.py MODULES)")
 from spnc.learn.oslrau import LEAF, PRODUCT, SUM, OSLRAU  # noqa: E402
 
 from conftest import shared_data  # noqa: E402
@@ -125,7 +125,7 @@ def test_kernel_matches_python_reference():
 
 def _tie_counts(seed: int, m: int = 2000) -> np.ndarray:
     """A sum over two identical leaves sees one batch: every row is a tie."""
-    from spnc import _oslrau
+    from spnc.learn import _oslrau
     X = np.random.default_rng(0).normal(size=(m, 1))
     count = np.zeros(3)
     _oslrau.run(X, 0, m, np.array([0, 1, 2], np.int32), np.array([2, 2, 0], np.int8),

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Inference throughput of spnc against plain-numpy evaluations of the same model.
 
-Prints rows/s and edge-evaluations/s for log-likelihood, marginals (30 % missing), MPE and
-sampling on 1 thread and on all threads, and the ratio against (a) a node-by-node numpy
+Prints rows/s and edge-evaluations/s (and per core, next to the exp and multiply-add rates
+of one core measured in the same run) for log-likelihood, marginals (30 % missing), MPE,
+the backward pass, one EM iteration and sampling, on 1 and 2 threads (always both rows),
+with each query's cost relative to a log-likelihood pass and the ratio against (a) a node-by-node numpy
 evaluation (one vectorised numpy call per node over all rows) and (b) a layer-by-layer
 numpy evaluation (all nodes of one depth at once over blocks of rows), both measured in
 the same run. Times are medians of repeats; the machine is shared, trust the ratios.
@@ -18,10 +20,10 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import numpy as np  # noqa: E402
 
 import spnc  # noqa: E402
+from spnc._kinds import LEAF, PRODUCT  # noqa: E402
 from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
 
 
@@ -126,10 +128,10 @@ def numpy_node_by_node(spn: spnc.SPN, X: np.ndarray) -> np.ndarray:
         x = X[:, t.var[i]]
         vals[n] = np.where(np.isnan(x), 0.0, np.where(x == 1, np.log(p[i]), np.log1p(-p[i])))
     lw = spn.logw
-    for n in np.flatnonzero(spn.kind < 2):
+    for n in np.flatnonzero(spn.kind < LEAF):
         a, b = spn.child_ptr[n], spn.child_ptr[n + 1]
         ch = spn.child[a:b]
-        if spn.kind[n] == 1:
+        if spn.kind[n] == PRODUCT:
             v = vals[ch[0]].copy()
             for c in ch[1:]:
                 v += vals[c]
@@ -147,7 +149,7 @@ class NumpyLayered:
     def __init__(self, spn: spnc.SPN):
         N = spn.n_nodes
         depth = np.zeros(N, dtype=np.int64)
-        for n in np.flatnonzero(spn.kind < 2):  # set-up only, not timed
+        for n in np.flatnonzero(spn.kind < LEAF):  # set-up only, not timed
             depth[n] = depth[spn.children(n)].max() + 1
         self.spn, self.layers = spn, []
         for d in range(1, depth.max() + 1):
@@ -219,24 +221,61 @@ def timeit(f, repeat=3):
     return statistics.median(ts)
 
 
+def learned_plants(data: str, cache: str | None) -> spnc.SPN | None:
+    """A LearnSPN model of the plants training set (the learned-shape case of issue 12),
+    read from ``cache`` if that file exists, else learned (and saved there)."""
+    if cache and os.path.exists(cache):
+        return spnc.load(cache)
+    path = os.path.join(data, "binary", "plants.train.data")
+    if not os.path.exists(path):
+        print(f"   (plants data not found at {path}: learned model skipped)")
+        return None
+    from spnc.learn import LearnSPN
+    X = np.loadtxt(path, delimiter=",")
+    spn = LearnSPN(random_state=0).fit(X).spn_
+    if cache:
+        spnc.save(spn, cache)
+    return spn
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--edges", type=float, nargs="*", default=[1e2, 4e3, 1e5, 1e6])
     ap.add_argument("--vars", type=int, default=64)
     ap.add_argument("--rows", type=int, default=20000)
-    ap.add_argument("--shape", choices=["learnspn", "region"], nargs="*", default=["learnspn", "region"],
-                    help="learnspn: small fan-out trees like learned models; region: wide region-graph sums")
+    ap.add_argument("--shape", choices=["learnspn", "region", "plants"], nargs="*",
+                    default=["plants", "learnspn", "region"],
+                    help="plants: LearnSPN on the shared plants set; learnspn: small fan-out trees like "
+                         "learned models; region: wide region-graph sums")
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    ap.add_argument("--plants-model", default=None, help="HDF5 file caching the learned plants model")
     ap.add_argument("--peers", default="/tmp/peers",
                     help="folder of ../shared/tools/peer-venvs.sh venvs (skipped when missing)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats, skip the slow references on 1e6 edges")
     args = ap.parse_args(argv)
     rep = 1 if args.quick else 3
-    nt_all = spnc._core.max_threads()
-    print(f"spnc {spnc.__version__}  OpenMP={spnc._core.HAVE_OPENMP}  threads={nt_all}  block={spnc._core.BLOCK}")
-    print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} {'vs node-numpy':>14} {'vs layer-numpy':>15}")
+    from spnc import _infer
+    from spnc._threads import available_threads
+    from spnc.learn import EM
+    avail = available_threads()
+    exp_rate, fma_rate = _infer.probe("exp"), _infer.probe("fma")
+    print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}")
+    print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s")
+    print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} "
+          f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8}")
     rng = np.random.default_rng(1)
-    for shape, target in [(s, t) for s in args.shape for t in args.edges]:
-        if shape == "region":
+    cases = []
+    for shape in args.shape:
+        if shape == "plants":
+            cases.append((shape, None))
+        else:
+            cases += [(shape, t) for t in args.edges]
+    for shape, target in cases:
+        if shape == "plants":
+            spn = learned_plants(args.data, args.plants_model)
+            if spn is None:
+                continue
+        elif shape == "region":
             spn = random_model(args.vars, int(target))
         else:
             spn = learnspn_like(max(16, int(target) // 60), int(target))
@@ -256,19 +295,35 @@ def main(argv=None) -> int:
             got = spn.log_likelihood(X[:200])
             assert np.allclose(got, numpy_node_by_node(spn, X[:200]), atol=1e-9)
             assert np.allclose(got, lay(X[:200]), atol=1e-9)
-        for name, f, rows in (
-            ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt), n),
-            ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt), n),
-            ("mpe", lambda nt: spn.mpe(Xm, n_threads=nt), n),
-            ("sample", lambda nt: spn.sample(n, seed=1, n_threads=nt), n),
+        em = EM(init=spn, check_leaves=False)
+        em._setup(spn)
+        ones = np.ones(n)
+
+        def em_step(nt):  # one E-step (backward pass + leaf statistics) and one M-step
+            em.n_threads = nt
+            em.rejected_ = 0
+            em._mstep(spn, em._estep(spn, X, ones, hard=False), X, ones)
+        base = {}
+        for name, f in (
+            ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt)),
+            ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt)),
+            ("mpe", lambda nt: spn.mpe(Xm, n_threads=nt)),
+            ("backward", lambda nt: spn.backward(X, n_threads=nt)),
+            ("em-step", em_step),
+            ("sample", lambda nt: spn.sample(n, seed=1, n_threads=nt)),
         ):
-            for nt in sorted({1, nt_all}):
+            for nt in (1, 2):  # two threads always run (and say so) even where fewer are available
                 f(nt)  # warm-up
                 t = timeit(lambda: f(nt), rep)
-                rps = rows / t
+                rps = n / t
+                base.setdefault((name, nt), rps)
                 r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
                 r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
-                print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} {r1} {r2}")
+                rl = f"{base[('loglik', nt)] / rps:9.2f}x" if name != "loglik" else f"{'':>10}"
+                sp = f"{rps / base[(name, 1)]:7.2f}x" if nt == 2 else f"{'':>8}"
+                note = "" if nt <= avail else "  (more threads than available)"
+                print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} "
+                      f"{rps * spn.n_edges / nt:9.3g} {r1} {r2} {rl} {sp}{note}")
         if spn.n_edges <= 20000 and os.path.isdir(args.peers):
             for lib, d in peer_rates(spn, X[:20000], args.peers).items():
                 print(f"{'':>9} {'':>7} {lib:<10} {1:>3} {d['rows_per_s']:11.3g} {d['rows_per_s'] * spn.n_edges:13.3g}"

@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from spnc._kinds import LEAF, SUM  # noqa: E402
 from spnc.learn import LearnSPN  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -73,13 +74,13 @@ def layers(spn) -> int:
     """Node layers on the longest root-to-leaf path."""
     depth = np.ones(len(spn.kind), dtype=np.int64)
     ptr, child = spn.child_ptr, spn.child
-    for n in np.flatnonzero(spn.kind < 2):          # children come before parents
+    for n in np.flatnonzero(spn.kind < LEAF):       # children come before parents
         depth[n] = 1 + depth[child[ptr[n]:ptr[n + 1]]].max()
     return int(depth[spn.roots].max())
 
 
 def size(spn) -> dict:
-    sums = spn.kind == 0
+    sums = spn.kind == SUM
     w = int(np.diff(spn.child_ptr)[sums].sum())
     return {"nodes": int(len(spn.kind)), "edges": int(len(spn.child)), "layers": layers(spn), "sum_weights": w}
 

@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from spnc._kinds import SUM  # noqa: E402
 from spnc.learn import EM, LearnSPN  # noqa: E402
 from spnc.learn.treespn import TreeSPN  # noqa: E402
 
@@ -50,7 +51,7 @@ def load(root: Path, name: str):
 
 
 def model_size(spn) -> dict:
-    sums = spn.kind == 0
+    sums = spn.kind == SUM
     out = {"nodes": int(len(spn.kind)), "edges": int(len(spn.child)),
            "sum_weights": int(np.diff(spn.child_ptr)[sums].sum())}
     t = spn.leaf_tables.get("cltree")

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from .._kinds import LEAF, PRODUCT, SUM
 from ..errors import SpncError
 from . import add_common, print_json, run_tool
 
@@ -59,13 +60,13 @@ def statistics(spn) -> dict:
             n_p = sum(int(np.asarray(v).size) for k, v in t.params.items() if not k.endswith("_ptr"))
             families[name] = {"leaves": len(t), "parameters": n_p}
             leaf_params += n_p
-    sums = kind == 0
+    sums = kind == SUM
     sum_edges = int(deg[sums].sum())
     card = np.asarray(spn.cardinality)
-    leaf_scope = scope[kind >= 2]
+    leaf_scope = scope[kind >= LEAF]
     return {
         "nodes": N, "edges": int(len(child)),
-        "sums": int(sums.sum()), "products": int((kind == 1).sum()), "leaves": int((kind >= 2).sum()),
+        "sums": int(sums.sum()), "products": int((kind == PRODUCT).sum()), "leaves": int((kind >= LEAF).sum()),
         "parameters": {"sum_weights": sum_edges, "leaf": leaf_params, "total": sum_edges + leaf_params},
         "depth": int(height[np.asarray(spn.roots)].max()) if N else 0,
         "shared_nodes": int((parents > 1).sum()), "max_parents": int(parents.max()) if N else 0,
@@ -74,7 +75,7 @@ def statistics(spn) -> dict:
                        "leaf_max": int(leaf_scope.max()) if leaf_scope.size else 0,
                        "mean": float(scope.mean()) if N else 0.0},
         "children": {"sum_mean": float(deg[sums].mean()) if sums.any() else 0.0,
-                     "product_mean": float(deg[kind == 1].mean()) if (kind == 1).any() else 0.0},
+                     "product_mean": float(deg[kind == PRODUCT].mean()) if (kind == PRODUCT).any() else 0.0},
         "leaf_families": families,
         "variables": {"total": int(spn.n_vars), "discrete": int((card > 0).sum()), "real": int((card == 0).sum()),
                       "named": spn.var_names is not None},

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import kind_name as _kind_name  # noqa: F401  (one naming of kinds)
 from ..errors import FormatError
-from ..leaves import base as leaf_base
-from ._spec import (NAME_RE, PORTABLE, PRODUCT, SUM, Group, Limits, dtype_code, err,
+from ._spec import (NAME_RE, PORTABLE, Group, Limits, dtype_code, err,
                     norm_attr, np_dtype)
 
 
@@ -232,14 +232,3 @@ class _Checker:
         if not isinstance(a, list) and a.dtype.kind == "f":
             self.finite(a, mpath)
         return a
-
-
-def _kind_name(code: int) -> str | None:
-    if code == SUM:
-        return "sum"
-    if code == PRODUCT:
-        return "product"
-    try:
-        return leaf_base.leaf_type_by_code(code).name
-    except FormatError:
-        return None

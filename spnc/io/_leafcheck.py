@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kinds import LEAF
 from ..errors import FormatError
 from ..leaves import base as leaf_base
 from ._spec import BUILTIN_LEAVES, LEAF_DTYPES, NAME_RE, VENDOR_NAME_RE, Group, err
@@ -149,7 +150,7 @@ def _leaf_tables(c: _Checker, gl: Group, ol: Group, kind: np.ndarray, mkind: np.
         tables[lname] = table
         ol.members[lname] = Group(members={"node": node, **arrays})
     unknown = np.isin(kind, sorted(fallback_codes))
-    missing = (kind >= 2) & ~unknown & (listed == 0)
+    missing = (kind >= LEAF) & ~unknown & (listed == 0)
     if missing.any():
         i = _first(missing)
         raise err("/leaves", f"leaf node {i} ({kind_names[kind[i]]}) is missing from "

@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validation
+from .._kinds import LEAF
+from ..errors import FormatError
 from ..leaves import base as leaf_base
 from ._checker import _Checker, _first, _kind_name, parse_json_strict
 from ._hash import content_hash
@@ -25,6 +28,12 @@ from ._spec import (COMBINE, DEFAULT_LIMITS, FEATURE_RE, FIXED, FORMAT, GROUP_AT
                     Group, Limits, err)
 
 __all__ = ["Validated", "validate_tree", "parse_json_strict", "_reach"]
+
+
+#: structural checks (spnc._validation) name the file's datasets and raise FormatError
+_FILE = _validation.Names(kind="/nodes/kind", child_ptr="/edges/ptr", child="/edges/child",
+                          weight="/edges/weight", scope="/nodes/scope", roots="/roots/node",
+                          structure=FormatError, scope_error=FormatError)
 
 
 @dataclasses.dataclass
@@ -206,45 +215,11 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
     c.ptr(ptr, "/edges/ptr", E, "/edges/child")
     child = c.dataset(ge, "/edges", "child", "i8")
     weight = c.dataset(ge, "/edges", "weight", "f8", length=E, why=" (one per edge)")
-    nch = np.diff(ptr)
-    leaf = kind >= 2
-    if (leaf & (nch > 0)).any():
-        i = _first(leaf & (nch > 0))
-        raise err("/edges/ptr", f"leaf node {i} (kind {int(kind[i])}) has {int(nch[i])} children")
-    if (~leaf & (nch == 0)).any():
-        i = _first(~leaf & (nch == 0))
-        raise err("/edges/ptr", f"{_kind_name(int(kind[i]))} node {i} has no children")
     c.in_range(child, "/edges/child", 0, N)
-    parent = np.repeat(np.arange(N, dtype=np.int64), nch)
-    bad = child >= parent
-    if bad.any():
-        k = _first(bad)
-        raise err("", f"/edges/child[{k}] = {int(child[k])} under node {int(parent[k])}: children "
-                      "must precede their parents (cycle or wrong node order)")
-    c.finite(weight, "/edges/weight")
-    if (weight < 0).any():
-        k = _first(weight < 0)
-        raise err("", f"/edges/weight[{k}] = {float(weight[k])!r} is negative")
-    pk = kind[parent]
-    bad = (pk == PRODUCT) & (weight != 1.0)
-    if bad.any():
-        k = _first(bad)
-        raise err("", f"/edges/weight[{k}] = {float(weight[k])!r} is on a product edge (must be 1.0)")
-    sums = np.flatnonzero(kind == SUM)
-    if sums.size:
-        tot = np.bincount(parent, weights=weight, minlength=N)[sums]
-        bad = np.abs(tot - 1.0) > limits.weight_tol
-        if bad.any():
-            j = _first(bad)
-            raise err("/edges/weight", f"weights of sum node {int(sums[j])} add up to "
-                      f"{float(tot[j])!r}, not 1 within {limits.weight_tol}")
-    if E > 1:
-        key = parent * np.int64(N) + child
-        srt = np.sort(key)
-        dup = srt[1:] == srt[:-1]
-        if dup.any():
-            kk = srt[1:][dup][0]
-            raise err("/edges/child", f"node {int(kk // N)} lists child {int(kk % N)} twice")
+    # the structural rules are the arrays' own (spnc._validation), named by file path
+    parent = _validation.check_edges(kind, ptr, child, _FILE)
+    _validation.check_weights(kind, ptr, weight, parent, _FILE, tol=limits.weight_tol)
+    leaf = kind >= LEAF
     # completeness / decomposability by additive hashing of scopes with random 64-bit keys
     rng = np.random.default_rng()
     keys = rng.integers(0, 2**63 - 1, size=V, dtype=np.int64, endpoint=True).view(np.uint64)

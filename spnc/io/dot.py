@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kinds import SUM
 from ..errors import SpncError
 from ._spec import FORMAT, VERSION, Group
 
@@ -133,7 +134,7 @@ def to_dot(model: Any, *, max_nodes: int | None = 500, max_depth: int | None = N
                 hidden += 1
                 continue
             ea = {}
-            if kind[n] == 0:
+            if kind[n] == SUM:
                 ea = {"label": _num(float(weight[e]), precision), "spnc_w": repr(float(weight[e]))}
             s = ", ".join(f"{x}={_q(v)}" for x, v in ea.items())
             out.append(f"  n{n} -> n{c}" + (f" [{s}]" if s else "") + ";")

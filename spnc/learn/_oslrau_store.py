@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _oslrau
+from . import _oslrau
 
 _DTYPES = {"kind": np.int8, "count": np.float64, "merges": np.int32, "scope_ptr": np.int64,
            "scope": np.int32, "cov_ptr": np.int64, "mean": np.float64, "cov": np.float64,

@@ -2,22 +2,21 @@
 arbitrary sum-product network leaves with expectation-maximization").
 
 One E-step is one forward + backward pass (the kernel behind :meth:`spnc.SPN.backward`) per
-chunk of rows: it gives the expected count of every sum edge (the paper's beta, Eq. 5) and
-every leaf's responsibility for every row (alpha, Eq. 9). Chunks are reduced to sufficient
-statistics at once (kernels in :mod:`spnc._em`; numpy when that module is not built), so
-memory does not grow with the number of rows times the number of nodes or leaves.
+chunk of rows of the one sweep engine (:mod:`spnc._sweep`): it gives the expected count of
+every sum edge (the paper's beta, Eq. 5) and every leaf's responsibility for every row
+(alpha, Eq. 9). Hard EM runs the MPE selection kernel with counts instead. Chunks are
+reduced to sufficient statistics at once, so memory does not grow with the number of rows
+times the number of nodes or leaves.
 
 The M-step sets sum weights by Eq. 6 (with optional Dirichlet pseudo-counts and a floor,
 solved exactly as a constrained maximum, so EM stays monotone) and refits every leaf by
 its weighted maximum likelihood (Eq. 10). A leaf update that lowers the leaf's weighted
 log-likelihood (Eq. 12) is discarded.
 
-Leaf statistics. The built-in leaf types (Bernoulli, categorical, Gaussian, multivariate
-Gaussian, indicator) are reduced to sufficient statistics block by block. Any other leaf
-type (Chow-Liu trees, user-registered types) falls back to ``weighted_fit(X, resp)`` on
-the whole data with the responsibilities of that table kept for the pass (n x its leaves).
-A leaf type may opt into streaming by defining ``em_stats(table, options)`` returning an
-object with the methods of :class:`_LeafStats`.
+Leaf statistics belong to each leaf type: a table whose ``em_stats()`` returns a
+:class:`spnc.leaves.base.LeafStats` is reduced block by block; any other (Chow-Liu trees,
+user-registered types) falls back to ``weighted_fit(X, resp)`` on the whole data with the
+responsibilities of that table kept for the pass (n x its leaves).
 """
 from __future__ import annotations
 
@@ -27,253 +26,27 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core
+from .. import _infer
+from .._kinds import MARGINAL, MAX, SUM
 from .._progress import Progress
+from .._sweep import CHUNK_VALUES, Sweep
+from .._threads import effective_n_threads
 from ..errors import DataError, ParameterError, StructureError
-from ..graph import SPN, SUM, PRODUCT, _n_threads
+from ..graph import SPN
 from ..leaves import base as _lb
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options
 from .base import DensityEstimator
 
-try:  # compiled hard-EM kernel; the numpy top-down pass below is the fallback
-    from .. import _em
-    if _em.block_size() != _core.BLOCK:
-        _em = None
-except ImportError:  # pragma: no cover - depends on the build
-    _em = None
-
-_LOG2PI = math.log(2.0 * math.pi)
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
 _EQ12_RTOL = 1e-9
-
-
-# ====================================================================== leaf statistics
-class _LeafStats:
-    """Streaming sufficient statistics of one leaf table (the accumulate/finalise split).
-
-    ``zero()`` -> dict of arrays; ``accumulate(s, XT, R, rw)`` adds one chunk of rows, given
-    transposed (``XT`` (n_vars, m)), with ``R`` the leaf responsibilities of all leaves in
-    slot layout (n_leaves, m) and ``rw`` the row weights (m,); ``fit(s)`` -> new parameter
-    arrays; ``score(params, s)`` -> (L,) the weighted log-likelihood (plus the log prior of
-    the pseudo-counts or ridge) of each leaf under ``params``, the quantity Eq. 12 compares."""
-
-    def __init__(self, table: _lb.LeafType, alpha: float, min_std: float, n_threads: int = 1):
-        self.t, self.alpha, self.min_std, self.nt = table, float(alpha), float(min_std), int(n_threads)
-
-    def _resp(self, R: np.ndarray, rw: np.ndarray) -> np.ndarray:
-        return R[self.t.slot] * rw
-
-
-def _discrete_counts(t: _lb.LeafType, offset: np.ndarray, counts: np.ndarray, XT, R, rw, nt: int) -> None:
-    if _em is not None:
-        _em.discrete_counts(R, t.slot, t.var, XT, rw, offset, counts, nt)
-        return
-    x = XT[t.var]
-    obs = ~np.isnan(x)
-    idx = offset[:, None] + np.where(obs, x, 0.0).astype(np.int64)
-    counts += np.bincount(idx[obs], weights=(R[t.slot] * rw)[obs], minlength=len(counts))
-
-
-class _BernoulliStats(_LeafStats):
-    # count[2 l + x]: weighted rows with x_var = x under leaf l
-    def zero(self):
-        return {"count": np.zeros(2 * len(self.t))}
-
-    def accumulate(self, s, XT, R, rw):
-        if _em is not None and hasattr(_em, "binary_counts"):
-            _em.binary_counts(R, self.t.slot, self.t.var, XT, rw, s["count"], self.nt)
-            return
-        _discrete_counts(self.t, 2 * np.arange(len(self.t), dtype=np.int64), s["count"], XT, R, rw, self.nt)
-
-    def fit(self, s):
-        a = self.alpha
-        c0, c1 = s["count"][0::2], s["count"][1::2]
-        p = self.t.params["p"].astype(np.float64).copy()
-        keep = c0 + c1 + 2 * a > 0
-        p[keep] = (c1[keep] + a) / (c0[keep] + c1[keep] + 2 * a)
-        return {"p": np.clip(p, 0.0, 1.0)}
-
-    def score(self, params, s):
-        p, a = params["p"], self.alpha
-        return _xlogy(s["count"][1::2] + a, p) + _xlogy(s["count"][0::2] + a, 1.0 - p)
-
-
-class _CategoricalStats(_LeafStats):
-    def zero(self):
-        return {"count": np.zeros(len(self.t.params["prob"]))}
-
-    def accumulate(self, s, XT, R, rw):
-        _discrete_counts(self.t, np.ascontiguousarray(self.t.params["prob_ptr"][:-1], dtype=np.int64),
-                         s["count"], XT, R, rw, self.nt)
-
-    def fit(self, s):
-        ptr = self.t.params["prob_ptr"]
-        prob = self.t.params["prob"].astype(np.float64).copy()
-        c = s["count"] + self.alpha
-        tot = np.add.reduceat(c, ptr[:-1]) if len(c) else np.zeros(0)
-        keep = np.repeat(tot > 0, np.diff(ptr))
-        prob[keep] = (c / np.repeat(np.where(tot > 0, tot, 1.0), np.diff(ptr)))[keep]
-        return {"prob_ptr": ptr, "prob": prob}
-
-    def score(self, params, s):
-        ptr = self.t.params["prob_ptr"]
-        v = _xlogy(s["count"] + self.alpha, params["prob"])
-        return np.add.reduceat(v, ptr[:-1]) if len(v) else np.zeros(0)
-
-
-class _GaussianStats(_LeafStats):
-    # statistics are centred on the current mean (numerically stable one-pass moments)
-    def zero(self):
-        L = len(self.t)
-        return {"center": np.array(self.t.params["mean"], dtype=np.float64),
-                "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
-
-    def recentre(self, s, center):
-        """Move the moments to another centre (online EM mixes statistics of several steps)."""
-        d = center - s["center"]
-        s["sdd"] = s["sdd"] - 2 * d * s["sd"] + s["w"] * d ** 2
-        s["sd"] = s["sd"] - s["w"] * d
-        s["center"] = np.array(center, dtype=np.float64)
-
-    def accumulate(self, s, XT, R, rw):
-        center = np.ascontiguousarray(s["center"])
-        if _em is not None:
-            _em.gauss_moments(R, self.t.slot, self.t.var, XT, rw, center, s["w"], s["sd"], s["sdd"], self.nt)
-            return
-        x = XT[self.t.var]
-        obs = ~np.isnan(x)
-        w = np.where(obs, self._resp(R, rw), 0.0)
-        d = np.where(obs, x - center[:, None], 0.0)
-        wd = w * d
-        s["w"] += w.sum(1)
-        s["sd"] += wd.sum(1)
-        s["sdd"] += (wd * d).sum(1)
-
-    def fit(self, s):
-        m0 = s["center"]
-        mean, std = m0.copy(), self.t.params["std"].astype(np.float64).copy()
-        k = s["w"] > 0
-        delta = s["sd"][k] / s["w"][k]
-        var = s["sdd"][k] / s["w"][k] - delta ** 2
-        mean[k] = m0[k] + delta
-        std[k] = np.sqrt(np.maximum(var, self.min_std ** 2))
-        return {"mean": mean, "std": std}
-
-    def score(self, params, s):
-        delta = params["mean"] - s["center"]
-        sq = s["sdd"] - 2 * delta * s["sd"] + s["w"] * delta ** 2
-        var = params["std"] ** 2
-        return -0.5 * s["w"] * (_LOG2PI + np.log(var)) - 0.5 * sq / var
-
-
-class _MVGaussianStats(_LeafStats):
-    """Rows with a missing value in the leaf's scope are left out (as in ``weighted_fit``).
-    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``)."""
-
-    def zero(self):
-        p = self.t.params
-        return {"center": np.array(p["mean"], dtype=np.float64), "w": np.zeros(len(self.t)),
-                "sd": np.zeros(len(p["mean"])), "sdd": np.zeros(len(p["cov"]))}
-
-    def recentre(self, s, center):
-        """Move the moments to another centre (online EM mixes statistics of several steps)."""
-        for i in range(len(self.t)):
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            d = center[a:b] - s["center"][a:b]
-            S = sdd - np.outer(sd, d) - np.outer(d, sd) + s["w"][i] * np.outer(d, d)
-            s["sdd"][c0:c1] = S.ravel()
-            s["sd"][a:b] = sd - s["w"][i] * d
-        s["center"] = np.array(center, dtype=np.float64)
-
-    def accumulate(self, s, XT, R, rw):
-        p = self.t.params
-        for i, sc in enumerate(self.t.scopes):
-            a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
-            d = XT[sc] - s["center"][a:b, None]
-            ok = ~np.isnan(d).any(0)
-            w = R[self.t.slot[i]] * rw
-            if not ok.all():
-                w = np.where(ok, w, 0.0)
-                d = np.where(ok[None, :], d, 0.0)
-            wd = d * w
-            s["w"][i] += w.sum()
-            s["sd"][a:b] += wd.sum(1)
-            s["sdd"][p["cov_ptr"][i]:p["cov_ptr"][i + 1]] += (wd @ d.T).ravel()
-
-    def _moments(self, i, s):
-        p = self.t.params
-        k = len(self.t.scopes[i])
-        a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
-        c0, c1 = p["cov_ptr"][i], p["cov_ptr"][i + 1]
-        return k, a, b, c0, c1, s["sd"][a:b], s["sdd"][c0:c1].reshape(k, k)
-
-    def fit(self, s):
-        p = self.t.params
-        mean, cov = p["mean"].astype(np.float64).copy(), p["cov"].astype(np.float64).copy()
-        for i in range(len(self.t)):
-            W = s["w"][i]
-            if W <= 0:
-                continue
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            delta = sd / W
-            C = sdd / W - np.outer(delta, delta)
-            C = 0.5 * (C + C.T) + self.min_std ** 2 * np.eye(k)
-            mean[a:b] = s["center"][a:b] + delta
-            cov[c0:c1] = C.ravel()
-        return {"mean_ptr": p["mean_ptr"], "mean": mean, "cov_ptr": p["cov_ptr"], "cov": cov}
-
-    def score(self, params, s):
-        p = self.t.params
-        out = np.zeros(len(self.t))
-        for i in range(len(self.t)):
-            W = s["w"][i]
-            if W <= 0:
-                continue
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            delta = params["mean"][a:b] - s["center"][a:b]
-            S = sdd - np.outer(sd, delta) - np.outer(delta, sd) + W * np.outer(delta, delta)
-            C = params["cov"][c0:c1].reshape(k, k)
-            sign, logdet = np.linalg.slogdet(C)
-            if sign <= 0:
-                out[i] = -np.inf
-                continue
-            # the ridge is the exact maximiser of Q - W * min_std**2 * tr(C^-1) / 2: compare that
-            S = S + W * self.min_std ** 2 * np.eye(k)
-            out[i] = -0.5 * W * (k * _LOG2PI + logdet) - 0.5 * np.trace(np.linalg.solve(C, S))
-        return out
-
-
-class _NoStats(_LeafStats):
-    """Leaves without parameters (indicators)."""
-
-    def zero(self):
-        return {}
-
-    def accumulate(self, s, XT, R, rw):
-        pass
-
-    def fit(self, s):
-        return dict(self.t.params)
-
-    def score(self, params, s):
-        return np.zeros(len(self.t))
-
-
-_STATS = {"bernoulli": _BernoulliStats, "categorical": _CategoricalStats, "gaussian": _GaussianStats,
-          "mvgaussian": _MVGaussianStats, "indicator": _NoStats}
-
-
-def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > 0, x * np.log(np.where(x > 0, y, 1.0)), 0.0)
+#: leaf-matrix and responsibility values per chunk: small enough to stay in cache between the
+#: backward kernel that writes the responsibilities and the statistics kernels that read them
+_CACHE_VALUES = 1 << 18
 
 
 def _stats_for(table: _lb.LeafType, alpha: float, min_std: float, n_threads: int = 1):
-    hook = getattr(type(table), "em_stats", None)
-    if hook is not None:
-        return hook(table, {"alpha": alpha, "min_std": min_std, "n_threads": n_threads})
-    cls = _STATS.get(table.name)
-    return None if cls is None else cls(table, alpha, min_std, n_threads)
+    """The table's streaming EM statistics (:meth:`LeafType.em_stats`), or None."""
+    return table.em_stats(float(alpha), float(min_std), int(n_threads))
 
 
 # ====================================================================== sum weights
@@ -494,26 +267,34 @@ class EM(DensityEstimator):
     def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True) -> dict:
         """Edge counts, node counts, leaf statistics and the objective (sum of weighted
         log-likelihoods; max-product values for hard EM) in one pass over row chunks."""
-        nt = _n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
+        nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
         handlers = {k: _stats_for(t, self.alpha, self.min_std, nt) for k, t in spn.leaf_tables.items() if len(t)}
         leaf_stats = {k: h.zero() for k, h in handlers.items() if h is not None}
         kept: dict[str, list] = {k: [] for k, h in handlers.items() if h is None}
         acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
         obj = 0.0
-        for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, int(self.batch_size), acc):
+        # soft EM: discrete leaves with state tables are counted inside the backward kernel
+        by_states = set() if hard or not stats else \
+            {k for k, h in handlers.items() if hasattr(h, "add_state_counts")
+             and spn.leaf_tables[k].state_log_probs(spn.cardinality) is not None}
+        need_R = stats and any(k not in by_states for k in handlers)
+        for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc, need_R, bool(by_states)):
             if np.any(ll == -np.inf):
                 r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it")
             obj += float(np.dot(rw[: len(ll)], ll))
-            if not stats:
+            if not need_R:
                 continue
             for k, table in spn.leaf_tables.items():
-                if not len(table):
+                if not len(table) or k in by_states:
                     continue
                 if k in leaf_stats:
                     handlers[k].accumulate(leaf_stats[k], XT, R, rw)
                 else:
                     kept[k].append((R[table.slot, : len(ll)] * rw[: len(ll)]).T)
+        for k in by_states:
+            a, b = acc["spans"][k]
+            handlers[k].add_state_counts(leaf_stats[k], acc["states"][a:b])
         return {"objective": obj, "edge_counts": acc["edge"], "node_counts": acc["node"], "leaf": leaf_stats,
                 "kept": {k: np.concatenate(v) if v else None for k, v in kept.items()}}
 
@@ -634,125 +415,47 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
     for r0 in range(0, X.shape[0], step):
         XT = np.ascontiguousarray(X[r0:r0 + step].T)
         L = np.zeros((int(slot.max()) + 1, XT.shape[1]))
-        table.log_prob(XT, L, _lb.MARGINAL, 1)
+        table.log_prob(XT, L, MARGINAL, 1)
         lp = L[slot].T
         r = resp[r0:r0 + step]
         out += np.where(r > 0, r * np.where(r > 0, lp, 0.0), 0.0).sum(0)
     return out
 
 
-def _hard_pass(spn: SPN, X: np.ndarray, w: np.ndarray, n_threads: int | None, compiled: bool = True):
-    """Hard E-step on one block: every row follows its max-product induced tree (first
-    maximum at ties). Returns the max-product log-values, edge counts, node counts and 0/1
-    leaf responsibilities (m, n_leaves) in slot order."""
-    if compiled and _em is not None:
-        acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
-        nt = _n_threads(n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
-        parts = [(XT, R, rw, ll) for _, XT, R, rw, ll in _chunk_passes(spn, X, w, True, nt, 0, acc)]
-        val = np.concatenate([p[3] for p in parts])
-        resp = np.concatenate([p[1][: spn.n_leaves, : len(p[3])].T for p in parts])
-        return val, acc["edge"], acc["node"], resp
-    V = spn.node_log_values(X, mode=_lb.MAX, n_threads=n_threads).T  # (N, m)
-    N, m = V.shape
-    ptr, child, logw, kind = spn.child_ptr, spn.child, spn.logw, spn.kind
-    active = np.zeros((N, m), dtype=bool)
-    if spn.combine == "mixture":
-        lw = np.log(spn.root_weights, where=spn.root_weights > 0, out=np.full(len(spn.roots), -np.inf))
-        rv = V[spn.roots] + lw[:, None]
-        pick = np.argmax(rv, axis=0)
-        val = rv[pick, np.arange(m)]
-        for i, r in enumerate(spn.roots):
-            active[r] |= pick == i
-    else:
-        val = V[spn.root]
-        active[spn.root] = True
-    edge = np.zeros(spn.n_edges)
-    for n in range(N - 1, -1, -1):
-        if kind[n] >= 2 or not active[n].any():
-            continue
-        a, b = ptr[n], ptr[n + 1]
-        ch = child[a:b]
-        if kind[n] == PRODUCT:
-            active[ch] |= active[n]
-            continue
-        sel = np.argmax(V[ch] + logw[a:b, None], axis=0)
-        for j, c in enumerate(ch):
-            on = active[n] & (sel == j)
-            active[c] |= on
-            edge[a + j] = float(np.dot(on, w))
-    node = active.astype(np.float64) @ w
-    leaf_nodes = np.empty(spn.n_leaves, dtype=np.int64)
-    for t in spn.leaf_tables.values():
-        leaf_nodes[t.slot] = t.node
-    resp = active[leaf_nodes].T.astype(np.float64)
-    return val, edge, node, resp
-
-
-def _root_logw(spn: SPN) -> np.ndarray:
-    if spn.combine == "mixture":
-        return np.log(spn.root_weights, where=spn.root_weights > 0, out=np.full(len(spn.roots), -np.inf))
-    return np.zeros(1)
-
-
-#: leaf-matrix and responsibility values per chunk: small enough to stay in cache between the
-#: backward kernel that writes the responsibilities and the statistics kernels that read them
-_CACHE_VALUES = 1 << 18
-
-
-def _em_chunks(spn: SPN, X: np.ndarray, nt: int):
-    """(r0, r1, XT) like SPN._chunks, but with chunks sized for cache reuse."""
-    B = _core.BLOCK
-    step = int(min(16384, max(B * nt, _CACHE_VALUES // max(spn.n_leaves, 1) // B * B)))
-    n = X.shape[0]
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        m = -(-(r1 - r0) // B) * B
-        XT = np.full((spn.n_vars, m), np.nan)
-        XT[:, : r1 - r0] = X[r0:r1].T
-        yield r0, r1, XT
-
-
-def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, nt: int, block: int, acc: dict):
+def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
+                  need_R: bool = True, count_states: bool = False):
     """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m), the
-    leaf responsibilities in slot layout (n_leaves, m), row weights (m,; 0 on padding) and
-    the objective of the real rows; edge and node counts are added to ``acc``.
-
-    With the compiled helpers the core kernels are called on the container's own chunks
-    (no (rows x leaves) transposes); otherwise the public SPN.backward / a numpy top-down
-    pass run on blocks of ``block`` rows."""
-    if _em is None:
-        step = block if not hard else max(64, min(block, (1 << 22) // max(spn.n_nodes, 1)))
-        for r0 in range(0, X.shape[0], step):
-            Xb, wb = X[r0:r0 + step], w[r0:r0 + step]
-            if hard:
-                ll, e, n, resp = _hard_pass(spn, Xb, wb, nt, compiled=False)
-            else:
-                out = spn.backward(Xb, sample_weight=wb, leaf_responsibilities=True, n_threads=nt)
-                ll, e, n, resp = (out["log_likelihood"], out["edge_counts"], out["node_counts"],
-                                  out["leaf_responsibilities"])
-            acc["edge"] += e
-            acc["node"] += n
-            yield r0, np.ascontiguousarray(Xb.T), np.ascontiguousarray(resp.T), np.ascontiguousarray(wb), ll
-        return
-    rlw = _root_logw(spn)
+    leaf responsibilities in slot layout (n_leaves, m; filled if ``need_R``), row weights
+    (m,; 0 on padding) and the objective of the real rows; edge and node counts are added
+    to ``acc``, and with ``count_states`` the weighted state counts of the discrete leaves
+    (``acc["states"]``, laid out by ``acc["spans"]``). Soft EM runs the backward pass; hard
+    EM the max-product selection kernel with counts (each row follows its max-product
+    induced tree, first maximum at ties)."""
+    sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="all" if hard else "backward",
+               budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None)
+    nt = sw.n_threads
+    n_states = max((b for _, b in sw.spans.values()), default=0)
+    states = np.zeros((nt, max(n_states, 1))) if count_states else None
+    no_resp = np.empty((0, 1))
+    rlw = spn._root_logw()
     edge = np.zeros((nt, spn.n_edges))
     node = np.zeros((nt, spn.n_nodes))
-    ws = spn._workspace(nt, 1 if hard else 2)
-    acts = np.empty((nt, spn.n_nodes * _core.BLOCK), dtype=np.uint8) if hard else None
-    empty = None
-    for r0, r1, XT in _em_chunks(spn, X, nt):
+    acts = sw.acts() if hard else None
+    no_active = np.empty((0, 1), dtype=np.uint8)
+    for r0, r1, XT, L in sw:
         m = XT.shape[1]
-        L = spn._leaf_matrix(XT, _lb.MAX if hard else _lb.MARGINAL, nt)
         rw = np.zeros(m)
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
-        R = np.empty((max(spn.n_leaves, 1), m))
+        R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
         if hard:
-            _em.hard_backward(*spn._graph(), L, spn.roots, rlw, rw, v, edge, node, R, nt, ws, acts)
+            _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
+                          rw, edge, node, R, nt, sw.ws, acts)
         else:
-            if empty is None or empty.shape[1] != m:
-                empty = np.empty((0, m))
-            _core.backward(*spn._graph(), L, spn.roots, rlw, rw, v, edge, node, R, empty, nt, ws, spn._ident)
+            _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
+                            np.empty((0, m)), nt, sw.ws, states)
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
+    if states is not None:
+        acc["states"], acc["spans"] = states.sum(0), sw.spans

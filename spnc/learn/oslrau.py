@@ -2,7 +2,7 @@
 2017), for real-valued data with Gaussian and multivariate Gaussian leaves.
 
 The learner keeps its own growable tree in flat arrays indexed by node id
-(:mod:`._oslrau_store`). Mini-batches are streamed through :func:`spnc._oslrau.run`, which
+(:mod:`._oslrau_store`). Mini-batches are streamed through :func:`spnc.learn._oslrau.run`, which
 does the routing and counting for many batches per call without the GIL, scores each
 batch before learning from it, and returns when a product shows a correlation above the
 threshold; the structure change (Alg. 2-5) is then made here, in Python, and streaming
@@ -36,7 +36,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import _oslrau
+from . import _oslrau
 from .._progress import Progress
 from ..data import as_data, with_names
 from ..errors import DataError

@@ -8,7 +8,7 @@
 
 Each paper's variant is a choice of the three. New steps subclass these bases and are
 registered by name with :func:`register_step`; the template never changes.
-Statistics run in the Cython kernels of ``spnc._learnspn`` and ``spnc._chowliu``.
+Statistics run in the Cython kernels of ``spnc.learn._learnspn``, ``spnc._counts`` and ``spnc._mi``.
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import _chowliu as _CK
-from .. import _learnspn as _LK
+from .. import _counts as _CK
+from .. import _mi as _MI
+from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree, mutual_information
 from ..errors import ParameterError
 from ..leaves.cltree import ChowLiuLeaf
@@ -73,7 +74,7 @@ class Context:
     def value_counts(self, sl: Slice) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, off)``: occurrences of every value of every slice variable."""
         off = self.offsets(sl.vars)
-        return _LK.value_counts(self.data(sl), off), off
+        return _CK.value_counts(self.data(sl), off), off
 
     def gtest(self, sl: Slice, cols: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Pairwise G statistics and degrees of freedom over ``cols`` of the slice."""
@@ -83,7 +84,7 @@ class Context:
             D, vars = np.ascontiguousarray(D[:, cols]), vars[cols]
         off = self.offsets(vars)
         C = _CK.cooc_popcount(_CK.pack_onehot(D, off, int(off[-1])), self.n_threads)
-        return _LK.gtest_onehot(C, off, float(D.shape[0]))
+        return _MI.gtest_onehot(C, off, float(D.shape[0]))
 
     def mutual_information(self, sl: Slice) -> np.ndarray:
         D = self.data(sl)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _learnspn as _LK
+from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..leaves.cltree import ChowLiuLeaf
 from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval

@@ -28,9 +28,8 @@ from ..errors import FormatError, StructureError
 _BY_NAME: dict[str, type["LeafType"]] = {}
 _BY_CODE: dict[int, type["LeafType"]] = {}
 
-#: mode values for :meth:`LeafType.log_prob`
-MARGINAL = 0  # missing variables are summed / integrated out
-MAX = 1       # missing variables are maximised over (max-product / MPE)
+#: mode values for :meth:`LeafType.log_prob` (missing variables summed out / maximised over)
+from .._kinds import MARGINAL, MAX  # noqa: E402,F401
 
 
 def register_leaf(cls: type["LeafType"]) -> type["LeafType"]:
@@ -121,6 +120,13 @@ class LeafType(abc.ABC):
         return f"{self.name}({vs})"
 
     # ---- inference ---------------------------------------------------------------------
+    def state_log_probs(self, cardinality: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """For univariate discrete leaves: ``(var, ptr, logp)`` with ``logp[ptr[i] + x]`` the
+        log-probability of state x of leaf i on variable ``var[i]`` (normalised, so a
+        missing value contributes 0). The compiled sweep then evaluates these leaves itself,
+        with no leaf matrix; ``None`` (the default) means :meth:`log_prob` is used."""
+        return None
+
     @abc.abstractmethod
     def log_prob(self, XT: np.ndarray, out: np.ndarray, mode: int, n_threads: int) -> None:
         """Write log p(x_scope) of each leaf into ``out[slot[i], :]``.
@@ -137,6 +143,11 @@ class LeafType(abc.ABC):
         numbers keyed by ``(seed, row0 + r, node[i])`` (see ``spnc/_random.pxd``)."""
 
     # ---- learning (EM) -----------------------------------------------------------------
+    def em_stats(self, alpha: float = 0.0, min_std: float = 1e-3, n_threads: int = 1) -> "LeafStats | None":
+        """Streaming EM statistics of this table (a :class:`LeafStats`), or ``None`` to let
+        EM call :meth:`weighted_fit` on the whole data with the table's responsibilities."""
+        return None
+
     def weighted_fit(self, X: np.ndarray, resp: np.ndarray, **options: Any) -> None:
         """Replace each leaf's parameters by the weighted ML fit, ``resp[:, i]`` being the
         weight of each row of ``X`` (full-width, n x n_vars) for leaf ``i``."""
@@ -148,3 +159,40 @@ class LeafType(abc.ABC):
 
 def _err(table: LeafType, i: int, msg: str) -> StructureError:
     return StructureError(f"node {int(table.node[i])} ({table.name} leaf): {msg}")
+
+
+class LeafStats:
+    """Streaming EM sufficient statistics of one leaf table: accumulate over row chunks,
+    then fit. A leaf type returns one from :meth:`LeafType.em_stats`.
+
+    ``zero()`` -> dict of arrays; ``accumulate(s, XT, R, rw)`` adds one chunk of rows
+    (``XT`` (n_vars, m) transposed, ``R`` the responsibilities of all leaves in slot layout
+    (n_leaves, m), ``rw`` the row weights (m,)); ``fit(s)`` -> new parameter arrays;
+    ``score(params, s)`` -> (L,) the weighted log-likelihood (plus the log prior of the
+    pseudo-counts or ridge) of each leaf under ``params``, the quantity EM's leaf check
+    (Eq. 12) compares. Statistics that live around a centre also define
+    ``recentre(s, center)`` (online EM mixes statistics of several steps). Tables with
+    ``state_log_probs`` may define ``add_state_counts(s, counts)``: the sweep then counts
+    the weighted posterior of every state itself (``counts`` in the order of the table's
+    state table) and EM needs no responsibilities for them."""
+
+    def __init__(self, table: LeafType, alpha: float = 0.0, min_std: float = 1e-3, n_threads: int = 1):
+        self.t, self.alpha, self.min_std, self.nt = table, float(alpha), float(min_std), int(n_threads)
+
+    def zero(self) -> dict:
+        return {}
+
+    def accumulate(self, s: dict, XT: np.ndarray, R: np.ndarray, rw: np.ndarray) -> None:
+        pass
+
+    def fit(self, s: dict) -> dict:
+        return dict(self.t.params)
+
+    def score(self, params: dict, s: dict) -> np.ndarray:
+        return np.zeros(len(self.t))
+
+
+def xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x log y, 0 where x is 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, x * np.log(np.where(x > 0, y, 1.0)), 0.0)

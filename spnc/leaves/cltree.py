@@ -1,6 +1,6 @@
 """Chow-Liu tree leaves: a tree-shaped Bayesian network over several discrete variables.
 
-Inference is exact on the tree (compiled kernels in :mod:`spnc._chowliu`): log-likelihood
+Inference is exact on the tree (compiled kernels in :mod:`spnc.leaves._cltree`): log-likelihood
 with any subset of the leaf's variables missing (sum-product messages towards the root),
 the max-product value, the max-product completion and conditional sampling (upward
 messages, then a downward pass from the root).
@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import _chowliu as K
+from . import _cltree as K
 from ..chowliu import (check_weights, cpts_from_counts, fit_chow_liu, forest_to_tree,
                        resolve_threads, _tables_direct)
 from ..errors import DataError, StructureError
@@ -69,7 +69,7 @@ class ChowLiuLeaf(Leaf):
 
 
 class _Prepared:
-    """Flat arrays the kernels read (see the layout notes in spnc/_chowliu.pyx)."""
+    """Flat arrays the kernels read (see the layout notes in spnc/leaves/_cltree.pyx)."""
 
     __slots__ = ("var_ptr", "order", "gvar", "card", "fpar", "coff", "loff", "cpt", "logcpt", "scratch")
 
@@ -229,14 +229,15 @@ class CLTreeLeafType(LeafType):
         if not len(self.node):
             return
         P = self._prepared()
-        K.tree_log_prob(*self._args(), self.slot, P.scratch, XT, out, int(mode), int(n_threads))
+        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, out, _NO_ACTIVE, _NO_VALUES,
+                    int(mode), 0, 0, int(n_threads))
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
         if not len(self.node):
             return
         P = self._prepared()
         nt = resolve_threads(None, float(XT.shape[1]) * len(P.gvar) * 64)
-        K.tree_fill(*self._args(), self.slot, self.node, P.scratch, XT, active, out_XT,
+        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, _NO_VALUES, active, out_XT,
                     int(mode), int(seed) & (2**64 - 1), int(row0), nt)
 
     # ---------------------------------------------------------------- learning
@@ -377,3 +378,7 @@ def _check_tree(table: LeafType, i: int, p: np.ndarray) -> None:
     if len(reached) != n:
         lost = sorted(set(range(n)) - set(reached.tolist()))
         raise _err(table, i, f"parent array has a cycle through local variable {lost[0]} (not a tree)")
+
+
+_NO_ACTIVE = np.zeros((0, 1), dtype=np.uint8)
+_NO_VALUES = np.zeros((0, 1))

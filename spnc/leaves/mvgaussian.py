@@ -5,9 +5,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import _leafkern as K
+from . import _kernels as K
 from ..nodes import Leaf
-from .base import LeafType, _err, register_leaf
+from .base import LeafStats, LeafType, _err, register_leaf
 
 
 class MultivariateGaussian(Leaf):
@@ -125,13 +125,16 @@ class MVGaussianLeaves(LeafType):
                 p["cov_ptr"], self._lower_cov(), self._chol)
 
     def log_prob(self, XT, out, mode, n_threads):
-        K.mvn_log_prob(XT, *self._args(), self.slot, out, mode, n_threads)
+        K.mvn_pass(XT, *self._args(), self.node, self.slot, out, _NO_ACTIVE, _NO_VALUES, mode, 0, 0, n_threads)
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
-        K.mvn_fill(XT, active, out_XT, *self._args(), self.node, self.slot, mode, seed, row0, 1)
+        K.mvn_pass(XT, *self._args(), self.node, self.slot, _NO_VALUES, active, out_XT, mode, seed, row0, 1)
 
     def describe(self, i, var_names):
         return "MVN{" + ",".join(var_names[v] for v in self.scopes[i]) + "}"
+
+    def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
+        return _MVGaussianStats(self, alpha, min_std, n_threads)
 
     def weighted_fit(self, X, resp, *, min_var: float = 1e-6, **_):
         p = self.params
@@ -150,3 +153,85 @@ class MVGaussianLeaves(LeafType):
             cov[p["cov_ptr"][i]:p["cov_ptr"][i + 1]] = c.ravel()
         p["mean"], p["cov"] = mean, cov
         self._chol = None
+
+
+class _MVGaussianStats(LeafStats):
+    """Rows with a missing value in the leaf's scope are left out (as in ``weighted_fit``).
+    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``)."""
+
+    def zero(self):
+        p = self.t.params
+        return {"center": np.array(p["mean"], dtype=np.float64), "w": np.zeros(len(self.t)),
+                "sd": np.zeros(len(p["mean"])), "sdd": np.zeros(len(p["cov"]))}
+
+    def recentre(self, s, center):
+        """Move the moments to another centre (online EM mixes statistics of several steps)."""
+        for i in range(len(self.t)):
+            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
+            d = center[a:b] - s["center"][a:b]
+            S = sdd - np.outer(sd, d) - np.outer(d, sd) + s["w"][i] * np.outer(d, d)
+            s["sdd"][c0:c1] = S.ravel()
+            s["sd"][a:b] = sd - s["w"][i] * d
+        s["center"] = np.array(center, dtype=np.float64)
+
+    def accumulate(self, s, XT, R, rw):
+        p = self.t.params
+        for i, sc in enumerate(self.t.scopes):
+            a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
+            d = XT[sc] - s["center"][a:b, None]
+            ok = ~np.isnan(d).any(0)
+            w = R[self.t.slot[i]] * rw
+            if not ok.all():
+                w = np.where(ok, w, 0.0)
+                d = np.where(ok[None, :], d, 0.0)
+            wd = d * w
+            s["w"][i] += w.sum()
+            s["sd"][a:b] += wd.sum(1)
+            s["sdd"][p["cov_ptr"][i]:p["cov_ptr"][i + 1]] += (wd @ d.T).ravel()
+
+    def _moments(self, i, s):
+        p = self.t.params
+        k = len(self.t.scopes[i])
+        a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
+        c0, c1 = p["cov_ptr"][i], p["cov_ptr"][i + 1]
+        return k, a, b, c0, c1, s["sd"][a:b], s["sdd"][c0:c1].reshape(k, k)
+
+    def fit(self, s):
+        p = self.t.params
+        mean, cov = p["mean"].astype(np.float64).copy(), p["cov"].astype(np.float64).copy()
+        for i in range(len(self.t)):
+            W = s["w"][i]
+            if W <= 0:
+                continue
+            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
+            delta = sd / W
+            C = sdd / W - np.outer(delta, delta)
+            C = 0.5 * (C + C.T) + self.min_std ** 2 * np.eye(k)
+            mean[a:b] = s["center"][a:b] + delta
+            cov[c0:c1] = C.ravel()
+        return {"mean_ptr": p["mean_ptr"], "mean": mean, "cov_ptr": p["cov_ptr"], "cov": cov}
+
+    def score(self, params, s):
+        p = self.t.params
+        out = np.zeros(len(self.t))
+        for i in range(len(self.t)):
+            W = s["w"][i]
+            if W <= 0:
+                continue
+            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
+            delta = params["mean"][a:b] - s["center"][a:b]
+            S = sdd - np.outer(sd, delta) - np.outer(delta, sd) + W * np.outer(delta, delta)
+            C = params["cov"][c0:c1].reshape(k, k)
+            sign, logdet = np.linalg.slogdet(C)
+            if sign <= 0:
+                out[i] = -np.inf
+                continue
+            # the ridge is the exact maximiser of Q - W * min_std**2 * tr(C^-1) / 2: compare that
+            S = S + W * self.min_std ** 2 * np.eye(k)
+            out[i] = -0.5 * W * (k * _LOG2PI + logdet) - 0.5 * np.trace(np.linalg.solve(C, S))
+        return out
+
+
+_LOG2PI = float(np.log(2.0 * np.pi))
+_NO_ACTIVE = np.zeros((0, 1), dtype=np.uint8)
+_NO_VALUES = np.zeros((0, 1))

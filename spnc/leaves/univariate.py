@@ -5,9 +5,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import _leafkern as K
+from . import _kernels as K
 from ..nodes import Leaf
-from .base import LeafType, _err, register_leaf
+from .base import LeafStats, LeafType, _err, register_leaf, xlogy
 
 # ---------------------------------------------------------------- construction objects
 
@@ -148,6 +148,10 @@ class BernoulliLeaves(_UnivariateTable):
         ptr = np.arange(0, 2 * len(p) + 1, 2, dtype=np.int64)
         return ptr, logp, np.stack([1.0 - p, p], axis=1).ravel()
 
+    def state_log_probs(self, cardinality):
+        ptr, logp, _ = self._tables()
+        return self.var, ptr, logp
+
     def log_prob(self, XT, out, mode, n_threads):
         _, logp, _ = self._tables()
         K.bernoulli_log_prob(XT, self.var, logp, self.slot, out, mode, n_threads)
@@ -158,6 +162,9 @@ class BernoulliLeaves(_UnivariateTable):
 
     def describe(self, i, var_names):
         return f"Bern({var_names[self.var[i]]}) p={self.params['p'][i]:.3g}"
+
+    def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
+        return _BernoulliStats(self, alpha, min_std, n_threads)
 
     def weighted_fit(self, X, resp, *, alpha: float = 0.0, **_):
         x = X[:, self.var]
@@ -212,6 +219,14 @@ class CategoricalLeaves(_UnivariateTable):
             bad = np.flatnonzero(np.abs(tot - 1.0) > 1e-6)
             if bad.size:
                 raise _err(self, bad[0], f"probabilities add up to {float(tot[bad[0]])!r}, not 1")
+
+    def state_log_probs(self, cardinality):
+        with np.errstate(divide="ignore"):
+            logp = np.log(self.params["prob"].astype(np.float64, copy=False))
+        return self.var, np.ascontiguousarray(self.params["prob_ptr"], dtype=np.int64), logp
+
+    def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
+        return _CategoricalStats(self, alpha, min_std, n_threads)
 
     def log_prob(self, XT, out, mode, n_threads):
         ptr, prob = self.params["prob_ptr"], self.params["prob"].astype(np.float64, copy=False)
@@ -268,6 +283,9 @@ class GaussianLeaves(_UnivariateTable):
         if bad.size:
             raise _err(self, bad[0], f"std = {float(std[bad[0]])!r} must be finite and positive")
 
+    def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
+        return _GaussianStats(self, alpha, min_std, n_threads)
+
     def log_prob(self, XT, out, mode, n_threads):
         K.gaussian_log_prob(XT, self.var, self.params["mean"].astype(np.float64, copy=False),
                             self.params["std"].astype(np.float64, copy=False), self.slot, out, mode, n_threads)
@@ -321,6 +339,17 @@ class IndicatorLeaves(_UnivariateTable):
             i = bad[0]
             raise _err(self, i, f"value {v[i]} is not a state of variable {self.var[i]} (0..{card[i] - 1})")
 
+    def state_log_probs(self, cardinality):
+        k = cardinality[self.var].astype(np.int64)
+        ptr = np.zeros(len(k) + 1, dtype=np.int64)
+        np.cumsum(k, out=ptr[1:])
+        logp = np.full(ptr[-1], -np.inf)
+        logp[ptr[:-1] + self.params["value"].astype(np.int64)] = 0.0
+        return self.var, ptr, logp
+
+    def em_stats(self, alpha=0.0, min_std=1e-3, n_threads=1):
+        return _NoStats(self, alpha, min_std, n_threads)
+
     def log_prob(self, XT, out, mode, n_threads):
         K.indicator_log_prob(XT, self.var, self.params["value"].astype(np.int32, copy=False), self.slot, out, mode, n_threads)
 
@@ -332,3 +361,98 @@ class IndicatorLeaves(_UnivariateTable):
 
     def weighted_fit(self, X, resp, **_):
         pass  # indicators have no parameters
+
+
+# ---------------------------------------------------------------- EM statistics
+class _NoStats(LeafStats):
+    """Indicators have no parameters."""
+
+    def add_state_counts(self, s, counts):
+        pass
+
+
+class _BernoulliStats(LeafStats):
+    # count[2 l + x]: weighted rows with x_var = x under leaf l
+    def zero(self):
+        return {"count": np.zeros(2 * len(self.t))}
+
+    def accumulate(self, s, XT, R, rw):
+        K.binary_counts(R, self.t.slot, self.t.var, XT, rw, s["count"], self.nt)
+
+    def add_state_counts(self, s, counts):
+        s["count"] += counts
+
+    def fit(self, s):
+        a = self.alpha
+        c0, c1 = s["count"][0::2], s["count"][1::2]
+        p = self.t.params["p"].astype(np.float64).copy()
+        keep = c0 + c1 + 2 * a > 0
+        p[keep] = (c1[keep] + a) / (c0[keep] + c1[keep] + 2 * a)
+        return {"p": np.clip(p, 0.0, 1.0)}
+
+    def score(self, params, s):
+        p, a = params["p"], self.alpha
+        return xlogy(s["count"][1::2] + a, p) + xlogy(s["count"][0::2] + a, 1.0 - p)
+
+
+class _CategoricalStats(LeafStats):
+    def zero(self):
+        return {"count": np.zeros(len(self.t.params["prob"]))}
+
+    def accumulate(self, s, XT, R, rw):
+        off = np.ascontiguousarray(self.t.params["prob_ptr"][:-1], dtype=np.int64)
+        K.discrete_counts(R, self.t.slot, self.t.var, XT, rw, off, s["count"], self.nt)
+
+    def add_state_counts(self, s, counts):
+        s["count"] += counts
+
+    def fit(self, s):
+        ptr = self.t.params["prob_ptr"]
+        prob = self.t.params["prob"].astype(np.float64).copy()
+        c = s["count"] + self.alpha
+        tot = np.add.reduceat(c, ptr[:-1]) if len(c) else np.zeros(0)
+        keep = np.repeat(tot > 0, np.diff(ptr))
+        prob[keep] = (c / np.repeat(np.where(tot > 0, tot, 1.0), np.diff(ptr)))[keep]
+        return {"prob_ptr": ptr, "prob": prob}
+
+    def score(self, params, s):
+        ptr = self.t.params["prob_ptr"]
+        v = xlogy(s["count"] + self.alpha, params["prob"])
+        return np.add.reduceat(v, ptr[:-1]) if len(v) else np.zeros(0)
+
+
+class _GaussianStats(LeafStats):
+    # moments centred on the current mean (numerically stable one-pass statistics)
+    def zero(self):
+        L = len(self.t)
+        return {"center": np.array(self.t.params["mean"], dtype=np.float64),
+                "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
+
+    def recentre(self, s, center):
+        d = center - s["center"]
+        s["sdd"] = s["sdd"] - 2 * d * s["sd"] + s["w"] * d ** 2
+        s["sd"] = s["sd"] - s["w"] * d
+        s["center"] = np.array(center, dtype=np.float64)
+
+    def accumulate(self, s, XT, R, rw):
+        K.gauss_moments(R, self.t.slot, self.t.var, XT, rw, np.ascontiguousarray(s["center"]),
+                        s["w"], s["sd"], s["sdd"], self.nt)
+
+    def fit(self, s):
+        m0 = s["center"]
+        mean, std = m0.copy(), self.t.params["std"].astype(np.float64).copy()
+        k = s["w"] > 0
+        delta = s["sd"][k] / s["w"][k]
+        var = s["sdd"][k] / s["w"][k] - delta ** 2
+        mean[k] = m0[k] + delta
+        std[k] = np.sqrt(np.maximum(var, self.min_std ** 2))
+        return {"mean": mean, "std": std}
+
+    def score(self, params, s):
+        delta = params["mean"] - s["center"]
+        sq = s["sdd"] - 2 * delta * s["sd"] + s["w"] * delta ** 2
+        var = params["std"] ** 2
+        return -0.5 * s["w"] * (_LOG2PI + np.log(var)) - 0.5 * sq / var
+
+
+_LOG2PI = float(np.log(2.0 * np.pi))

@@ -5,12 +5,16 @@ chunk ``XT`` (n_vars, m); NaN = missing, marginalised (mode 0) or maximised (mod
 Every ``*_fill`` writes, for rows where ``active[slot[i], r]`` is set, the missing variables
 of leaf i into ``outT``: the conditional mode (mode 1) or a conditional sample (mode 0).
 Loops run in parallel over leaves; two leaves active on one row never share a variable.
+The ``*_counts``/``*_moments`` kernels reduce EM's responsibilities ``R`` (n_leaves, m) to
+each leaf type's sufficient statistics.
 """
 from cython.parallel cimport prange
+from spnc._kinds cimport MARGINAL, MAX
 from libc.math cimport INFINITY, NAN, isnan, log, sqrt, M_PI
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
 
+from spnc._linalg cimport cholesky
 from spnc._random cimport rand_uniform, rand_normal
 
 cdef double HALF_LOG_2PI = 0.5 * log(2.0 * M_PI)
@@ -39,7 +43,7 @@ def bernoulli_log_prob(const double[:, ::1] XT, const int32_t[::1] var, const do
     cdef Py_ssize_t L = var.shape[0], m = XT.shape[1], i
     cdef double miss
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="static"):
-        miss = 0.0 if mode == 0 else (logp[2 * i] if logp[2 * i] > logp[2 * i + 1] else logp[2 * i + 1])
+        miss = 0.0 if mode == MARGINAL else (logp[2 * i] if logp[2 * i] > logp[2 * i + 1] else logp[2 * i + 1])
         spnc_bernoulli_row(&out[slot[i], 0], &XT[var[i], 0], m, logp[2 * i], logp[2 * i + 1], miss)
 
 def categorical_log_prob(const double[:, ::1] XT, const int32_t[::1] var,
@@ -49,7 +53,7 @@ def categorical_log_prob(const double[:, ::1] XT, const int32_t[::1] var,
     cdef Py_ssize_t L = var.shape[0], m = XT.shape[1], i, r
     cdef double x, miss
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="static"):
-        miss = 0.0 if mode == 0 else maxlogp[i]
+        miss = 0.0 if mode == MARGINAL else maxlogp[i]
         for r in range(m):
             x = XT[var[i], r]
             if isnan(x):
@@ -70,7 +74,7 @@ def categorical_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, doub
             if active[slot[i], r] and isnan(XT[var[i], r]):
                 k = ptr[i + 1] - ptr[i]
                 best = 0
-                if mode == 1:
+                if mode == MAX:
                     for s in range(1, k):
                         if prob[ptr[i] + s] > prob[ptr[i] + best]:
                             best = s
@@ -102,7 +106,7 @@ def gaussian_log_prob(const double[:, ::1] XT, const int32_t[::1] var, const dou
         for r in range(m):
             x = XT[var[i], r]
             if isnan(x):
-                out[slot[i], r] = 0.0 if mode == 0 else c
+                out[slot[i], r] = 0.0 if mode == MARGINAL else c
             else:
                 z = (x - mean[i]) * inv
                 out[slot[i], r] = c - 0.5 * z * z
@@ -116,7 +120,7 @@ def gaussian_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double[
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="static"):
         for r in range(m):
             if active[slot[i], r] and isnan(XT[var[i], r]):
-                if mode == 1:
+                if mode == MAX:
                     outT[var[i], r] = mean[i]
                 else:
                     outT[var[i], r] = mean[i] + std[i] * rand_normal(seed, row0 + r, node[i], 0)
@@ -147,24 +151,6 @@ def indicator_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double
 
 
 # ---------------------------------------------------------------- multivariate Gaussian
-cdef int _cholesky(double *A, Py_ssize_t d) noexcept nogil:
-    """In-place lower Cholesky of the d x d row-major A; returns -1 if not positive definite."""
-    cdef Py_ssize_t a, b, c
-    cdef double s
-    for a in range(d):
-        for b in range(a + 1):
-            s = A[a * d + b]
-            for c in range(b):
-                s = s - A[a * d + c] * A[b * d + c]
-            if a == b:
-                if not s > 0.0:
-                    return -1
-                A[a * d + a] = sqrt(s)
-            else:
-                A[a * d + b] = s / A[b * d + b]
-    return 0
-
-
 def cholesky_all(const int64_t[::1] dim, const int64_t[::1] cov_ptr, const double[::1] cov,
                  double[::1] chol):
     """Lower Cholesky factor of every covariance block; returns the first non-PD leaf or -1."""
@@ -172,7 +158,7 @@ def cholesky_all(const int64_t[::1] dim, const int64_t[::1] cov_ptr, const doubl
     for i in range(L):
         for j in range(cov_ptr[i], cov_ptr[i + 1]):
             chol[j] = cov[j]
-        if _cholesky(&chol[cov_ptr[i]], dim[i]) < 0:
+        if cholesky(&chol[cov_ptr[i]], dim[i]) < 0:
             return i
         for j in range(dim[i]):  # zero the strict upper triangle
             for k in range(j + 1, dim[i]):
@@ -210,7 +196,7 @@ cdef double _mvn_row(const double[:, ::1] XT, Py_ssize_t r, const int32_t *vars_
         for a in range(d):
             for b in range(d):
                 C[a * d + b] = cov[perm[a] * d + perm[b]]
-        _cholesky(C, d)
+        cholesky(C, d)
         F = C
     for a in range(no):
         s = XT[vars_[perm[a]], r] - mu[perm[a]]
@@ -231,49 +217,37 @@ cdef double _mvn_row(const double[:, ::1] XT, Py_ssize_t r, const int32_t *vars_
                     s = s + F[a * d + b] * z[b]
             fill_to[perm[a]] = s
     x = -0.5 * quad - logdet_o - no * HALF_LOG_2PI
-    if mode == 1:
+    if mode == MAX:
         x = x - logdet_m - nm * HALF_LOG_2PI
     return x
 
 
-def mvn_log_prob(const double[:, ::1] XT, const int64_t[::1] var_ptr, const int32_t[::1] var,
-                 const int64_t[::1] mean_ptr, const double[::1] mean, const int64_t[::1] cov_ptr,
-                 const double[::1] cov, const double[::1] chol, const int64_t[::1] slot,
-                 double[:, ::1] out, int mode, int n_threads):
-    cdef Py_ssize_t L = var_ptr.shape[0] - 1, m = XT.shape[1], i, r, d
-    cdef double *work
-    cdef int *perm
-    for i in prange(L, nogil=True, num_threads=n_threads, schedule="dynamic"):
-        d = var_ptr[i + 1] - var_ptr[i]
-        work = <double *> malloc((d * d + d + 1) * sizeof(double))
-        perm = <int *> malloc((d + 1) * sizeof(int))
-        for r in range(m):
-            out[slot[i], r] = _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],
-                                       &chol[cov_ptr[i]], d, work, perm, mode, NULL, False, 0, 0, 0)
-        free(work)
-        free(perm)
-
-
-def mvn_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double[:, ::1] outT,
-             const int64_t[::1] var_ptr, const int32_t[::1] var, const int64_t[::1] mean_ptr,
-             const double[::1] mean, const int64_t[::1] cov_ptr, const double[::1] cov,
-             const double[::1] chol, const int64_t[::1] node, const int64_t[::1] slot, int mode,
-             uint64_t seed, int64_t row0, int n_threads):
+def mvn_pass(const double[:, ::1] XT, const int64_t[::1] var_ptr, const int32_t[::1] var,
+             const int64_t[::1] mean_ptr, const double[::1] mean, const int64_t[::1] cov_ptr,
+             const double[::1] cov, const double[::1] chol, const int64_t[::1] node,
+             const int64_t[::1] slot, double[:, ::1] out, const uint8_t[:, ::1] active,
+             double[:, ::1] outT, int mode, uint64_t seed, int64_t row0, int n_threads):
+    """Multivariate Gaussian leaves: ``out[slot[i], r]`` (when ``out`` has rows) and, for
+    the active rows (when ``active`` has rows), the missing variables into ``outT``."""
     cdef Py_ssize_t L = var_ptr.shape[0] - 1, m = XT.shape[1], i, r, d, a
     cdef double *work
     cdef double *vals
     cdef int *perm
+    cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="dynamic"):
         d = var_ptr[i + 1] - var_ptr[i]
         work = <double *> malloc((d * d + d + 1) * sizeof(double))
         vals = <double *> malloc((d + 1) * sizeof(double))
         perm = <int *> malloc((d + 1) * sizeof(int))
         for r in range(m):
-            if active[slot[i], r]:
+            if want_out:
+                out[slot[i], r] = _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],
+                                           &chol[cov_ptr[i]], d, work, perm, mode, NULL, False, 0, 0, 0)
+            if want_fill and active[slot[i], r]:
                 for a in range(d):
                     vals[a] = NAN
                 _mvn_row(XT, r, &var[var_ptr[i]], &mean[mean_ptr[i]], &cov[cov_ptr[i]],
-                         &chol[cov_ptr[i]], d, work, perm, mode, vals, mode == 0,
+                         &chol[cov_ptr[i]], d, work, perm, mode, vals, mode == MARGINAL,
                          seed, row0 + r, node[i])
                 for a in range(d):
                     if not isnan(vals[a]):
@@ -281,3 +255,68 @@ def mvn_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double[:, ::
         free(work)
         free(vals)
         free(perm)
+
+
+# ---------------------------------------------------------------- EM statistics
+def discrete_counts(const double[:, ::1] R, const int64_t[::1] slot, const int32_t[::1] var,
+                    const double[:, ::1] XT, const double[::1] row_w, const int64_t[::1] offset,
+                    double[::1] counts, int n_threads):
+    """Weighted state counts of discrete leaves: ``counts[offset[l] + x] += R[slot[l], r] *
+    row_w[r]`` for every column r where ``x = XT[var[l], r]`` is observed. Parallel over
+    leaves (each leaf owns its counts)."""
+    cdef Py_ssize_t n_l = slot.shape[0], m = XT.shape[1], l, j
+    cdef double x
+    for l in prange(n_l, nogil=True, num_threads=n_threads, schedule="static"):
+        for j in range(m):
+            x = XT[var[l], j]
+            if x == x:
+                counts[offset[l] + <int64_t> x] += R[slot[l], j] * row_w[j]
+
+
+def gauss_moments(const double[:, ::1] R, const int64_t[::1] slot, const int32_t[::1] var,
+                  const double[:, ::1] XT, const double[::1] row_w, const double[::1] center,
+                  double[::1] w, double[::1] sd, double[::1] sdd, int n_threads):
+    """Weighted moments of univariate leaves around ``center``: for observed ``x`` add
+    ``r``, ``r * d`` and ``r * d * d`` with ``r = R[slot[l], j] * row_w[j]``, ``d = x - center[l]``."""
+    cdef Py_ssize_t n_l = slot.shape[0], m = XT.shape[1], l, j
+    cdef double x, r, d, a0, a1, a2
+    for l in prange(n_l, nogil=True, num_threads=n_threads, schedule="static"):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        for j in range(m):
+            x = XT[var[l], j]
+            if x == x:
+                r = R[slot[l], j] * row_w[j]
+                d = x - center[l]
+                a0 = a0 + r
+                a1 = a1 + r * d
+                a2 = a2 + r * d * d
+        w[l] += a0
+        sd[l] += a1
+        sdd[l] += a2
+
+
+def binary_counts(const double[:, ::1] R, const int64_t[::1] slot, const int32_t[::1] var,
+                  const double[:, ::1] XT, const double[::1] row_w, double[::1] counts, int n_threads):
+    """Bernoulli leaves: ``counts[2 l]`` and ``counts[2 l + 1]`` gain the weighted
+    responsibility of the rows with ``x = 0`` and ``x = 1`` (missing rows are skipped).
+    Branch-free inner loop with per-leaf accumulators."""
+    cdef Py_ssize_t n_l = slot.shape[0], m = XT.shape[1], l, j
+    cdef double x, r, tot, ones, o
+    cdef const double *xr
+    cdef const double *rr
+    for l in prange(n_l, nogil=True, num_threads=n_threads, schedule="static"):
+        xr = &XT[var[l], 0]
+        rr = &R[slot[l], 0]
+        tot = 0.0
+        ones = 0.0
+        for j in range(m):
+            x = xr[j]
+            o = 1.0 if x == x else 0.0
+            x = x if x == x else 0.0
+            r = rr[j] * row_w[j] * o
+            tot = tot + r
+            ones = ones + r * x
+        counts[2 * l] += tot - ones
+        counts[2 * l + 1] += ones

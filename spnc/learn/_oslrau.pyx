@@ -22,42 +22,13 @@ from libc.stdint cimport uint64_t, int64_t, int32_t, int8_t, uint8_t
 from libc.stdlib cimport malloc, free
 import numpy as np
 
+from spnc._kinds cimport SUM as C_SUM, PRODUCT as C_PRODUCT, LEAF as C_LEAF
+from spnc._linalg cimport cholesky
+from spnc._random cimport rand_uniform
+
 cdef double LOG_2PI = 1.8378770664093453
 
-SUM = 0
-PRODUCT = 1
-LEAF = 2
-
-
-cdef inline uint64_t _mix(uint64_t z) noexcept nogil:
-    z += <uint64_t>0x9E3779B97F4A7C15
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
-
-
-cdef inline double _uniform(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) noexcept nogil:
-    cdef uint64_t h = _mix(seed ^ _mix(a ^ _mix(b ^ _mix(c))))
-    return (h >> 11) * (1.0 / 9007199254740992.0)
-
-
-cdef int _cholesky(double* A, int s) noexcept nogil:
-    """In-place lower Cholesky factor of the s x s row-major matrix A; -1 if not PD."""
-    cdef int i, j, k
-    cdef double acc
-    for j in range(s):
-        acc = A[j * s + j]
-        for k in range(j):
-            acc -= A[j * s + k] * A[j * s + k]
-        if not acc > 0.0:
-            return -1
-        A[j * s + j] = sqrt(acc)
-        for i in range(j + 1, s):
-            acc = A[i * s + j]
-            for k in range(j):
-                acc -= A[i * s + k] * A[j * s + k]
-            A[i * s + j] = acc / A[j * s + j]
-    return 0
+SUM, PRODUCT, LEAF = C_SUM, C_PRODUCT, C_LEAF
 
 
 cdef double _leaf_factor(const double* cov, int s, double min_var, double* L) noexcept nogil:
@@ -70,7 +41,7 @@ cdef double _leaf_factor(const double* cov, int s, double min_var, double* L) no
             for j in range(s):
                 L[i * s + j] = cov[i * s + j]
             L[i * s + i] += jitter
-        if _cholesky(L, s) == 0:
+        if cholesky(L, s) == 0:
             break
         jitter = jitter * 10.0 + 1e-12
     for i in range(s):
@@ -149,14 +120,14 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
         # ---- bottom-up: log-likelihood of every node for every row
         for t in range(n_order):
             node = order[t]
-            if kind[node] == 2:
+            if kind[node] == C_LEAF:
                 s = <int>(scope_ptr[node + 1] - scope_ptr[node])
                 if not fresh[node]:        # factor cached until the leaf's moments change
                     ldet[node] = _leaf_factor(&cov[cov_ptr[node]], s, min_var, &chol[cov_ptr[node]])
                     fresh[node] = 1
                 _leaf_values(X, r0, m, &scope[scope_ptr[node]], &mean[scope_ptr[node]],
                              &chol[cov_ptr[node]], ldet[node], s, z, &vals[node, 0])
-            elif kind[node] == 1:
+            elif kind[node] == C_PRODUCT:
                 for r in range(m):
                     vals[node, r] = 0.0
                 for p in range(child_start[node], child_end[node]):
@@ -196,12 +167,12 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
             active[node, r] = 1
         for t in range(n_order - 1, -1, -1):
             node = order[t]
-            if kind[node] == 1:
+            if kind[node] == C_PRODUCT:
                 for p in range(child_start[node], child_end[node]):
                     ch = child[p]
                     for r in range(m):
                         active[ch, r] = active[node, r]
-            elif kind[node] == 0:
+            elif kind[node] == C_SUM:
                 tot = 0.0
                 for p in range(child_start[node], child_end[node]):
                     tot += count[child[p]] + 1.0
@@ -222,7 +193,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                             ties = 1
                         elif v == mx:
                             ties += 1
-                            if _uniform(seed, batch0 + nb, <uint64_t>node * 1000003 + <uint64_t>r, <uint64_t>ties) * ties < 1.0:
+                            if rand_uniform(seed, batch0 + nb, <uint64_t>node * 1000003 + <uint64_t>r, <uint64_t>ties) * ties < 1.0:
                                 best = ch
                     active[best, r] = 1
         # ---- counts, running statistics (Eq. 3-4, Chan's pairwise update) and the
@@ -245,7 +216,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                 k += active[node, r]
             if k == 0:
                 continue
-            if kind[node] != 0:
+            if kind[node] != C_SUM:
                 s = <int>(scope_ptr[node + 1] - scope_ptr[node])
                 mu = &mean[scope_ptr[node]]
                 cv = &cov[cov_ptr[node]]
@@ -266,7 +237,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                 # a leaf's count starts at 1 (Sec. 3.1: its initial parameters weigh one
                 # point); a product's at 0 (Alg. 5: its statistics are the data's alone)
                 w = count[node]
-                if kind[node] == 2 and w < 1.0:
+                if kind[node] == C_LEAF and w < 1.0:
                     w = 1.0
                 wk = w + k
                 for i in range(s):
@@ -279,7 +250,7 @@ cdef int _run(const double[:, ::1] X, int64_t start, int64_t batch_size,
                     mu[i] += (k / wk) * (xb[i] - mu[i])
                 fresh[node] = 0
             count[node] += k
-            if not test or kind[node] != 1:
+            if not test or kind[node] != C_PRODUCT:
                 continue
             nchild = <int>(child_end[node] - child_start[node])
             # eligible once its count before this batch reaches the bound (the authors' code)

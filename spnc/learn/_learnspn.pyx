@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""Kernels of the top-down structure learners: value counts, pairwise G statistics from
-indicator co-occurrences, hard-EM clustering of discrete rows under a naive-Bayes mixture,
-and k-means for real rows. Data slices arrive row-major (rows x vars)."""
+"""Kernels of the top-down structure learners: hard-EM clustering of discrete rows under a
+naive-Bayes mixture, k-means for real rows and connected components (the counting and
+G-test kernels are in spnc/_counts.pyx). Data slices arrive row-major (rows x vars)."""
 import numpy as np
 
 cimport cython
@@ -13,57 +13,6 @@ from libc.string cimport memset
 ctypedef fused code_t:
     uint8_t
     int32_t
-
-
-def value_counts(const code_t[:, ::1] X, const int64_t[::1] off):
-    """``counts[off[v] + x]`` = number of rows with ``X[:, v] == x``."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, v
-    counts_arr = np.zeros(off[d], dtype=np.float64)
-    cdef double[::1] counts = counts_arr
-    with nogil:
-        for r in range(n):
-            for v in range(d):
-                counts[off[v] + X[r, v]] += 1.0
-    return counts_arr
-
-
-def gtest_onehot(const double[:, ::1] C, const int64_t[::1] off, double n):
-    """G statistic and degrees of freedom of every variable pair.
-
-    ``C`` holds co-occurrences of one-hot indicator columns (upper triangle and diagonal,
-    as ``_chowliu.cooc_popcount`` gives them); ``off`` the first indicator of each
-    variable. ``G[i, j] = 2 sum_ab c_ab log(c_ab n / (c_a c_b))`` over the pair's table and
-    ``dof[i, j] = (k_i - 1)(k_j - 1)`` with ``k`` the number of values seen in the slice."""
-    cdef Py_ssize_t d = off.shape[0] - 1, i, j, a, b, ia, jb
-    G_arr = np.zeros((d, d), dtype=np.float64)
-    dof_arr = np.zeros((d, d), dtype=np.float64)
-    seen_arr = np.zeros(d, dtype=np.float64)
-    cdef double[:, ::1] G = G_arr
-    cdef double[:, ::1] dof = dof_arr
-    cdef double[::1] seen = seen_arr
-    cdef double g, c, ca, cb
-    with nogil:
-        for i in range(d):
-            for a in range(off[i], off[i + 1]):
-                if C[a, a] > 0:
-                    seen[i] += 1
-        for i in range(d):
-            for j in range(i + 1, d):
-                g = 0.0
-                for a in range(off[i], off[i + 1]):
-                    ca = C[a, a]
-                    if ca <= 0:
-                        continue
-                    for b in range(off[j], off[j + 1]):
-                        c = C[a, b]
-                        cb = C[b, b]
-                        if c > 0:
-                            g += c * log(c * n / (ca * cb))
-                G[i, j] = 2.0 * g
-                G[j, i] = 2.0 * g
-                dof[i, j] = (seen[i] - 1) * (seen[j] - 1)
-                dof[j, i] = dof[i, j]
-    return G_arr, dof_arr
 
 
 cdef void _nb_tables(const double *counts, const double *csize, const int64_t *off,

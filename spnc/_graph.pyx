@@ -1,0 +1,260 @@
+# cython: freethreading_compatible=False
+"""The compiled graph object every kernel takes, and the structural kernels on it.
+
+:class:`Graph` owns the typed node arrays of an SPN (kinds, CSR children, log weights,
+leaf slots) plus the workspace plan of forward-only sweeps, and hands kernels raw pointers
+(as scikit-learn's ``Tree`` does). :class:`LeafStates` carries the state tables of discrete
+univariate leaves, which the sweep evaluates itself instead of reading a leaf matrix.
+"""
+import numpy as np
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport qsort
+
+from spnc._kinds cimport SUM, PRODUCT, LEAF
+
+# error codes of compute_scopes
+cdef enum ScopeCode:
+    C_OK = 0
+    C_EMPTY = 1          # node has an empty scope
+    C_OVERLAP = 2        # product children share a variable (extra = variable)
+    C_MISMATCH = 3       # sum child scope differs from the first child's (extra = child)
+    C_DUP_CHILD = 4      # a child listed twice under a sum (extra = child)
+
+SCOPE_OK, SCOPE_EMPTY, SCOPE_OVERLAP, SCOPE_MISMATCH, SCOPE_DUP_CHILD = C_OK, C_EMPTY, C_OVERLAP, C_MISMATCH, C_DUP_CHILD
+
+
+cdef class Graph:
+    """Typed, read-only structure arrays of an SPN, with the forward workspace plan.
+
+    ``kind`` uint8[N], ``child_ptr`` int64[N+1], ``child`` int32[E] (child < parent),
+    ``logw`` float64[E] (0 on product edges), ``leaf_slot`` int64[N] (-1 for internal nodes),
+    ``keep`` the nodes (roots) whose forward values must survive the sweep."""
+
+    def __cinit__(self, kind, child_ptr, child, logw, leaf_slot, keep, Py_ssize_t n_leaves,
+                  weight=None, linear=None):
+        self.kind_ = np.ascontiguousarray(kind, dtype=np.uint8)
+        self.child_ptr_ = np.ascontiguousarray(child_ptr, dtype=np.int64)
+        self.child_ = np.ascontiguousarray(child, dtype=np.int32)
+        self.logw_ = np.ascontiguousarray(logw, dtype=np.float64)
+        self.leaf_slot_ = np.ascontiguousarray(leaf_slot, dtype=np.int64)
+        self.c.n_nodes = self.kind_.shape[0]
+        self.c.n_edges = self.child_.shape[0]
+        self.c.n_leaves = n_leaves
+        slot, n_slots = plan_slots(self.child_ptr_, self.child_, np.ascontiguousarray(keep, dtype=np.int64))
+        self.node_slot_ = slot
+        self.child_slot_ = np.ascontiguousarray(slot[self.child_]) if self.c.n_edges else np.zeros(1, np.int32)
+        self.c.n_slots = n_slots
+        self.ident_ = np.arange(max(self.c.n_nodes, 1), dtype=np.int32)
+        w = np.exp(self.logw_) if weight is None else np.asarray(weight, dtype=np.float64)
+        self.wm_, self.we_ = split_pow2(w if self.c.n_edges else np.ones(1))
+        self.c.linear = choose_linear(self.kind_, self.child_ptr_, self.child_) if linear is None else bool(linear)
+        cdef const double[::1] wm = self.wm_
+        cdef const double[::1] we = self.we_
+        cdef const uint8_t[::1] k = self.kind_
+        cdef const int64_t[::1] p = self.child_ptr_
+        cdef const int32_t[::1] c = self.child_ if self.c.n_edges else np.zeros(1, np.int32)
+        cdef const double[::1] lw = self.logw_ if self.c.n_edges else np.zeros(1)
+        cdef const int64_t[::1] ls = self.leaf_slot_
+        cdef const int32_t[::1] cs = self.child_slot_
+        cdef const int32_t[::1] ns = self.node_slot_
+        cdef const int32_t[::1] idn = self.ident_
+        self.c.kind, self.c.child_ptr, self.c.child, self.c.logw = &k[0], &p[0], &c[0], &lw[0]
+        self.c.leaf_slot, self.c.child_slot, self.c.node_slot, self.c.ident = &ls[0], &cs[0], &ns[0], &idn[0]
+        self.c.wm, self.c.we = &wm[0], &we[0]
+        if not self.c.n_edges:  # keep the 1-element placeholders alive
+            self.child_, self.logw_ = c.base, lw.base
+
+    def __repr__(self):
+        return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
+
+    @property
+    def linear(self):
+        """True if sum-product sweeps run in the linear domain (see choose_linear)."""
+        return bool(self.c.linear)
+
+    @property
+    def n_slots(self):
+        """Workspace rows of a forward-only sweep (the live set, see plan_slots)."""
+        return self.c.n_slots
+
+
+cdef class LeafStates:
+    """``var`` int32[N] (-1: not inline), ``off`` int64[N], ``logp`` float64[T] (the
+    log-probabilities of the states of every inline leaf), ``miss`` float64[N] (its value
+    when the variable is missing, for the query's mode), ``nst``/``best`` int32[N] (its
+    number of states and most probable state, for selection)."""
+
+    def __cinit__(self, var, off, logp, miss, nst=None, best=None):
+        self.var_ = np.ascontiguousarray(var, dtype=np.int32)
+        self.nst_ = np.ascontiguousarray(np.zeros(len(self.var_)) if nst is None else nst, dtype=np.int32)
+        self.best_ = np.ascontiguousarray(np.zeros(len(self.var_)) if best is None else best, dtype=np.int32)
+        cdef const int32_t[::1] ns = self.nst_
+        cdef const int32_t[::1] bs = self.best_
+        self.c.nst, self.c.best = &ns[0], &bs[0]
+        self.off_ = np.ascontiguousarray(off, dtype=np.int64)
+        self.logp_ = np.ascontiguousarray(logp if len(logp) else np.zeros(1), dtype=np.float64)
+        self.miss_ = np.ascontiguousarray(miss, dtype=np.float64)
+        with np.errstate(under="ignore"):
+            self.lm_, self.le_ = split_pow2(np.exp(self.logp_))
+        cdef const double[::1] lm = self.lm_
+        cdef const double[::1] le = self.le_
+        self.c.lm, self.c.le = &lm[0], &le[0]
+        cdef const int32_t[::1] v = self.var_
+        cdef const int64_t[::1] o = self.off_
+        cdef const double[::1] lp = self.logp_
+        cdef const double[::1] ms = self.miss_
+        self.c.var, self.c.off, self.c.logp, self.c.miss = &v[0], &o[0], &lp[0], &ms[0]
+
+
+#: exponent of a zero value in linear sweeps (SPNC_NOEXP in _kernels.h)
+NOEXP = -1.0e250
+
+
+def split_pow2(x):
+    """(m, e) with x = m * 2^e, m in [0.5, 1) (0 and NOEXP for x == 0), as float64."""
+    m, e = np.frexp(np.asarray(x, dtype=np.float64))
+    e = e.astype(np.float64)
+    e[m == 0] = NOEXP
+    return np.ascontiguousarray(m), np.ascontiguousarray(e)
+
+
+def choose_linear(kind, child_ptr, child):
+    """Whether sum-product sweeps run in the linear domain: a sum edge costs about a third
+    of its log-domain cost there (no exp), a product edge about twice (a multiply and an
+    add instead of an add), so the linear sweep wins unless products dominate."""
+    deg = np.diff(child_ptr)
+    sum_edges = int(deg[np.asarray(kind) == SUM].sum())
+    prod_edges = int(deg[np.asarray(kind) == PRODUCT].sum())
+    return 20 * sum_edges + 2 * len(kind) >= 1 * prod_edges
+
+
+cdef int _cmp_i32(const void *a, const void *b) noexcept nogil:
+    cdef int32_t x = (<const int32_t *> a)[0]
+    cdef int32_t y = (<const int32_t *> b)[0]
+    return (x > y) - (x < y)
+
+
+def compute_scopes(const uint8_t[::1] kind, const int64_t[::1] child_ptr,
+                   const int32_t[::1] child, const int64_t[::1] leaf_scope_ptr,
+                   const int32_t[::1] leaf_scope):
+    """Bottom-up scopes (sorted CSR). Leaves take ``leaf_scope[leaf_scope_ptr[n]:...]``
+    (indexed by node; empty for internal nodes). Returns (scope_ptr, scope, code, node, extra)
+    with code != 0 at the first node that breaks completeness or decomposability."""
+    cdef Py_ssize_t N = kind.shape[0]
+    cdef Py_ssize_t n, e, a, b, i
+    cdef int64_t size, c
+    cdef int code = 0
+    cdef int64_t bad_node = -1, extra = -1
+    size_arr = np.zeros(N + 1, dtype=np.int64)
+    cdef int64_t[::1] sp = size_arr
+    with nogil:
+        for n in range(N):
+            if kind[n] >= LEAF:
+                size = leaf_scope_ptr[n + 1] - leaf_scope_ptr[n]
+            elif kind[n] == PRODUCT:
+                size = 0
+                for e in range(child_ptr[n], child_ptr[n + 1]):
+                    c = child[e]
+                    size = size + sp[c + 1] - sp[c]
+            else:
+                c = child[child_ptr[n]]
+                size = sp[c + 1] - sp[c]
+            sp[n + 1] = sp[n] + size
+    scope_arr = np.empty(sp[N], dtype=np.int32)
+    cdef int32_t[::1] sc = scope_arr
+    # last node that used a variable (products) or listed a child (sums), for duplicates
+    cdef int64_t[::1] stamp = np.full(max(int(np.max(leaf_scope, initial=-1)) + 1, 1), -1, dtype=np.int64)
+    cdef int64_t[::1] seen = np.full(N, -1, dtype=np.int64)
+    cdef int32_t v
+    with nogil:
+        for n in range(N):
+            a = sp[n]
+            if sp[n + 1] == a:
+                code = C_EMPTY; bad_node = n; break
+            if kind[n] >= LEAF:
+                for i in range(leaf_scope_ptr[n], leaf_scope_ptr[n + 1]):
+                    sc[a] = leaf_scope[i]; a = a + 1
+            elif kind[n] == PRODUCT:
+                for e in range(child_ptr[n], child_ptr[n + 1]):
+                    c = child[e]
+                    for i in range(sp[c], sp[c + 1]):
+                        v = sc[i]
+                        if stamp[v] == n:
+                            code = C_OVERLAP; bad_node = n; extra = v; break
+                        stamp[v] = n
+                        sc[a] = v; a = a + 1
+                    if code:
+                        break
+                if code:
+                    break
+                qsort(&sc[sp[n]], sp[n + 1] - sp[n], sizeof(int32_t), _cmp_i32)
+            else:
+                b = child[child_ptr[n]]
+                for i in range(sp[b], sp[b + 1]):
+                    sc[a + i - sp[b]] = sc[i]
+                for e in range(child_ptr[n], child_ptr[n + 1]):
+                    c = child[e]
+                    if seen[c] == n:
+                        code = C_DUP_CHILD; bad_node = n; extra = c; break
+                    seen[c] = n
+                    if sp[c + 1] - sp[c] != sp[b + 1] - sp[b]:
+                        code = C_MISMATCH; bad_node = n; extra = c; break
+                    for i in range(sp[c + 1] - sp[c]):
+                        if sc[sp[c] + i] != sc[sp[b] + i]:
+                            code = C_MISMATCH; bad_node = n; extra = c; break
+                    if code:
+                        break
+                if code:
+                    break
+    return size_arr, scope_arr, code, bad_node, extra
+
+
+def reachable(const int64_t[::1] roots, const int64_t[::1] child_ptr, const int32_t[::1] child):
+    """uint8 mask of nodes reachable from ``roots`` (children precede parents)."""
+    cdef Py_ssize_t N = child_ptr.shape[0] - 1
+    mark_arr = np.zeros(N, dtype=np.uint8)
+    cdef uint8_t[::1] mark = mark_arr
+    cdef Py_ssize_t n, e
+    for n in range(roots.shape[0]):
+        mark[roots[n]] = 1
+    with nogil:
+        for n in range(N - 1, -1, -1):
+            if mark[n]:
+                for e in range(child_ptr[n], child_ptr[n + 1]):
+                    mark[child[e]] = 1
+    return mark_arr
+
+
+def plan_slots(const int64_t[::1] child_ptr, const int32_t[::1] child, const int64_t[::1] keep):
+    """Workspace slot of every node for a forward-only sweep: a slot is reused once the
+    node's last parent has read it, so the workspace holds the live set, not all N nodes
+    (for tree-shaped models a small fraction, which keeps the sweep in cache). Nodes in
+    ``keep`` (the roots) are never freed. Returns (slot int32[N], n_slots)."""
+    cdef Py_ssize_t N = child_ptr.shape[0] - 1, n, e
+    last_arr = np.full(N, -1, dtype=np.int64)
+    slot_arr = np.empty(max(N, 1), dtype=np.int32)
+    free_arr = np.empty(N + 1, dtype=np.int32)
+    cdef int64_t[::1] last = last_arr
+    cdef int32_t[::1] slot = slot_arr
+    cdef int32_t[::1] free_ = free_arr
+    cdef int64_t nfree = 0, nslots = 0
+    with nogil:
+        for n in range(N):
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                last[child[e]] = n
+    for n in range(keep.shape[0]):
+        last[keep[n]] = N
+    with nogil:
+        for n in range(N):
+            if nfree > 0:
+                nfree = nfree - 1
+                slot[n] = free_[nfree]
+            else:
+                slot[n] = <int32_t> nslots
+                nslots = nslots + 1
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                if last[child[e]] == n:
+                    last[child[e]] = -2  # freed once, even if listed twice
+                    free_[nfree] = slot[child[e]]
+                    nfree = nfree + 1
+    return slot_arr, nslots

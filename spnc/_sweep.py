@@ -1,0 +1,122 @@
+"""The one sweep engine: rows in chunks, workspaces, the leaf matrix and the thread count.
+
+Every query of :class:`spnc.SPN`, EM's E-step and the learners' passes run as a
+:class:`Sweep`: it picks the thread count (:func:`spnc._threads.effective_n_threads`),
+sizes chunks of rows so that the leaf matrix stays in cache, transposes each chunk (one
+contiguous row per variable, NaN = missing) and lets the leaf tables that the sweep does
+not evaluate itself fill their rows of the leaf matrix. Discrete univariate leaves (those
+whose table has ``state_log_probs``) are evaluated inside the compiled sweep. Results
+never depend on the chunking or the thread count.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from . import _graph, _infer
+from ._kinds import MAX
+from ._threads import effective_n_threads
+
+BLOCK = _infer.BLOCK
+#: leaf-matrix budget per chunk (float64 values): 16 MB, so the matrix is still in the
+#: last-level cache when the sweep reads it back
+CHUNK_VALUES = 1 << 21
+#: rows per chunk at the most (the transposed chunk and the outputs stay small)
+MAX_CHUNK_ROWS = 16 * 1024
+
+
+def graph_of(spn) -> _graph.Graph:
+    """The compiled :class:`spnc._graph.Graph` of ``spn`` (built once, cached)."""
+    g = spn.__dict__.get("_compiled")
+    if g is None:
+        g = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots, spn.n_leaves,
+                         spn.weight)
+        spn._compiled = g
+    return g
+
+
+def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
+    """State tables of the leaves the sweep evaluates itself, for ``mode``, the list of
+    the other (leaf-matrix) tables, and {table name: (first, end)} of each inline table's
+    states in the state arrays."""
+    N = spn.n_nodes
+    var = np.full(N, -1, dtype=np.int32)
+    off = np.zeros(N, dtype=np.int64)
+    miss = np.zeros(N)
+    nst = np.zeros(N, dtype=np.int32)
+    best = np.zeros(N, dtype=np.int32)
+    parts, base, matrix, spans = [], 0, [], {}
+    for table in spn.leaf_tables.values():
+        if not len(table):
+            continue
+        st = table.state_log_probs(spn.cardinality)
+        if st is None:
+            matrix.append(table)
+            continue
+        tvar, ptr, lp = st
+        var[table.node] = tvar
+        off[table.node] = base + ptr[:-1]
+        nst[table.node] = np.diff(ptr)
+        mx = np.maximum.reduceat(lp, ptr[:-1])
+        first = np.flatnonzero(lp == np.repeat(mx, np.diff(ptr)))  # the first maximum of each leaf
+        owner = np.searchsorted(ptr, first, side="right") - 1
+        keep = np.concatenate([[True], owner[1:] != owner[:-1]])
+        best[table.node[owner[keep]]] = first[keep] - ptr[owner[keep]]
+        if mode == MAX:
+            miss[table.node] = mx
+        parts.append(lp)
+        spans[table.name] = (base, base + len(lp))
+        base += len(lp)
+    logp = np.concatenate(parts) if parts else np.zeros(1)
+    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix, spans
+
+
+class Sweep:
+    """One pass over the rows of ``X`` in ``mode``.
+
+    ``workspace``: ``"plan"`` (forward values of the live nodes only), ``"all"`` (every
+    node's value kept: selection, node values) or ``"backward"`` (values and posteriors).
+    ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
+    leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
+
+    def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
+                 budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True):
+        self.spn, self.X, self.mode = spn, X, mode
+        n = X.shape[0]
+        self.graph = graph_of(spn)
+        self.n_threads = nt = effective_n_threads(n_threads, n * (spn.n_edges + spn.n_nodes))
+        self.states, self.matrix, self.spans = leaf_states(spn, mode)
+        self._fill_matrix = leaf_matrix
+        n_mat = sum(len(t) for t in self.matrix)
+        rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
+        self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
+        m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
+        # linear sweeps keep a mantissa and an exponent per value
+        per = {"plan": 2 * self.graph.n_slots, "all": spn.n_nodes, "backward": 3 * spn.n_nodes}[workspace]
+        self.ws = np.empty((nt, max(per, 1) * BLOCK))
+        self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
+
+    def acts(self) -> np.ndarray:
+        """Per-thread activation flags for selection kernels."""
+        return np.empty((self.n_threads, self.spn.n_nodes * BLOCK), dtype=np.uint8)
+
+    def __iter__(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """(r0, r1, XT, L): the transposed chunk padded with NaN to a multiple of BLOCK, and
+        the leaf matrix of the matrix leaves (n_leaves, m) for it."""
+        X, n = self.X, self.X.shape[0]
+        for r0 in range(0, n, self.step):
+            r1 = min(n, r0 + self.step)
+            m = -(-(r1 - r0) // BLOCK) * BLOCK
+            XT = np.full((self.spn.n_vars, m), np.nan)
+            XT[:, : r1 - r0] = X[r0:r1].T
+            yield r0, r1, XT, self.leaf_matrix(XT)
+
+    def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
+        if not self.matrix or not self._fill_matrix:
+            return self._lbuf
+        shape = (max(self.spn.n_leaves, 1), XT.shape[1])
+        L = self._lbuf[: shape[0] * shape[1]].reshape(shape)
+        for table in self.matrix:
+            table.log_prob(XT, L, self.mode, self.n_threads)
+        return L

@@ -1,0 +1,204 @@
+# cython: language_level=3
+"""Message passing on Chow-Liu trees of discrete variables (all leaves of one
+:class:`spnc.leaves.cltree.CLTreeLeafType` table at once): log-likelihoods, marginals and
+max-marginals, and conditional modes and samples. Parallel over rows; trusts its arguments
+(spnc/leaves/cltree.py checks them)."""
+import numpy as np
+
+from cython.parallel cimport prange, parallel
+from libc.math cimport log, INFINITY, isnan
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport malloc, free
+
+from spnc._kinds cimport MARGINAL, MAX
+from spnc._random cimport rand_uniform
+
+
+# ---------------------------------------------------------------------------------------
+# message passing on trees (all leaves of one table at once)
+#
+# Flat layout over the concatenated scopes of the L leaves: leaf i owns flat variables
+# var_ptr[i] .. var_ptr[i+1]-1. For flat variable f: gvar[f] (row of XT), card[f],
+# fpar[f] (flat index of its parent, -1 at the root), coff[f] (offset of its CPT in
+# cpt/logcpt), loff[f] (offset of its message vector inside one leaf's scratch).
+# order[var_ptr[i]:var_ptr[i+1]] lists the leaf's flat variables parents-first.
+
+cdef struct Tree:
+    const int64_t *var_ptr
+    const int32_t *order
+    const int32_t *gvar
+    const int32_t *card
+    const int32_t *fpar
+    const int64_t *coff
+    const int64_t *loff
+    const double *cpt
+    const double *logcpt
+
+
+cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
+                       const int32_t[::1] gvar, const int32_t[::1] card,
+                       const int32_t[::1] fpar, const int64_t[::1] coff,
+                       const int64_t[::1] loff, const double[::1] cpt,
+                       const double[::1] logcpt) noexcept:
+    cdef Tree t
+    t.var_ptr = &var_ptr[0]
+    t.order = &order[0]
+    t.gvar = &gvar[0]
+    t.card = &card[0]
+    t.fpar = &fpar[0]
+    t.coff = &coff[0]
+    t.loff = &loff[0]
+    t.cpt = &cpt[0]
+    t.logcpt = &logcpt[0]
+    return t
+
+
+cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
+                    int mode, double *lam, int32_t *val) noexcept nogil:
+    """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
+    and ``val`` (observed code or -1); returns log p (mode 0) or log max p (mode 1)."""
+    cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
+    cdef double v, m, s, logscale = 0.0, root_val = 0.0
+    cdef double *lf
+    cdef const double *row
+    cdef bint all_obs = True
+    for q in range(f0, f1):
+        v = XT[t.gvar[q], r]
+        if isnan(v):
+            val[q - f0] = -1
+            all_obs = False
+        else:
+            val[q - f0] = <int32_t>v
+    if all_obs:  # fully observed: sum of log-CPT entries
+        s = 0.0
+        for q in range(f0, f1):
+            p = t.fpar[q]
+            a = 0 if p < 0 else val[p - f0]
+            s += t.logcpt[t.coff[q] + a * t.card[q] + val[q - f0]]
+        return s
+    for q in range(f0, f1):
+        f = q - f0
+        lf = lam + t.loff[q]
+        if val[f] < 0:
+            for x in range(t.card[q]):
+                lf[x] = 1.0
+        else:
+            for x in range(t.card[q]):
+                lf[x] = 0.0
+            lf[val[f]] = 1.0
+    for q in range(f1 - 1, f0 - 1, -1):  # children before parents
+        f = t.order[q]
+        k = t.card[f]
+        lf = lam + t.loff[f]
+        m = 0.0
+        for x in range(k):
+            if lf[x] > m:
+                m = lf[x]
+        if m <= 0.0:
+            return -INFINITY
+        for x in range(k):
+            lf[x] /= m
+        logscale += log(m)
+        p = t.fpar[f]
+        if p < 0:
+            row = t.cpt + t.coff[f]
+            s = 0.0
+            for x in range(k):
+                if mode == MARGINAL:
+                    s += row[x] * lf[x]
+                elif row[x] * lf[x] > s:
+                    s = row[x] * lf[x]
+            root_val = s
+        else:
+            kp = t.card[p]
+            for a in range(kp):
+                row = t.cpt + t.coff[f] + a * k
+                s = 0.0
+                for x in range(k):
+                    if mode == MARGINAL:
+                        s += row[x] * lf[x]
+                    elif row[x] * lf[x] > s:
+                        s = row[x] * lf[x]
+                lam[t.loff[p] + a] *= s
+    if root_val <= 0.0:
+        return -INFINITY
+    return logscale + log(root_val)
+
+
+def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
+              const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
+              const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
+              const double[::1] logcpt, const int64_t[::1] slot, const int64_t[::1] node,
+              Py_ssize_t scratch, const double[:, ::1] XT, double[:, ::1] out,
+              const uint8_t[:, ::1] active, double[:, ::1] out_XT, int mode, uint64_t seed,
+              int64_t row0, int n_threads):
+    """If ``out`` has rows: ``out[slot[i], r]`` = log p (mode MARGINAL, missing summed out)
+    or log max p (mode MAX) of leaf i on column r of ``XT``. If ``active`` has rows: write
+    the missing variables of each active leaf into ``out_XT``, the max-product completion
+    given the observed ones (MAX) or a sample from the conditional (MARGINAL, random
+    numbers keyed by (seed, row0 + r, node[i], local variable index))."""
+    cdef Py_ssize_t L = slot.shape[0], m = XT.shape[1], r, i, q, f, f0, p, x, k, pick
+    cdef Tree t
+    cdef double *lam
+    cdef int32_t *val
+    cdef double *lf
+    cdef const double *row
+    cdef double s, best, u, acc, lp
+    cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
+    if L == 0 or m == 0:
+        return
+    t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
+    with nogil, parallel(num_threads=n_threads):
+        lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
+        val = <int32_t *> (lam + scratch)
+        for r in prange(m, schedule="static"):
+            for i in range(L):
+                if not want_out and not active[slot[i], r]:
+                    continue
+                f0 = var_ptr[i]
+                # the all-observed shortcut leaves lam unset, but then nothing is missing
+                lp = _upward(&t, i, XT, r, mode, lam, val)
+                if want_out:
+                    out[slot[i], r] = lp
+                if not want_fill or not active[slot[i], r]:
+                    continue
+                for q in range(f0, var_ptr[i + 1]):  # parents first
+                    f = order[q]
+                    if val[f - f0] >= 0:
+                        continue
+                    k = card[f]
+                    p = fpar[f]
+                    row = t.cpt + coff[f] + (0 if p < 0 else val[p - f0] * k)
+                    lf = lam + loff[f]
+                    if lp == -INFINITY:  # impossible evidence: ignore messages
+                        lf = NULL
+                    pick = 0
+                    if mode == MAX:
+                        best = -1.0
+                        for x in range(k):
+                            s = row[x] * (lf[x] if lf != NULL else 1.0)
+                            if s > best:
+                                best = s
+                                pick = x
+                    else:
+                        s = 0.0
+                        for x in range(k):
+                            s = s + row[x] * (lf[x] if lf != NULL else 1.0)
+                        u = rand_uniform(seed, <uint64_t>(row0 + r), <uint64_t>node[i],
+                                         <uint64_t>(f - f0)) * s
+                        acc = 0.0
+                        pick = -1
+                        for x in range(k):
+                            acc = acc + row[x] * (lf[x] if lf != NULL else 1.0)
+                            if u < acc:
+                                pick = x
+                                break
+                        if pick < 0:  # rounding at the top end: last state with mass
+                            for x in range(k):
+                                if row[x] * (lf[x] if lf != NULL else 1.0) > 0.0:
+                                    pick = x
+                            if pick < 0:
+                                pick = 0
+                    val[f - f0] = <int32_t>pick
+                    out_XT[gvar[f], r] = <double>pick
+        free(lam)
