@@ -18,6 +18,7 @@ MODULES = [
     ("spnc.learn._oslrau", False),
     ("spnc.learn._learnspn", True),
     ("spnc.learn._prometheus", True),
+    ("spnc.learn._routing", False),
 ]
 
 DIRECTIVES = {

@@ -1,5 +1,6 @@
 """Console tools: ``spnc-convert`` (spnc.cli.convert), ``spnc-eval`` (spnc.cli.evaluate),
-``spnc-learn`` (spnc.cli.learn), ``spnc-info`` (spnc.cli.info) and ``spnc-demo``
+``spnc-learn`` (spnc.cli.learn), ``spnc-info`` (spnc.cli.info), ``spnc-merge``
+(spnc.cli.merge) and ``spnc-demo``
 (spnc.cli.demo). Each module defines ``main(argv=None) -> int``.
 
 One vocabulary across tools: ``-q/--quiet``, ``--json`` (a machine-readable summary on

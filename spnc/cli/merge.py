@@ -1,0 +1,110 @@
+"""spnc-merge: turn a saved model into a smaller graph by merging similar sub-SPNs."""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from ..errors import DataError, ParameterError
+from . import _data
+from . import add_common, add_data_options, print_json, run_tool
+
+PROG = "spnc-merge"
+EXAMPLES = """\
+data: as for spnc-eval (CSV/TSV with optional header, .npy, or HDF5 with --dataset);
+      complete rows only. MODEL may come from any learner or be written by hand.
+
+examples:
+  spnc-merge tree.h5 train.csv --valid valid.csv -o graph.h5
+  spnc-merge tree.json train.csv --valid valid.csv -o graph.json --distance hellinger
+  spnc-merge tree.h5 train.csv -o graph.h5 --epsilon 0.1          (no validation data)
+
+exit status: 0 success, 2 bad input (one line "spnc-merge: error: ...")
+"""
+
+_PARAM_FLAGS = {"epsilon": "--epsilon", "distance": "--distance", "refit": "--refit", "max_iter": "--max-iter",
+                "alpha": "--alpha", "max_rounds": "--max-rounds", "n_threads": "--n-threads"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Merge similar sub-SPNs of a model (Rahman & Gogate): smaller, "
+        "faster to evaluate, re-estimated on the pooled training rows; the threshold is chosen "
+        "on validation data, and the result is never worse there than the input.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("data", help="training data (re-estimation)")
+    p.add_argument("--valid", metavar="FILE", help="validation data (choices; strongly advised)")
+    p.add_argument("-o", "--output", required=True, help="merged model (.h5, .hdf5 or .json; written atomically)")
+    p.add_argument("--valid-dataset", help="dataset name inside an HDF5 validation file")
+    add_data_options(p)
+    p.add_argument("--epsilon", type=float, nargs="+", default=None,
+                   help="distance threshold(s); several are chosen on --valid (default: 0.001 0.01 0.1 0.2 0.4)")
+    p.add_argument("--distance", choices=["manhattan", "kl", "hellinger"], default="manhattan")
+    p.add_argument("--refit", choices=["hard_em", "counts"], default="counts")
+    p.add_argument("--max-iter", type=int, default=20, help="hard-EM passes per round")
+    p.add_argument("--alpha", type=float, default=None, help="Laplace pseudo-count (default: the learner's)")
+    p.add_argument("--max-rounds", type=int, default=3)
+    p.add_argument("--no-chowliu-check", action="store_true", help="skip the Chow-Liu sanity check")
+    add_common(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_tool(PROG, _parser(), _run, argv)
+
+
+def _read(path: str, dataset: str | None, args, model) -> np.ndarray:
+    tab = _data.read_table(path, dataset=dataset, delimiter=args.delimiter, header=args.header,
+                           encoding=args.encoding)
+    return _data.match_columns(tab, model.var_names, model.n_vars, args.by_position).X
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .. import io
+    from .._atomic import check_writable
+    from ..learn.merge import Merge, n_parameters
+    check_writable(args.output, inputs=(args.model, args.data, args.valid))
+    model = io.load(args.model)
+    X = _read(args.data, args.dataset, args, model)
+    Xv = None if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
+    eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
+    kw = {} if eps is None else {"epsilon": eps[0] if len(eps) == 1 else list(eps)}
+    est = Merge(init=model, distance=args.distance, refit=args.refit, max_iter=args.max_iter, alpha=args.alpha,
+                max_rounds=args.max_rounds, chowliu_check=not args.no_chowliu_check,
+                verbose=0 if (args.quiet or args.json) else 1, n_threads=args.n_threads, **kw)
+    t0 = time.perf_counter()
+    try:
+        est.fit(X, X_valid=Xv)
+    except ParameterError as e:
+        flag = _PARAM_FLAGS.get(e.param)
+        raise DataError(f"argument {flag}: {e}" if flag else str(e)) from None
+    secs = time.perf_counter() - t0
+    out = est.spn_
+    summary: dict = {"epsilon": est.epsilon_, "merge_seconds": secs}
+    for name, m in (("model", model), ("merged", out)):
+        sw, allp = n_parameters(m)
+        summary[name] = {"nodes": m.n_nodes, "edges": m.n_edges, "sum_weights": sw, "parameters": allp,
+                         "train_ll": float(np.mean(m.log_likelihood(X, n_threads=args.n_threads)))}
+        if Xv is not None:
+            summary[name]["valid_ll"] = float(np.mean(m.log_likelihood(Xv, n_threads=args.n_threads)))
+    summary["compression"] = summary["model"]["sum_weights"] / max(summary["merged"]["sum_weights"], 1)
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"{'':8s} {'nodes':>8s} {'edges':>8s} {'sum weights':>12s} {'parameters':>11s} "
+              f"{'train LL':>10s}" + (f" {'valid LL':>10s}" if Xv is not None else ""))
+        for name in ("model", "merged"):
+            r = summary[name]
+            print(f"{name:8s} {r['nodes']:8d} {r['edges']:8d} {r['sum_weights']:12d} {r['parameters']:11d} "
+                  f"{r['train_ll']:10.4f}" + (f" {r['valid_ll']:10.4f}" if Xv is not None else ""))
+        print(f"epsilon {est.epsilon_}, merge {secs:.2f} s, compression {summary['compression']:.2f}x (sum weights)")
+    io.save(out, args.output)
+    if not args.json:
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Rebuilding a compiled SPN after nodes were redirected, merged or replaced.
+
+The merge learner works on node ids of a compiled model: ``rep[n]`` names the node that
+stands for ``n`` (itself when kept), ``replace`` maps node ids to new construction objects.
+:func:`rebuild` turns this into a new, validated :class:`~spnc.SPN` (children before
+parents, unreachable nodes dropped) and applies the exact simplifications of Rahman &
+Gogate's Fig. 3 on the way:
+
+* a sum whose children became the same node keeps one edge with the summed weight, and a
+  sum left with one child is that child (Fig. 3b);
+* an observed sum on ``V`` whose children ``[V=v] x R_v`` share the same rest ``R`` becomes
+  the product of a distribution over ``V`` (its weights) and ``R`` (Fig. 3a); when only
+  some children share their rest, those become one child ``P(V | group) x R``.
+
+:func:`hash_cons` merges structurally identical sub-networks with equal parameters (a tree
+compiled to its DAG), which never changes the distribution.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import PRODUCT, SUM, SPN
+from ..leaves.univariate import Bernoulli, Categorical, Indicator
+from ..nodes import Node, Product, Sum
+
+
+def leaf_objects(spn: SPN) -> dict[int, tuple]:
+    """node id -> (table, index in table)."""
+    out = {}
+    for t in spn.leaf_tables.values():
+        for i, n in enumerate(t.node.tolist()):
+            out[n] = (t, i)
+    return out
+
+
+def _sig(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_sig(x) for x in v)
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes())
+
+
+def leaf_signature(obj) -> tuple:
+    """Hashable value of a leaf construction object: its class and every slot's value."""
+    slots = []
+    for cls in type(obj).__mro__:
+        slots.extend(getattr(cls, "__slots__", ()))
+    return (type(obj).__name__,) + tuple(_sig(getattr(obj, s)) for s in slots
+                                         if s != "__weakref__" and hasattr(obj, s))
+
+
+def hash_cons(spn: SPN) -> np.ndarray:
+    """``rep``: for every node the first node (in topological order) computing exactly the
+    same function by the same structure and parameters (sum children compared as a set of
+    (child, weight) pairs, duplicates added up; products as a set of children)."""
+    N = spn.n_nodes
+    rep = np.arange(N, dtype=np.int64)
+    seen: dict = {}
+    leaves = leaf_objects(spn)
+    kind, ptr, child, weight = spn.kind, spn.child_ptr, spn.child, spn.weight
+    for n in range(N):
+        k = int(kind[n])
+        if k >= 2:
+            t, i = leaves[n]
+            key = ("L", k, leaf_signature(t.to_node(i)))
+        else:
+            ch = rep[child[ptr[n]:ptr[n + 1]]]
+            if k == PRODUCT:
+                key = ("P", tuple(sorted(ch.tolist())))
+            else:
+                w = weight[ptr[n]:ptr[n + 1]]
+                u, inv = np.unique(ch, return_inverse=True)
+                ws = np.bincount(inv, weights=w, minlength=len(u))
+                if len(u) == 1:          # a sum over one node is that node
+                    rep[n] = u[0]
+                    continue
+                key = ("S", tuple(u.tolist()), ws.tobytes())
+        rep[n] = seen.setdefault(key, n)
+    return rep
+
+
+def descendants(spn: SPN, start) -> np.ndarray:
+    """Boolean mask of ``start`` nodes and everything below them."""
+    mark = np.zeros(spn.n_nodes, dtype=bool)
+    mark[np.asarray(start, dtype=np.int64)] = True
+    ptr, child = spn.child_ptr, spn.child
+    for n in range(spn.n_nodes - 1, -1, -1):
+        if mark[n] and spn.kind[n] < 2:
+            mark[child[ptr[n]:ptr[n + 1]]] = True
+    return mark
+
+
+def rebuild(spn: SPN, rep: np.ndarray, replace: dict[int, Node] | None = None,
+            obs_var: np.ndarray | None = None, learner: dict | None = None,
+            stats: dict | None = None, created: list | None = None) -> tuple[SPN, dict[int, int]]:
+    """The model with every node ``n`` replaced by ``rep[n]`` (after ``replace``), Fig. 3
+    simplifications applied. Returns the new SPN and a map old kept node -> new node id
+    (for the nodes that survive as themselves); ``created``, if given, receives the new
+    ids of the nodes the Fig. 3(a) simplification made."""
+    made: list[Node] = []
+    replace = replace or {}
+    N = spn.n_nodes
+    kind, ptr, child, weight = spn.kind, spn.child_ptr, spn.child, spn.weight
+    card = spn.cardinality
+    leaves = leaf_objects(spn)
+    objs: list[Node | None] = [None] * N
+    # iterative post-order over the redirected graph
+    roots = [int(rep[r]) for r in spn.roots]
+    stack = [(r, False) for r in roots]
+    while stack:
+        n, expanded = stack.pop()
+        if objs[n] is not None:
+            continue
+        if n in replace:
+            objs[n] = replace[n]
+            continue
+        k = int(kind[n])
+        if k >= 2:
+            t, i = leaves[n]
+            objs[n] = t.to_node(i)
+            continue
+        ch = rep[child[ptr[n]:ptr[n + 1]]]
+        if not expanded:
+            stack.append((n, True))
+            stack.extend((int(c), False) for c in ch if objs[c] is None)
+            continue
+        kids = [objs[c] for c in ch]
+        if k == PRODUCT:
+            objs[n] = kids[0] if len(kids) == 1 else Product(kids)
+        else:
+            v = -1 if obs_var is None else int(obs_var[n])
+            objs[n] = _make_sum(kids, weight[ptr[n]:ptr[n + 1]], v, int(card[v]) if v >= 0 else 0, made)
+    index: dict[int, int] = {}
+    new = _assemble([objs[r] for r in roots], spn, index, learner, stats)
+    if created is not None:
+        created.extend(index[id(o)] for o in made if id(o) in index)
+    keep = {n: index[id(objs[n])] for n in range(N) if objs[n] is not None and id(objs[n]) in index
+            and rep[n] == n}
+    return new, keep
+
+
+def _make_sum(kids: list[Node], w: np.ndarray, var: int, card: int, made: list) -> Node:
+    ids: dict[int, int] = {}
+    uk, uw = [], []
+    for c, wc in zip(kids, w):
+        j = ids.get(id(c))
+        if j is None:
+            ids[id(c)] = len(uk)
+            uk.append(c)
+            uw.append(float(wc))
+        else:
+            uw[j] += float(wc)
+    if len(uk) == 1:                                   # Fig. 3(b)
+        return uk[0]
+    if var >= 0:                                       # Fig. 3(a)
+        groups: dict[tuple, list[int]] = {}
+        vals = []
+        for j, c in enumerate(uk):
+            val, rest = _split_indicator(c, var)
+            vals.append(val)
+            if val is None:
+                groups = {}
+                break
+            groups.setdefault(tuple(sorted(id(r) for r in rest)), []).append(j)
+        if groups and any(len(g) > 1 for g in groups.values()):
+            nk, nw = [], []
+            for g in groups.values():
+                if len(g) == 1:
+                    nk.append(uk[g[0]])
+                    nw.append(uw[g[0]])
+                    continue
+                tot = sum(uw[j] for j in g)
+                probs = np.zeros(card)
+                for j in g:
+                    probs[vals[j]] = uw[j] / tot
+                dist = Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)
+                _, rest = _split_indicator(uk[g[0]], var)
+                nk.append(Product([dist] + rest))
+                made.append(nk[-1])
+                nw.append(tot)
+            if len(nk) == 1:
+                return nk[0]
+            uk, uw = nk, nw
+    ws = np.asarray(uw)
+    return Sum(uk, ws / ws.sum())
+
+
+def _split_indicator(c: Node, var: int):
+    if not isinstance(c, Product):
+        return None, None
+    val, rest = None, []
+    for g in c.children:
+        if val is None and isinstance(g, Indicator) and g.var == var:
+            val = int(g.value)
+        else:
+            rest.append(g)
+    return val, rest
+
+
+def _assemble(roots: list[Node], like: SPN, index: dict[int, int], learner, stats) -> SPN:
+    """Arrays of the graph below ``roots`` (children first); ``index`` receives
+    id(object) -> node id. Roots, root weights and variables follow ``like``."""
+    order: list[Node] = []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        obj, expanded = stack.pop()
+        key = id(obj)
+        if key in index:
+            continue
+        if expanded or not isinstance(obj, (Sum, Product)):
+            index[key] = len(order)
+            order.append(obj)
+            continue
+        stack.append((obj, True))
+        stack.extend((c, False) for c in reversed(obj.children) if id(c) not in index)
+    M = len(order)
+    kind = np.empty(M, dtype=np.uint8)
+    deg = np.zeros(M, dtype=np.int64)
+    by_type: dict[type, list[int]] = {}
+    for i, obj in enumerate(order):
+        if isinstance(obj, Sum):
+            kind[i], deg[i] = SUM, len(obj.children)
+        elif isinstance(obj, Product):
+            kind[i], deg[i] = PRODUCT, len(obj.children)
+        else:
+            lt = type(obj)._leaf_type
+            kind[i] = lt.code
+            by_type.setdefault(lt, []).append(i)
+    cptr = np.zeros(M + 1, dtype=np.int64)
+    np.cumsum(deg, out=cptr[1:])
+    ch = np.empty(cptr[-1], dtype=np.int64)
+    w = np.ones(cptr[-1])
+    for i in np.flatnonzero(kind < 2):
+        obj = order[i]
+        ch[cptr[i]:cptr[i + 1]] = [index[id(c)] for c in obj.children]
+        if kind[i] == SUM:
+            ws = np.asarray(obj.weights, dtype=np.float64)
+            w[cptr[i]:cptr[i + 1]] = ws / ws.sum()
+    tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
+              for lt, ids in by_type.items()}
+    new_roots = [index[id(r)] for r in roots]
+    return SPN.from_arrays(kind, cptr, ch, w, tables, like.cardinality, var_type=like.var_type,
+                           var_names=like.var_names, roots=new_roots,
+                           root_weights=like.root_weights if like.combine == "mixture" else None,
+                           combine=like.combine, stats=stats, learner=learner)

@@ -1,0 +1,81 @@
+"""Closed-form re-estimation of part of a model from hard-routed rows (merging's refit).
+
+Every row follows its hard induced tree (:func:`spnc.learn.routing.route`); the sum weights
+and leaves of the *free* nodes are then set from the rows that reached them, with Laplace
+pseudo-count ``alpha``: sum weights from edge counts, Bernoulli and categorical leaves
+from state counts, Chow-Liu leaves relearned (structure and tables) by the Chow-Liu
+algorithm. Other leaf types keep their parameters. Repeating route-and-refit is hard EM;
+it stops when the routing no longer changes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..chowliu import fit_chow_liu, forest_to_tree
+from ..graph import SUM, SPN
+from ..leaves.cltree import ChowLiuLeaf
+from ..leaves.univariate import Bernoulli, Categorical
+from . import routing as _routing
+
+
+def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free: np.ndarray,
+                       alpha: float) -> SPN:
+    """The model with the parameters of the ``free`` nodes (boolean mask) re-estimated from
+    the routing ``R`` (rows x nodes) and its sum-edge counts."""
+    N = spn.n_nodes
+    deg = np.diff(spn.child_ptr)
+    parent = np.repeat(np.arange(N), deg)
+    weight = spn.weight.copy()
+    sel = (spn.kind[parent] == SUM) & free[parent]
+    if sel.any():
+        c = edge_counts + alpha
+        tot = np.bincount(parent[sel], weights=c[sel], minlength=N)
+        rows = np.bincount(parent[sel], weights=edge_counts[sel], minlength=N)
+        upd = sel & (rows[parent] > 0)
+        weight[upd] = c[upd] / tot[parent[upd]]
+    tables = {}
+    for name, t in spn.leaf_tables.items():
+        idx = [i for i, n in enumerate(t.node.tolist()) if free[n]]
+        if not idx or name not in ("bernoulli", "categorical", "cltree"):
+            tables[name] = t
+            continue
+        objs = [t.to_node(i) for i in range(len(t))]
+        for i in idx:
+            r = _routing.rows_of(R, int(t.node[i]))
+            if r.size == 0:
+                continue
+            s = t.scopes[i]
+            if name == "bernoulli":
+                v = int(s[0])
+                objs[i] = Bernoulli(v, float((X[r, v].sum() + alpha) / (r.size + 2 * alpha)))
+            elif name == "categorical":
+                v = int(s[0])
+                k = int(spn.cardinality[v])
+                cnt = np.bincount(X[r, v].astype(np.int64), minlength=k)[:k] + alpha
+                objs[i] = Categorical(v, cnt / cnt.sum())
+            else:
+                fit = fit_chow_liu(X[np.ix_(r, s)].astype(np.int64), spn.cardinality[s], alpha=alpha, n_threads=1)
+                parents, cpts = forest_to_tree(fit.parents, fit.cpts)
+                objs[i] = ChowLiuLeaf(s.astype(np.int64), parents, cpts)
+        tables[name] = type(t).from_nodes(t.node, objs)
+    return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, weight, tables, spn.cardinality,
+                           var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
+                           root_weights=spn.root_weights, combine=spn.combine, learner=spn.learner,
+                           validate=False)
+
+
+def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
+               n_threads: int | None = None):
+    """Hard EM on the free nodes: route, refit, until the routing is stable or
+    ``max_iter`` passes (``max_iter=1``: one counting pass). Returns the model and the
+    last routing (that of the returned model when the routing converged, else of the
+    model before the last refit)."""
+    prev = None
+    for _ in range(max(1, int(max_iter))):
+        ec = np.zeros(spn.n_edges)
+        R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec)
+        if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
+            break
+        spn = refit_from_routing(spn, X, R, ec, free, alpha)
+        prev = R
+    return spn, prev if prev is not None else R

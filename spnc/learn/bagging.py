@@ -1,0 +1,181 @@
+"""Bagged ensembles of any spnc learner, joined as one SPN (Rahman & Gogate, Sec. 4.4).
+
+Each bag fits a copy of the base learner on a bootstrap sample of the training rows, its
+hyper-parameters drawn at random from ``param_distributions`` (random search, as in the
+paper). The bags become the children of one latent sum node, weighted by their training
+likelihood, so the ensemble is a single SPN that can be saved, queried and merged as a
+whole (``merge=Merge(...)``). Bags run in parallel processes; every bag's seed, sample and
+hyper-parameters come from ``random_state`` alone and bags use one kernel thread each, so
+the result is the same for any ``n_jobs``.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, ParameterError
+from ..graph import SPN, compile as _compile
+from ..nodes import Sum
+from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval
+from .base import DensityEstimator
+from .merge import Merge
+
+
+def _draw(dist: Any, rng: np.random.Generator) -> Any:
+    if hasattr(dist, "rvs"):
+        return dist.rvs(random_state=rng)
+    if callable(dist):
+        return dist(rng)
+    if isinstance(dist, (list, tuple, np.ndarray)):
+        v = dist[int(rng.integers(len(dist)))]
+        return v.item() if isinstance(v, np.generic) else v
+    return dist
+
+
+def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray) -> tuple[SPN, float, float]:
+    """One bag (runs in a worker process): the model, its mean training log-likelihood on
+    all rows and its fit seconds."""
+    t0 = time.perf_counter()
+    est = cls(**params).fit(X[rows])
+    spn = est.spn_
+    secs = time.perf_counter() - t0
+    return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
+
+
+def _is_dist_table(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) for k in v)
+
+
+class BaggedSPN(DensityEstimator):
+    """Bagging with random hyper-parameter search, joined as one SPN under a latent sum.
+
+    Parameters
+    ----------
+    base_learner : an spnc estimator (e.g. ``LearnSPN(sum_split="latent", leaves="chowliu")``);
+        each bag fits a copy of it.
+    n_bags : number of bags (the paper uses 40).
+    param_distributions : ``{name: values}`` drawn per bag: a list (uniform choice), an
+        object with ``rvs`` (scipy.stats), a callable ``f(rng)``, or a constant.
+    merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
+        to the whole ensemble with ``X_valid``.
+    n_jobs : worker processes (None or 1: in this process; -1: all cores).
+    random_state : seed of the samples, the draws and the bags' own seeds.
+    verbose : one line per bag when > 0.
+
+    Bags are weighted ``w_i ∝ exp(mean training log-likelihood of bag i)`` (over all
+    training rows). Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
+    ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
+    ``fit_seconds_``, ``merge_`` (the fitted :class:`Merge` or None).
+    """
+
+    _parameter_constraints = {
+        "base_learner": [Instance(DensityEstimator, name="an spnc estimator")],
+        "n_bags": [Interval(int, 1)],
+        "param_distributions": [Constraint(_is_dist_table, "a dict of parameter name -> values"), None],
+        "merge": [Instance(Merge), None],
+        "n_jobs": [Interval(int, 1), Constraint(lambda v: v == -1 and not isinstance(v, bool), "-1"), None],
+        "random_state": [RANDOM_STATE, None],
+        "verbose": [Interval(int, 0), BOOL],
+    }
+
+    def __init__(self, base_learner: DensityEstimator | None = None, n_bags: int = 40, param_distributions=None,
+                 merge: Merge | None = None, n_jobs: int | None = None, random_state: int | None = None,
+                 verbose: int = 0):
+        self.base_learner = base_learner
+        self.n_bags = n_bags
+        self.param_distributions = param_distributions
+        self.merge = merge
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _bag_plans(self, X: np.ndarray) -> list[tuple[dict, np.ndarray]]:
+        base = self.base_learner
+        names = set(base.get_params())
+        dists = self.param_distributions or {}
+        for k in dists:
+            if k not in names:
+                raise ParameterError("param_distributions", f"BaggedSPN: param_distributions names {k!r}, "
+                                                           f"which {type(base).__name__} does not have")
+        n = X.shape[0]
+        plans = []
+        for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
+            rng = np.random.default_rng(ss)
+            params = dict(base.get_params())
+            for k in sorted(dists):
+                params[k] = _draw(dists[k], rng)
+            if "random_state" in names:
+                params["random_state"] = int(rng.integers(2**31 - 1))
+            if "n_threads" in names:
+                params["n_threads"] = 1
+            if "cardinality" in names and params.get("cardinality") is None and not np.any(X != np.round(X)):
+                params["cardinality"] = np.maximum(2, X.max(axis=0).astype(np.int64) + 1).tolist()
+            plans.append((params, np.sort(rng.integers(0, n, size=n))))
+        return plans
+
+    def fit(self, X, y=None, X_valid=None) -> "BaggedSPN":
+        """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge``."""
+        self._validate_params()
+        t0 = time.perf_counter()
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] == 0:
+            raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+        plans = self._bag_plans(X)
+        cls = type(self.base_learner)
+        jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
+        results: list = [None] * len(plans)
+        if jobs <= 1:
+            for i, (p, rows) in enumerate(plans):
+                results[i] = _fit_bag(cls, p, X, rows)
+                if self.verbose:
+                    print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s, train LL {results[i][1]:.4f}")
+        else:
+            ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
+            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                futs = {pool.submit(_fit_bag, cls, p, X, rows): i for i, (p, rows) in enumerate(plans)}
+                for f in cf.as_completed(futs):
+                    i = futs[f]
+                    results[i] = f.result()
+                    if self.verbose:
+                        print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s")
+        lls = np.array([r[1] for r in results])
+        w = np.exp(lls - lls.max())
+        w /= w.sum()
+        models = [r[0] for r in results]
+        first = models[0]
+        card = np.max(np.stack([m.cardinality for m in models]), axis=0)
+        roots = [m.to_nodes() for m in models]
+        ens = _compile(Sum(roots, w) if len(roots) > 1 else roots[0], n_vars=first.n_vars, cardinality=card,
+                       var_names=first.var_names)
+        self.bag_params_ = [{k: v for k, v in p.items() if k in (self.param_distributions or {})} for p, _ in plans]
+        self.bag_weights_ = w
+        self.bag_seconds_ = np.array([r[2] for r in results])
+        ens.learner = {"name": "bagged", "version": "1",
+                       "params": {"base_learner": type(self.base_learner).__name__, "n_bags": int(self.n_bags),
+                                  "random_state": self.random_state, "merged": self.merge is not None},
+                       "bag_params": [{k: _jsonable(v) for k, v in d.items()} for d in self.bag_params_],
+                       "bag_weights": w.tolist()}
+        self.ensemble_ = ens
+        self.merge_ = None
+        spn = ens
+        if self.merge is not None:
+            params = dict(self.merge.get_params())
+            params["init"] = ens
+            self.merge_ = Merge(**params).fit(X, X_valid=X_valid)
+            spn = self.merge_.spn_
+        self.spn_ = spn
+        self.fit_seconds_ = time.perf_counter() - t0
+        return self
+
+
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    return repr(v)

@@ -1,0 +1,132 @@
+"""Which data rows reach which node: recovered from any model, or taken from a learner.
+
+Merging needs, for every node, the training (and validation) rows that "reached" it when
+the model was learned. A learner such as LearnSPN knows this partition while it builds the
+tree; a model from a file does not. :func:`route` recovers it from the model itself by
+hard assignment, top-down from the root:
+
+* a product sends a row to all its children;
+* a sum sends it to the child maximising ``log w_c + M_c(x)``, ``M_c`` being the
+  max-product value of the child (first maximum at ties; a mixture root likewise picks one
+  root). Through a *latent* sum this is the max-product (Viterbi) assignment of the latent
+  variable. Through an *observed* sum (children are products each containing an indicator
+  leaf on one variable, see :func:`observed_sums`) every child but the one whose indicator
+  matches the row has value ``-inf``, so the row follows its observed value, as the learner
+  split it.
+
+For a tree learned by LearnSPN the recovered routing equals the learner's partition through
+observed sums; through latent sums it is the model's own hard assignment, which is what the
+paper's hard-EM re-estimation uses. A caller holding the routing a learner recorded passes
+it instead (``Merge(routing=...)``): any boolean (or 0/1) matrix of shape
+``(n_rows, n_nodes)``, dense or ``scipy.sparse``, column ``n`` marking the rows that reached
+node ``n``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import PRODUCT, SUM, SPN
+from ..leaves import base as _lb
+from ._routing import route_active as _route_active
+
+#: node values held per chunk of rows (float64): 64 MB
+_CHUNK_VALUES = 1 << 23
+
+
+def _chunks(spn: SPN, n: int):
+    step = max(64, min(n, _CHUNK_VALUES // max(spn.n_nodes, 1)))
+    for r0 in range(0, n, step):
+        yield r0, min(n, r0 + step)
+
+
+def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None) -> sp.csc_matrix:
+    """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
+    ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s
+    indices are the rows of node ``n``. Works on any single-root or mixture model.
+    ``edge_counts`` (n_edges,), when given, receives the rows sent along each sum edge."""
+    ec = np.zeros(spn.n_edges) if edge_counts is None else edge_counts
+    X = spn._check_X(X)
+    n = X.shape[0]
+    N = spn.n_nodes
+    kind, ptr, child, logw = spn.kind, spn.child_ptr, spn.child, spn.logw
+    cols, rows = [], []
+    for r0, r1 in _chunks(spn, n):
+        V = spn.node_log_values(X[r0:r1], mode=_lb.MAX, n_threads=n_threads)     # (m, N)
+        m = r1 - r0
+        act = np.zeros((m, N), dtype=bool)
+        if spn.combine == "mixture":
+            lw = np.log(spn.root_weights, where=spn.root_weights > 0, out=np.full(len(spn.roots), -np.inf))
+            pick = np.argmax(V[:, spn.roots] + lw, axis=1)
+            for i, r in enumerate(spn.roots):
+                act[:, r] |= pick == i
+        else:
+            act[:, spn.roots] = True
+        _route_active(kind, ptr, child, logw, V, act.view(np.uint8), ec)
+        nz_r, nz_n = np.nonzero(act)
+        cols.append(nz_n)
+        rows.append(nz_r + r0)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return sp.csc_matrix((np.ones(len(r), dtype=bool), (r, c)), shape=(n, N))
+
+
+def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:
+    """Check a routing given by a caller and return it as a boolean CSC matrix."""
+    from ..errors import DataError
+    M = sp.csc_matrix(routing) if sp.issparse(routing) else sp.csc_matrix(np.asarray(routing))
+    if M.shape != (n_rows, n_nodes):
+        raise DataError(f"routing must have shape (n_rows, n_nodes) = ({n_rows}, {n_nodes}), got {M.shape}")
+    return M.astype(bool)
+
+
+def rows_of(R: sp.csc_matrix, node: int) -> np.ndarray:
+    """Row indices that reached ``node``."""
+    return R.indices[R.indptr[node]:R.indptr[node + 1]]
+
+
+def observed_sums(spn: SPN) -> np.ndarray:
+    """For every node, the variable an *observed sum* conditions on, else -1.
+
+    An observed sum is a sum with at least two children, each a product holding an
+    indicator leaf on the same variable (distinct values). Every other sum is latent."""
+    out = np.full(spn.n_nodes, -1, dtype=np.int64)
+    ind = spn.leaf_tables.get("indicator")
+    if ind is None or not len(ind):
+        return out
+    ind_var = np.full(spn.n_nodes, -1, dtype=np.int64)
+    ind_val = np.full(spn.n_nodes, -1, dtype=np.int64)
+    ind_var[ind.node] = ind.var
+    ind_val[ind.node] = ind.params["value"]
+    kind, ptr, child = spn.kind, spn.child_ptr, spn.child
+    for s in np.flatnonzero(kind == SUM):
+        ch = child[ptr[s]:ptr[s + 1]]
+        if len(ch) < 2 or np.any(kind[ch] != PRODUCT):
+            continue
+        var, vals = None, set()
+        for c in ch:
+            gc = child[ptr[c]:ptr[c + 1]]
+            hits = gc[ind_var[gc] >= 0]
+            if var is None:
+                common = set(ind_var[hits].tolist())
+            else:
+                common = {var} & set(ind_var[hits].tolist())
+            if not common:
+                var = None
+                break
+            var = min(common)
+            vals.add(int(ind_val[hits][ind_var[hits] == var][0]))
+        if var is not None and len(vals) == len(ch):
+            out[s] = var
+    return out
+
+
+def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None) -> np.ndarray:
+    """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)), in row
+    chunks (memory bounded whatever the model's size)."""
+    X = spn._check_X(X)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    out = np.empty((X.shape[0], len(nodes)))
+    for r0, r1 in _chunks(spn, X.shape[0]):
+        out[r0:r1] = spn.node_log_values(X[r0:r1], mode=mode, n_threads=n_threads)[:, nodes]
+    return out

@@ -1,0 +1,57 @@
+"""spnc-merge on generated data, as a subprocess and in-process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import spnc
+from spnc.cli import merge as cli_merge
+from spnc.learn import LearnSPN
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _files(tmp_path):
+    rng = np.random.default_rng(0)
+    z = rng.random(900) < 0.5
+    X = np.column_stack([np.where(z, rng.random(900) < .8, rng.random(900) < .2) for _ in range(5)]).astype(int)
+    tree = LearnSPN(sum_split="observed", min_instances=10, alpha=1.0, random_state=0).fit(X[:600]).spn_
+    spnc.save(tree, tmp_path / "tree.h5")
+    np.savetxt(tmp_path / "train.csv", X[:600], fmt="%d", delimiter=",")
+    np.savetxt(tmp_path / "valid.csv", X[600:], fmt="%d", delimiter=",")
+    return tree, X
+
+
+def test_merge_tool_subprocess(tmp_path):
+    tree, X = _files(tmp_path)
+    out = tmp_path / "graph.json"
+    r = subprocess.run([sys.executable, "-m", "spnc.cli.merge", str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"),
+                        "--valid", str(tmp_path / "valid.csv"), "-o", str(out), "--quiet"],
+                       capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "merged" in r.stdout and "valid LL" in r.stdout and "compression" in r.stdout
+    g = spnc.load(out)
+    assert g.learner["name"] == "merge"
+    assert g.log_likelihood(X[600:]).mean() >= tree.log_likelihood(X[600:]).mean() - 1e-9
+    assert g.n_nodes <= tree.n_nodes
+
+
+def test_merge_tool_errors(tmp_path, capsys):
+    _files(tmp_path)
+    args = [str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"), "-o", str(tmp_path / "g.h5"), "--quiet"]
+    assert cli_merge.main(args + ["--epsilon", "-1"]) == 2
+    assert "argument --epsilon" in capsys.readouterr().err
+    np.savetxt(tmp_path / "bad.csv", np.zeros((5, 3)), delimiter=",")
+    assert cli_merge.main([str(tmp_path / "tree.h5"), str(tmp_path / "bad.csv"), "-o", str(tmp_path / "g.h5")]) == 2
+    assert "columns" in capsys.readouterr().err
+    assert not (tmp_path / "g.h5").exists()
+    assert cli_merge.main(args + ["--epsilon", "0.1", "--n-threads", "1"]) == 0
+    assert cli_merge.main(args + ["--epsilon", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["merged"]["nodes"] > 0
+    assert (tmp_path / "g.h5").exists()

@@ -1,0 +1,290 @@
+"""Merging similar sub-SPNs (spnc.learn.Merge), routing, and bagged ensembles."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import ParameterError
+from spnc.learn import BaggedSPN, LearnSPN, Merge
+from spnc.learn.merge import identical_merge, node_marginals, pairwise_distance
+from spnc.learn.routing import observed_sums, route, rows_of
+from spnc.nodes import Product, Sum
+
+from conftest import all_states, eval_linear, random_spn
+
+
+def _data(seed=0, n=900, d=7):
+    """Binary rows from a random SPN (dependent variables)."""
+    rng = np.random.default_rng(seed)
+    gen = spnc.compile(random_spn(rng, [2] * d, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(n, seed=seed)
+    return X[: 2 * n // 3], X[2 * n // 3:]
+
+
+@pytest.fixture(scope="module")
+def trees():
+    X, Xv = _data()
+    out = {}
+    for split in ("observed", "latent"):
+        for leaves in ("univariate", "chowliu"):
+            out[split, leaves] = LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves,
+                                          min_instances=15, mi_threshold=0.001, alpha=1.0,
+                                          random_state=0).fit(X).spn_
+    return X, Xv, out
+
+
+def _brute_ll(spn, card):
+    S = all_states(card)
+    return spn.log_likelihood(S)
+
+
+# ---------------------------------------------------------------- marginals and distances
+def test_node_marginals_match_brute_force():
+    rng = np.random.default_rng(1)
+    card = [2, 3, 2]
+    root = random_spn(rng, card, depth=2, share=0.3)
+    spn = spnc.compile(root)
+    P, off = node_marginals(spn)
+    S = all_states(card)
+    vals = np.exp(spn.node_log_values(S))          # (states, nodes), complete rows
+    for n in range(spn.n_nodes):
+        for v in spn.node_scope(n):
+            # P_n(X_v = k) = sum over states of the node's scope with X_v = k; count each
+            # assignment of the scope once (other variables are fixed to 0)
+            others = [u for u in range(len(card)) if u not in spn.node_scope(n)]
+            keep = np.all(S[:, others] == 0, axis=1) if others else np.ones(len(S), bool)
+            for k in range(card[v]):
+                want = vals[keep & (S[:, v] == k), n].sum()
+                assert P[n, off[v] + k] == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", ["manhattan", "kl", "hellinger"])
+def test_pairwise_distance_against_loops(distance):
+    rng = np.random.default_rng(2)
+    card = [2, 3]
+    Q = np.concatenate([rng.dirichlet(np.ones(k), size=5) for k in card], axis=1)
+    starts = np.array([0, 2])
+    D = pairwise_distance(Q, starts, distance)
+    for i in range(5):
+        for j in range(5):
+            tot = 0.0
+            for a, b in ((0, 2), (2, 5)):
+                p, q = Q[i, a:b], Q[j, a:b]
+                if distance == "manhattan":
+                    tot += np.abs(p - q).sum()
+                elif distance == "hellinger":
+                    tot += np.sqrt(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum())
+                else:
+                    tot += 0.5 * ((p * np.log(p / q)).sum() + (q * np.log(q / p)).sum())
+            assert D[i, j] == pytest.approx(tot / 2, abs=1e-12)
+
+
+# ---------------------------------------------------------------- identical merging
+def test_identical_merge_shares_copies_and_keeps_the_distribution():
+    def sub(p):
+        return Sum([Product([spnc.Bernoulli(1, p), spnc.Bernoulli(2, .3)]),
+                    Product([spnc.Bernoulli(1, .9), spnc.Bernoulli(2, .6)])], [.4, .6])
+    # observed sum on X0 whose two branches are equal copies -> Fig. 3(a) product
+    root = Sum([Product([spnc.Indicator(0, 0), sub(.2)]), Product([spnc.Indicator(0, 1), sub(.2)])], [.3, .7])
+    top = Sum([Product([spnc.Bernoulli(3, .5), root]), Product([spnc.Bernoulli(3, .5), root])], [.5, .5])
+    spn = spnc.compile(top)
+    out = identical_merge(spn)
+    card = [2, 2, 2, 2]
+    assert np.allclose(_brute_ll(out, card), _brute_ll(spn, card), atol=1e-12)
+    assert out.n_nodes < spn.n_nodes
+    assert "indicator" not in out.leaf_tables or len(out.leaf_tables["indicator"]) == 0
+    assert out.leaf_tables["bernoulli"].params["p"].tolist().count(0.7) == 1    # P(X0=1) leaf
+
+
+def test_identical_merge_on_random_dags_is_exact():
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        card = [2, 3, 2, 2]
+        spn = spnc.compile(random_spn(rng, card, depth=3, share=0.5))
+        # duplicate the model under a root sum: every node has an equal copy
+        both = spnc.compile(Sum([spn.to_nodes(), spnc.compile(random_spn(np.random.default_rng(seed), card, depth=3,
+                                                                           share=0.5)).to_nodes()], [.5, .5]))
+        out = identical_merge(both)
+        assert np.allclose(_brute_ll(out, card), _brute_ll(both, card), atol=1e-10)
+        assert out.n_nodes <= spn.n_nodes
+
+
+# ---------------------------------------------------------------- routing
+def test_routing_follows_observed_values_and_one_child_per_sum(trees):
+    X, _, models = trees
+    spn = models["observed", "chowliu"]
+    obs = observed_sums(spn)
+    assert (obs >= 0).any()
+    R = route(spn, X)
+    ind = spn.leaf_tables["indicator"]
+    for i, n in enumerate(ind.node):
+        r = rows_of(R, int(n))
+        assert np.all(X[r, ind.var[i]] == ind.params["value"][i])
+    dense = R.toarray()
+    for s in np.flatnonzero(spn.kind == 0):
+        ch = spn.children(s)
+        reached = dense[:, s]
+        assert np.array_equal(dense[reached][:, ch].sum(axis=1), np.ones(reached.sum()))
+
+
+# ---------------------------------------------------------------- Merge
+@pytest.mark.parametrize("split", ["observed", "latent"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_merge_is_valid_and_never_worse_on_validation(trees, split, leaves, tmp_path):
+    X, Xv, models = trees
+    tree = models[split, leaves]
+    m = Merge(init=tree, epsilon=[0.01, 0.1, 0.3]).fit(X, X_valid=Xv)
+    g = m.spn_
+    assert g.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
+    assert g.n_nodes <= tree.n_nodes
+    assert m.n_params_after_[0] <= m.n_params_before_[0]
+    # valid SPN: rebuilding from its arrays runs every check (order, scopes, weights)
+    spnc.SPN.from_arrays(g.kind, g.child_ptr, g.child, g.weight, g.leaf_tables, g.cardinality)
+    assert g.learner["name"] == "merge" and g.learner["nodes_before"] == tree.n_nodes
+    for ext in ("h5", "json"):
+        p = tmp_path / f"g.{ext}"
+        spnc.save(g, p)
+        back = spnc.load(p)
+        assert back.n_nodes == g.n_nodes and back.n_edges == g.n_edges
+        assert np.allclose(back.log_likelihood(Xv), g.log_likelihood(Xv))
+
+
+def test_merge_compresses_an_ospn_and_creates_sharing(trees):
+    X, Xv, models = trees
+    tree = models["observed", "univariate"]
+    g = Merge(init=tree, epsilon=0.3, local_check=False, chowliu_check=False).fit(X, X_valid=Xv).spn_
+    assert g.n_nodes < identical_merge(tree).n_nodes
+    parents = np.bincount(g.child, minlength=g.n_nodes)
+    assert parents.max() >= 2            # a DAG, not a tree
+
+
+@pytest.mark.parametrize("distance", ["kl", "hellinger"])
+@pytest.mark.parametrize("refit", ["counts", "hard_em"])
+def test_merge_options(trees, distance, refit):
+    X, Xv, models = trees
+    tree = models["latent", "chowliu"]
+    m = Merge(init=tree, epsilon=[0.05, 0.5], distance=distance, refit=refit).fit(X, X_valid=Xv)
+    assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
+    assert len(m.history_) == 3
+
+
+def test_merge_without_validation_needs_one_epsilon(trees):
+    X, _, models = trees
+    with pytest.raises(spnc.DataError, match="X_valid"):
+        Merge(init=models["latent", "univariate"]).fit(X)
+    m = Merge(init=models["latent", "univariate"], epsilon=0.2).fit(X)
+    assert m.epsilon_ == 0.2
+
+
+@pytest.mark.parametrize("param, value", [("distance", "euclid"), ("refit", "soft"), ("epsilon", -1.0),
+                                          ("epsilon", []), ("max_rounds", 0), ("init", None)])
+def test_merge_bad_parameters(trees, param, value):
+    X, _, models = trees
+    est = Merge(init=models["latent", "univariate"]).set_params(**{param: value})
+    with pytest.raises(ParameterError, match=rf"Merge: {param} must be"):
+        est.fit(X)
+
+
+def test_merge_accepts_recorded_routing(trees):
+    X, Xv, models = trees
+    tree = identical_merge(models["observed", "univariate"])
+    R = route(tree, X)
+    a = Merge(init=tree, epsilon=0.2, routing=R).fit(X, X_valid=Xv)
+    b = Merge(init=tree, epsilon=0.2).fit(X, X_valid=Xv)
+    assert a.spn_.learner["params"]["routing"] == "given"
+    assert a.spn_.n_nodes == b.spn_.n_nodes       # the model's own routing of a tree is the learner's
+    with pytest.raises(spnc.DataError, match="routing must have shape"):
+        Merge(init=tree, epsilon=0.2, routing=np.zeros((3, 3))).fit(X, X_valid=Xv)
+
+
+HAND_JSON = {
+    "format": "spnc-model", "format_version": [1, 0, 0], "required_features": [],
+    "variables": {"type": [0, 0, 0], "cardinality": [2, 2, 2]},
+    "nodes": {"@kind_names": ["sum", "product", "bernoulli", "categorical", "gaussian", "mvgaussian", "cltree",
+                              "indicator"],
+              # 0..3 Bernoulli(X1), Bernoulli(X2) twice with near-equal parameters; 4,5 indicators X0
+              "kind": [2, 2, 2, 2, 7, 7, 1, 1, 0],
+              "scope_ptr": [0, 1, 2, 3, 4, 5, 6, 9, 12, 15],
+              "scope": [1, 2, 1, 2, 0, 0, 0, 1, 2, 0, 1, 2, 0, 1, 2]},
+    "edges": {"ptr": [0, 0, 0, 0, 0, 0, 0, 3, 6, 8],
+              "child": [4, 0, 1, 5, 2, 3, 6, 7],
+              "weight": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.4, 0.6]},
+    "roots": {"@combine": "single", "node": [8]},
+    "leaves": {"bernoulli": {"node": [0, 1, 2, 3], "p": [0.20, 0.80, 0.24, 0.76]},
+               "indicator": {"node": [4, 5], "value": [0, 1]}},
+}
+
+
+def test_hand_written_json_model_merges_and_refines(tmp_path):
+    p = tmp_path / "hand.json"
+    p.write_text(json.dumps(HAND_JSON))
+    spn = spnc.load(p)
+    assert spn.learner == {}
+    rng = np.random.default_rng(3)
+    n = 3000
+    X = np.column_stack([rng.random(n) < .6, rng.random(n) < .31, rng.random(n) < .7]).astype(float)
+    m = Merge(init=spn, epsilon=[0.01, 0.1]).fit(X[:2000], X_valid=X[2000:])
+    g = m.spn_
+    # both branches of the observed sum merged: X0 independent of the rest, Fig. 3(a)
+    assert g.n_nodes < spn.n_nodes and "indicator" not in {k for k, t in g.leaf_tables.items() if len(t)}
+    assert m.epsilon_ == 0.1
+    assert g.log_likelihood(X[2000:]).mean() > spn.log_likelihood(X[2000:]).mean()
+    card = [2, 2, 2]
+    assert np.exp(_brute_ll(g, card)).sum() == pytest.approx(1.0)
+    p0 = np.exp(g.log_likelihood(np.array([[1.0, np.nan, np.nan]])))[0]
+    assert p0 == pytest.approx(X[:2000, 0].mean(), abs=1e-3)      # refit on the merged rows
+
+
+# ---------------------------------------------------------------- bagging
+@pytest.fixture(scope="module")
+def small():
+    return _data(seed=5, n=450, d=5)
+
+
+def test_bagged_spn_is_one_spn_and_deterministic_across_n_jobs(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
+    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
+    a = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7).fit(X)
+    b = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7, n_jobs=2).fit(X)
+    assert a.spn_.combine == "single" and a.spn_.kind[a.spn_.root] == 0
+    assert len(a.spn_.children(a.spn_.root)) == 3
+    assert a.bag_params_ == b.bag_params_
+    assert np.array_equal(a.spn_.log_likelihood(Xv), b.spn_.log_likelihood(Xv))
+    assert np.allclose(a.bag_weights_.sum(), 1.0)
+    c = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=8).fit(X)
+    assert not np.array_equal(a.spn_.log_likelihood(Xv), c.spn_.log_likelihood(Xv))
+
+
+def test_bagged_spn_merged_as_a_whole(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="observed", leaves="univariate", min_instances=20)
+    bag = BaggedSPN(base, n_bags=3, param_distributions={"max_depth": [2, 3]}, random_state=1,
+                    merge=Merge(epsilon=[0.05, 0.2])).fit(X, X_valid=Xv)
+    assert bag.merge_ is not None
+    assert bag.spn_.log_likelihood(Xv).mean() >= bag.ensemble_.log_likelihood(Xv).mean() - 1e-9
+    assert bag.spn_.n_nodes <= bag.ensemble_.n_nodes
+
+
+def test_bagged_spn_bad_parameters(small):
+    X, _ = small
+    with pytest.raises(ParameterError, match="param_distributions"):
+        BaggedSPN(LearnSPN(), n_bags=2, param_distributions={"bogus": [1]}).fit(X)
+    with pytest.raises(ParameterError, match="BaggedSPN: base_learner must be"):
+        BaggedSPN(None).fit(X)
+    with pytest.raises(ParameterError, match="BaggedSPN: n_jobs must be"):
+        BaggedSPN(LearnSPN(), n_jobs=0).fit(X)
+
+
+def test_estimators_clone_with_scikit_learn(trees):
+    sklearn = pytest.importorskip("sklearn")  # noqa: F841
+    from sklearn.base import clone
+    _, _, models = trees
+    m = Merge(init=models["latent", "univariate"], epsilon=[0.1, 0.2], distance="kl")
+    c = clone(m)
+    assert c.get_params()["distance"] == "kl" and c.init is not None
+    b = clone(BaggedSPN(LearnSPN(min_instances=20), n_bags=2, merge=Merge()))
+    assert b.n_bags == 2 and isinstance(b.base_learner, LearnSPN)
