@@ -19,6 +19,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import _chowliu as _K
+from . import stream as _stream
 from .errors import DataError
 
 #: edges whose mutual information (nats) is at or below this are treated as absent
@@ -232,7 +233,9 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
 
     Parameters
     ----------
-    X : array (n_rows, n_vars) of integer codes ``0..cardinality[j]-1`` (no NaN).
+    X : array (n_rows, n_vars) of integer codes ``0..cardinality[j]-1`` (no NaN); or a
+        block source (HDF5/Zarr dataset, ``"file.h5:/path"``, iterable of row blocks,
+        Dask array), counted block by block (:mod:`spnc.chowliu_blocks`).
     cardinality : states per variable; inferred as ``max(2, max + 1)`` when omitted.
     sample_weight : non-negative weights per row (EM soft counts); zero-weight rows are
         ignored, an all-zero vector is an error.
@@ -249,6 +252,10 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
     >>> fit.parents.tolist()
     [-1, 0, -1]
     """
+    if _stream.is_streamed(X):   # a file, an iterable of blocks or a Dask array
+        from .chowliu_blocks import fit_chow_liu_blocks
+        return fit_chow_liu_blocks(X, cardinality, sample_weight, alpha=alpha, mi_threshold=mi_threshold,
+                                   n_threads=n_threads)
     codes, card, bits = check_codes(X, cardinality)
     n, d = codes.shape
     w = check_weights(sample_weight, n)

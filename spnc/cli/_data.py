@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import stream
 from ..errors import DataError
 
 MISSING = {"", "?", "nan", "NaN", "NAN", "NA", "na"}
@@ -68,6 +69,8 @@ def _isnum(t: str) -> bool:
 def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
                header: bool | None = None) -> tuple[np.ndarray, list[str] | None]:
     """Data matrix (float64, NaN = missing) and column names if the file has them."""
+    if not dataset and (stream.split_spec(path)[1] or path.rstrip("/").endswith(".zarr")):
+        return stream.load(path), None      # 'file.h5:/path', 'file.zarr[:/path]'
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npy":
         try:
