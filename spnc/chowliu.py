@@ -19,6 +19,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import _chowliu as _K
+from . import _budget
 from . import stream as _stream
 from .errors import DataError
 
@@ -87,6 +88,7 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
             card = np.maximum(2, colmax.astype(np.int64) + 1)
         elif np.any(colmax >= card):
             _raise_bad(A, card, name)
+        _budget.check_pairwise(card)
         if np.all(card == 2):
             return codes, card, bits
         if card.max() > 256:
@@ -98,6 +100,7 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
         card = np.maximum(2, np.asarray(A.max(axis=0), dtype=np.int64) + 1)
     else:
         _raise_bad(A, card, name)
+    _budget.check_pairwise(card)
     codes = np.ascontiguousarray(A, dtype=np.uint8 if card.max() <= 256 else np.int32)
     return codes, card, None
 
@@ -109,8 +112,14 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str) -> None:
         k = _K.first_bad_code(np.ascontiguousarray(A, dtype=np.float64), card)
     if k >= 0:
         r, c = divmod(k, A.shape[1])
-        raise DataError(f"{name}[{r}, {c}] = {A[r, c].item()!r} is not a state 0..{card[c] - 1} of variable {c} "
-                        "(values must be integer codes; missing values are not allowed when fitting)")
+        v = A[r, c].item()
+        if v != v:
+            why = "is missing (NaN): fitting needs complete data"
+        elif card[c] >= np.iinfo(np.int64).max // 4:
+            why = "is not a discrete state (states are integer codes 0, 1, 2, ...)"
+        else:
+            why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
+        raise DataError(f"{name}[{r}, {c}] = {v!r} {why}")
 
 
 def check_weights(sample_weight, n: int) -> np.ndarray | None:

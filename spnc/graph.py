@@ -13,7 +13,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import _core
+from . import _budget, _core
+from .data import as_data
 from .errors import DataError, ScopeError, StructureError
 from .leaves import base as _lb
 from .nodes import Leaf, Node, Product, Sum
@@ -350,6 +351,7 @@ class SPN:
 
     # ------------------------------------------------------------------ data handling
     def _check_X(self, X, name: str = "X") -> np.ndarray:
+        X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
         try:
             A = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -458,8 +460,8 @@ class SPN:
         (NaN elsewhere), ``X_evidence`` only the evidence values."""
         q = self.log_likelihood(X_query, n_threads=n_threads)
         e = self.log_likelihood(X_evidence, n_threads=n_threads)
-        Xq = np.asarray(X_query, dtype=np.float64)
-        Xe = np.asarray(X_evidence, dtype=np.float64)
+        Xq = self._check_X(X_query, "X_query")
+        Xe = self._check_X(X_evidence, "X_evidence")
         both = ~np.isnan(Xe)
         if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
             r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]
@@ -637,12 +639,13 @@ def _rebuild(state: dict, tables: dict) -> SPN:
 
 # ---------------------------------------------------------------------- compile
 def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=None,
-            var_names: Sequence[str] | None = None, *, normalize: bool = True,
+            var_names: Sequence[str] | None = None, *, normalize: bool = False,
             root_weights=None, combine: str | None = None) -> SPN:
     """Compile construction objects into an :class:`SPN`.
 
     Walks the graph once (no recursion), keeping shared objects shared. Sum weights must
-    be non-negative with a positive total; they are normalised unless ``normalize=False``.
+    be non-negative and add up to 1 within ``WEIGHT_TOL`` (``normalize=True`` rescales any
+    positive total instead).
     Variable cardinalities are inferred from the discrete leaves unless given
     (``cardinality[v] == 0`` marks a real variable). Several roots make an ensemble:
     ``combine='mixture'`` with ``root_weights``, or ``'independent'``.
@@ -718,8 +721,11 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
             tot = w.sum()
             if tot <= 0:
                 raise StructureError(f"node {i}: sum weights add up to {tot}, cannot normalise")
+            if not normalize and abs(tot - 1.0) > WEIGHT_TOL:
+                raise StructureError(f"node {i}: sum weights {w.tolist()} add up to {float(tot):.6g}, not 1 "
+                                     "(rescale them, or compile(..., normalize=True))")
             # exactly-normalised input is kept bit for bit (compile(spn.to_nodes()) is exact)
-            weight[a:b] = w / tot if normalize and abs(tot - 1.0) > 1e-12 else w
+            weight[a:b] = w / tot if abs(tot - 1.0) > 1e-12 else w
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]
@@ -727,6 +733,7 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
         n_vars = (max(all_vars) + 1) if all_vars else 0
         if cardinality is not None:
             n_vars = len(cardinality)
+    _budget.check_n_vars(int(n_vars))
     if cardinality is None:
         card = np.full(n_vars, -1, dtype=np.int64)
         for ids in by_type.values():
@@ -746,6 +753,8 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
         rw = np.asarray(root_weights, dtype=np.float64)
         if rw.shape != (len(roots),) or np.any(~np.isfinite(rw)) or np.any(rw < 0) or rw.sum() <= 0:
             raise StructureError("root_weights must be one finite non-negative weight per root, with a positive total")
-        root_weights = rw / rw.sum() if normalize else rw
+        if not normalize and abs(rw.sum() - 1.0) > WEIGHT_TOL:
+            raise StructureError(f"root_weights add up to {rw.sum()!r}, not 1 (or pass normalize=True)")
+        root_weights = rw / rw.sum() if abs(rw.sum() - 1.0) > 1e-12 else rw
     return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_names=var_names,
                            roots=roots_idx, root_weights=root_weights, combine=combine)

@@ -184,7 +184,7 @@ def test_errors_subprocess(files, tmp_path):
     nan.write_text("a,b,c\n0,1,0\n1,1,0\n1,?,1\n")
     for args, pattern in [
         ([tmp_path / "nope.csv", "-o", out], r"No such file.*nope\.csv"),
-        ([nan, "-o", out], r"nan\.csv: row 3, column 2 \('b'\) is missing: learning needs complete"),
+        ([nan, "-o", out], r"nan\.csv: line 4, column 2 \('b'\) is missing: learning needs complete"),
         ([files["train"], "-o", out, "--splitter", "fancy"], r"unknown --splitter 'fancy'; choose one of gvs"),
     ]:
         line = one_error(run(*args))
@@ -195,18 +195,19 @@ def test_errors_subprocess(files, tmp_path):
 
 
 @pytest.mark.parametrize("case, pattern", [
-    ("bernoulli", r"cat\.csv: row 2, column 1 \('a'\) has value 2: --leaves bernoulli needs 0/1 data"),
-    ("wide_valid", r"wide\.csv: data has 4 columns, the model has 6 variables"),
+    ("bernoulli", r"cat\.csv: line 3, column 1 \('a'\) has value 2: --leaves bernoulli needs 0/1 data"),
+    ("wide_valid", r"wide\.csv: the header does not match the model's variables \(missing 'x4', 'x5'\); "
+                   r"give --by-position"),
     ("splitter_kind", r"argument --splitter: splitter='correlation' works on continuous data, but the data is "
                       r"discrete"),
     ("clusters", r"argument --clusters: LearnSPN: n_clusters must be an integer >= 2, got 1"),
     ("not_for_learner", r"--min-instances does not apply to --learner chowliu"),
     ("extension", r"unknown extension '\.xyz'"),
     ("no_dir", r"directory .* does not exist"),
-    ("unseen_state", r"unseen\.csv: row 2, column 1 \('smoker'\) has value 3, not a state of the "
-                     r"variable \(the training data has states 0\.\.1\)"),
+    ("unseen_state", r"unseen\.csv: line 3, column 1 \('smoker'\) has value 3, but the column is binary: "
+                     r"its values must be 0 or 1"),
     ("learner", r"unknown --learner 'xgboost'"),
-    ("inf", r"inf\.csv: row 1, column 2 is inf: learning needs complete"),
+    ("inf", r"inf\.csv: line 1, column 2 is inf: learning needs complete"),
 ])
 def test_errors_one_line(files, tmp_path, capsys, case, pattern):
     out = tmp_path / "out.h5"
@@ -239,7 +240,7 @@ def test_errors_in_process(files, tmp_path, capsys):
     frac = write_csv(tmp_path / "f.csv", np.array([[0.0, 1.5], [1.0, 0.0]]), fmt="%g")
     assert learn.main([str(frac), "-o", str(tmp_path / "m.h5"), "--learner", "chowliu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "row 1, column 2 has value 1.5" in err[0] and "non-negative integer" in err[0]
+    assert len(err) == 1 and "line 1, column 2 has value 1.5" in err[0] and "non-negative integer" in err[0]
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--learner", "oslrau",
                        "--batch-size", "0", "-q"]) == 2
     assert capsys.readouterr().err.strip() == \

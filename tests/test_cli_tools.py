@@ -19,9 +19,9 @@ EX = ROOT / "formats" / "examples"
 ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+def run(tool: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", f"spnc.cli.{tool}", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=120)
+                          capture_output=True, text=True, env=dict(ENV, **(env or {})), timeout=120)
 
 
 def test_convert_round_trip_subprocess(tmp_path):
@@ -117,7 +117,8 @@ def test_eval_mpe_sample_conditional_progress(tmp_path):
     m, X = _data(tmp_path)
     npy = tmp_path / "x.npy"
     np.save(npy, X)
-    r = run("evaluate", EX / "mixed.h5", npy, "--mpe", tmp_path / "mpe.npy", "--chunk-rows", "2")
+    r = run("evaluate", EX / "mixed.h5", npy, "--mpe", tmp_path / "mpe.npy", "--chunk-rows", "2",
+            env={"SPNC_PROGRESS_SECONDS": "0"})
     assert r.returncode == 0, r.stderr
     assert "spnc-eval: 2/4 rows" in r.stderr and "4/4 rows" in r.stderr
     filled = np.load(tmp_path / "mpe.npy")
@@ -140,7 +141,7 @@ def test_eval_errors_and_help(tmp_path):
     r = run("evaluate", EX / "mixed.h5", bad)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        f"spnc-eval: error: {bad}: row 2, column 2: 'abc' is not a number "
+        f"spnc-eval: error: {bad}: line 2, column 2: 'abc' is not a number "
         "(use NaN, ? or an empty cell for missing values)"]
     wide = tmp_path / "w.csv"
     wide.write_text("0,0.5,1\n")

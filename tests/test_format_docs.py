@@ -1,7 +1,8 @@
-"""The plain-h5py evaluator in docs/format.md runs and agrees with spnc."""
+"""docs/format.md: its evaluator is formats/reference_reader.py, and its example runs."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,27 +11,23 @@ import pytest
 import spnc.io as sio
 
 ROOT = Path(__file__).resolve().parents[1]
-EX = ROOT / "formats" / "examples"
 
 
-def _snippet() -> str:
+def test_docs_point_to_the_reference_reader(monkeypatch):
     text = (ROOT / "docs" / "format.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    code = [b for b in blocks if "def log_likelihood(path, X)" in b]
+    assert "formats/reference_reader.py" in text
+    assert "def log_likelihood(path, X)" not in text          # the old sample evaluator is gone
+    code = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "reference_reader" in b]
     assert len(code) == 1
-    assert "spnc" not in code[0].replace('b"spnc-model"', "")     # no spnc inside
-    return code[0]
-
-
-@pytest.mark.parametrize("name", ["mixed", "dag_categorical", "learner_stats"])
-def test_doc_snippet_matches_spnc(name):
+    monkeypatch.syspath_prepend(str(ROOT / "formats"))
+    monkeypatch.chdir(ROOT)
+    lines = code[0].splitlines()
+    bad = [i for i, ln in enumerate(lines) if "Refused" in ln and "#" in ln and "import" not in ln][0]
     ns: dict = {}
-    exec(compile(_snippet(), "docs/format.md", "exec"), ns)
-    m = sio.load(EX / f"{name}.h5")
-    rng = np.random.default_rng(3)
-    X = np.empty((200, m.n_vars))
-    for v, k in enumerate(m.cardinality):
-        X[:, v] = rng.integers(0, k, 200) if k else rng.normal(0.5, 1.5, 200)
-    X[rng.random(X.shape) < 0.25] = np.nan
-    ours = ns["log_likelihood"](str(EX / f"{name}.h5"), X)
-    np.testing.assert_allclose(ours, m.log_likelihood(X), rtol=1e-12, atol=1e-12)
+    exec("\n".join(lines[:bad]), ns)                            # everything before the refusal
+    m = sio.load(ROOT / "formats" / "examples" / "mixed.h5")
+    X = np.array([[1.0, 0.3], [np.nan, 1.2]])
+    np.testing.assert_allclose(ns["m"].log_likelihood(X), m.log_likelihood(X), rtol=1e-12)
+    with pytest.raises(ns["Refused"]):
+        exec(lines[bad], ns)
+    sys.modules.pop("reference_reader", None)

@@ -17,6 +17,7 @@ import pytest
 import spnc.io as sio
 from spnc.errors import FormatError
 from spnc.io import hdf5 as h5io, jsonio
+from spnc.io._hash import content_hash
 from spnc.io._spec import Group, Limits
 
 import spnc.leaves.cltree  # noqa: F401  (register the leaf type)
@@ -29,8 +30,24 @@ def base_tree(name: str = "mixed") -> Group:
     return sio.read_validated(EXAMPLES / f"{name}.h5").tree
 
 
+def rehash(t: Group) -> Group:
+    """Recompute the content hash of an edited tree, so the check under test is reached."""
+    fv = t.attrs.get("format_version")
+    if isinstance(fv, list) and all(isinstance(x, int) and 0 <= x < 2**32 for x in fv):
+        t.attrs["format_version"] = np.array(fv, dtype=np.uint32)   # as the writer stores it
+    if isinstance(fv, list) and len(fv) > 1 and fv[1] == 0:
+        t.attrs.pop("content_hash", None)                          # 1.0 files have none
+        return t
+    try:
+        t.attrs["content_hash"] = content_hash(t)
+    except (ValueError, TypeError, FormatError, AttributeError):
+        pass
+    return t
+
+
 def write_raw(tree: Group, path: Path) -> None:
     """Write a tree to HDF5 with no validation (to build bad files)."""
+    rehash(tree)
     with h5py.File(path, "w") as f:
         h5io._write_group(f, tree)
 
@@ -47,7 +64,7 @@ def refuse_h5(tmp_path: Path, tree: Group, match: str) -> FormatError:
 def test_child_out_of_range(tmp_path):
     t = base_tree()
     t.members["edges"].members["child"][3] = 40
-    refuse_h5(tmp_path, t, r"^/edges/child\[3\] = 40 is out of range \[0, 7\)$")
+    refuse_h5(tmp_path, t, r"/edges/child\[3\] = 40 is out of range \[0, 7\)$")
 
 
 def test_cycle_and_order(tmp_path):
@@ -84,7 +101,7 @@ def test_scope_violations(tmp_path):
 def test_wrong_dtype_and_shape(tmp_path):
     t = base_tree()
     t.members["edges"].members["child"] = t.members["edges"].members["child"].astype(np.float64)
-    refuse_h5(tmp_path, t, r"^/edges/child: has dtype f8, expected i8$")
+    refuse_h5(tmp_path, t, r"/edges/child: has dtype f8, expected i8$")
     t = base_tree()
     t.members["edges"].members["ptr"] = t.members["edges"].members["ptr"][:-1]
     refuse_h5(tmp_path, t, r"/edges/ptr: has length 7, expected 8")
@@ -100,16 +117,16 @@ def test_wrong_dtype_and_shape(tmp_path):
 def test_missing_dataset_and_group(tmp_path):
     t = base_tree()
     del t.members["nodes"].members["scope"]
-    refuse_h5(tmp_path, t, r"^/nodes/scope: required dataset is missing$")
+    refuse_h5(tmp_path, t, r"/nodes/scope: required dataset is missing$")
     t = base_tree()
     del t.members["leaves"]
-    refuse_h5(tmp_path, t, r"^/leaves: required group is missing$")
+    refuse_h5(tmp_path, t, r"/leaves: required group is missing$")
 
 
 def test_unknown_node_kind(tmp_path):
     t = base_tree()
     t.members["nodes"].members["kind"][0] = 42
-    refuse_h5(tmp_path, t, r"/nodes/kind\[0\] = 42 is not a known node kind")
+    refuse_h5(tmp_path, t, r"/nodes/kind\[0\] = 42 \(''\) is not a known node kind")
 
 
 def test_unknown_leaf_table(tmp_path):
@@ -124,7 +141,9 @@ def test_versions(tmp_path):
     refuse_h5(tmp_path, t, r"/@format_version: is 2.0.0; this reader supports major version 1")
     t = base_tree()
     t.attrs["required_features"] = ["hypercube-leaves-v3"]
-    refuse_h5(tmp_path, t, "unknown required feature 'hypercube-leaves-v3'")
+    refuse_h5(tmp_path, t, "feature 'hypercube-leaves-v3' is not of the form")
+    t.attrs["required_features"] = ["leaf:hypercube"]
+    refuse_h5(tmp_path, t, "unknown required feature 'leaf:hypercube'")
     # a newer minor version may add optional groups, which are ignored with a warning
     t = base_tree()
     t.attrs["format_version"] = [1, 3, 0]
@@ -179,13 +198,13 @@ def test_links_are_refused(tmp_path):
     write_raw(base_tree(), p)
     with h5py.File(p, "a") as f:
         f["x_soft"] = h5py.SoftLink("/edges/weight")
-    with pytest.raises(FormatError, match=r"^/x_soft: is a soft link"):
+    with pytest.raises(FormatError, match=r"/x_soft: is a soft link"):
         sio.load(p)
     with h5py.File(p, "a") as f:
         del f["x_soft"]
         del f["edges/weight"]
         f["edges/weight"] = h5py.ExternalLink("other.h5", "/w")
-    with pytest.raises(FormatError, match=r"^/edges/weight: is an external link"):
+    with pytest.raises(FormatError, match=r"/edges/weight: is an external link"):
         sio.load(p)
 
 
@@ -212,7 +231,7 @@ def test_non_portable_types(tmp_path):
 def test_leaf_parameter_errors_name_the_table(tmp_path):
     t = base_tree()
     t.members["leaves"].members["bernoulli"].members["p"][1] = 1.5
-    refuse_h5(tmp_path, t, r"^/leaves/bernoulli: ")
+    refuse_h5(tmp_path, t, r"/leaves/bernoulli: ")
     t = base_tree("dag_categorical")
     t.members["leaves"].members["categorical"].members["prob_ptr"][1] = 99
     refuse_h5(tmp_path, t, r"/leaves/categorical/prob_ptr\[2\] = .* smaller than|/leaves/categorical")
@@ -230,7 +249,7 @@ def test_json_specific(tmp_path):
         "float": (good.replace('"child": [0,1,3,4,2,5]', '"child": [0,1,3.5,4,2,5]'),
                   "/edges/child: must hold integers"),
         "big": (good.replace('"child": [0,1,3,4,2,5]', '"child": [0,1,3,4,2,99999999999999999999]'),
-                "/edges/child: holds integers outside"),
+                "/edges/child: integer 99999999999999999999 is beyond 2\\^53"),
         "deep": ('{"x_a":' * 100000 + "1" + "}" * 100000, "nested too deeply|invalid JSON"),
         "empty": ("", "empty"),
         "list": ("[1, 2]", "top level must be a JSON object"),
@@ -343,7 +362,7 @@ def test_generated_corruptions_json():
         for _ in range(600):
             t = mutate(tree, rng)
             try:
-                text = jsonio.dumps_tree(t)
+                text = jsonio.dumps_tree(rehash(t))
             except (FormatError, TypeError, ValueError):
                 continue       # the writer refused (NaN etc.); not a reader case
             outcomes[_check_one(lambda s: sio.validate_tree(jsonio.loads_tree(s)), text)] += 1

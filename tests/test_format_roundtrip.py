@@ -15,6 +15,7 @@ import spnc
 import spnc.io as sio
 from spnc.errors import FormatError
 from spnc.io import hdf5 as h5io, jsonio
+from spnc.io._hash import content_hash
 from spnc.leaves.cltree import ChowLiuLeaf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +192,7 @@ def test_hdf5_layout_is_portable(tmp_path):
     sio.save(m, p)
     with h5py.File(p, "r") as f:
         assert f.attrs["format"].decode() == "spnc-model"
-        assert list(f.attrs["format_version"]) == [1, 0, 0]
+        assert list(f.attrs["format_version"]) == [1, 1, 0]
         assert f.attrs["format_version"].dtype == np.dtype("<u4")
 
         def visit(name, obj):
@@ -299,6 +300,7 @@ def test_extensions_survive_conversion(tmp_path):
                                 {"ids": np.array([1, 2, 3], dtype=np.uint16),
                                  "sub": Group(members={"v": np.array([1.5], dtype=np.float32)})})
     t.members["nodes"].attrs["x_hint"] = [1, 2]
+    t.attrs["content_hash"] = content_hash(t)     # the edits changed the content
     h1, j, h2 = tmp_path / "a.h5", tmp_path / "a.json", tmp_path / "b.h5"
     sio.write_tree(sio.validate_tree(t).tree, h1)
     v1 = sio.read_validated(h1)

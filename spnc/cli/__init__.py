@@ -1,26 +1,129 @@
 """Console tools: ``spnc-convert`` (spnc.cli.convert), ``spnc-eval`` (spnc.cli.evaluate),
-``spnc-learn`` (spnc.cli.learn) and ``spnc-demo`` (spnc.cli.demo). Each module defines
-``main(argv=None) -> int``."""
+``spnc-learn`` (spnc.cli.learn), ``spnc-info`` (spnc.cli.info) and ``spnc-demo``
+(spnc.cli.demo). Each module defines ``main(argv=None) -> int``.
+
+One vocabulary across tools: ``-q/--quiet``, ``--json`` (a machine-readable summary on
+stdout), ``--n-threads`` (``--threads`` is a hidden alias), ``-`` for stdin/stdout, and the
+data options of :func:`add_data_options`. Exit status: 0 success, 2 bad input (one line
+``PROG: error: ...`` on stderr), 128 + N when stopped by signal N (outputs untouched),
+141 when the reader of stdout went away (silently).
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from typing import Callable
+from typing import Any, Callable
 
+from .._atomic import Interrupted, signals_as_exceptions
+from .._progress import cli_logging, cli_logging_done
 from ..errors import SpncError
+
+
+def add_common(p: argparse.ArgumentParser, *, threads: bool = True, json_summary: bool = True) -> None:
+    """``-q``, ``--json`` and ``--n-threads`` (with the hidden alias ``--threads``)."""
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="nothing on stderr but errors (no progress, no notes)")
+    if json_summary:
+        p.add_argument("--json", action="store_true",
+                       help="print a machine-readable JSON summary on stdout instead of text")
+    if threads:
+        p.add_argument("--n-threads", dest="n_threads", type=int, metavar="N", default=None,
+                       help="threads of the kernels (-1: all cores; default: by problem size)")
+        p.add_argument("--threads", dest="n_threads", type=int, help=argparse.SUPPRESS)
+
+
+def add_data_options(p: argparse.ArgumentParser) -> None:
+    """How data files are read (see docs/cli.md)."""
+    g = p.add_argument_group("reading data (CSV/TSV, .npy, HDF5 --dataset, Parquet; - = stdin)")
+    g.add_argument("--dataset", help="dataset name inside HDF5 data files")
+    g.add_argument("--delimiter", help="text delimiter: a character, 'tab' or 'space' "
+                   "(default ',' or tab for .tsv)")
+    g.add_argument("--encoding", help="text encoding (default UTF-8; UTF-16 with a byte-order mark "
+                   "is recognised)")
+    hdr = g.add_mutually_exclusive_group()
+    hdr.add_argument("--header", dest="header", action="store_const", const=True, default=None,
+                     help="the first row is a header (default: only when every cell of it is a name)")
+    hdr.add_argument("--no-header", dest="header", action="store_const", const=False,
+                     help="the first row is data")
+    g.add_argument("--by-position", action="store_true",
+                   help="use columns in order even when the header's names differ from the model's")
+
+
+def positive_count(limit: int = 10**12) -> Callable[[str], int]:
+    """argparse type: an integer >= 1 (``1e6`` accepted) and at most ``limit``."""
+    def parse(s: str) -> int:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+        if not v.is_integer() or v < 1:
+            raise argparse.ArgumentTypeError(f"needs a whole number >= 1, got {s}")
+        if v > limit:
+            raise argparse.ArgumentTypeError(f"{s} is above the limit {limit}")
+        return int(v)
+    return parse
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, allow_nan=False, default=_jsonable) + "\n")
+
+
+def _jsonable(v: Any) -> Any:
+    import numpy as np
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def finite(x: float) -> float | None:
+    """JSON has no NaN/inf: those become null."""
+    import math
+    return float(x) if math.isfinite(x) else None
 
 
 def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int],
              argv: list[str] | None) -> int:
-    """Parse ``argv`` and run; an expected failure (a :class:`SpncError` or an OS error on a
-    file) becomes one line ``PROG: error: ...`` on stderr and exit code 2. Anything else is a
-    bug and keeps its traceback."""
+    """Parse ``argv`` and run; an expected failure (a :class:`SpncError`, an OS error on a
+    file, memory exhaustion) becomes one line ``PROG: error: ...`` on stderr and exit code 2.
+    SIGTERM/SIGINT/SIGHUP unwind (temporary files are removed) and exit 128 + N; a closed
+    stdout pipe exits 141 silently. Anything else is a bug and keeps its traceback."""
     args = parser.parse_args(argv)
+    handler = cli_logging(prog, bool(getattr(args, "quiet", False)))
     try:
-        return run(args)
-    except (SpncError, OSError) as e:
+        with signals_as_exceptions():
+            rc = run(args)
+            sys.stdout.flush()
+            return rc
+    except (SpncError, OSError, MemoryError) as e:
+        if isinstance(e, BrokenPipeError):
+            return _broken_pipe()
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, MemoryError):
+            msg = f"out of memory ({msg}); use less data or a smaller model"
         if isinstance(e, OSError) and e.filename and str(e.filename) not in msg:
             msg = f"{e.filename}: {msg}"
         print(f"{prog}: error: {msg}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"{prog}: interrupted (signal {e.signum}); no output was changed", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; no output was changed", file=sys.stderr)
+        return 130
+    finally:
+        cli_logging_done(handler)
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout is gone: point stdout at /dev/null so the interpreter's final
+    flush does not complain, and stop quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141

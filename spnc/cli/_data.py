@@ -1,118 +1,121 @@
-"""Reading and writing data tables for the console tools (CSV/TSV, .npy, HDF5)."""
+"""Data for the console tools: reading (see ``_table``), matching columns to a model's
+variables, column types, and atomic output files (``-`` = stdout)."""
 from __future__ import annotations
 
+import io
+import json
 import os
+import sys
 from typing import Sequence
 
 import numpy as np
 
-from .. import stream
+from .._atomic import atomic_write
+from .._budget import MAX_INFERRED_STATES
 from ..errors import DataError
+from ._table import MISSING, Table, delimiter_of, read_table  # noqa: F401  (re-exported)
 
-MISSING = {"", "?", "nan", "NaN", "NAN", "NA", "na"}
-
-
-def _delimiter(path: str, delimiter: str | None) -> str | None:
-    if delimiter is not None:
-        return "\t" if delimiter in ("\\t", "tab") else delimiter
-    ext = os.path.splitext(path)[1].lower()
-    return "\t" if ext in (".tsv", ".tab") else ","
+OUT_EXT = (".npy", ".csv", ".tsv", ".txt", ".json")
+TYPE_NAMES = {"b": "binary", "c": "categorical", "r": "real"}
 
 
-def _cell(tok: str, r: int, c: int, path: str) -> float:
-    t = tok.strip()
-    if t in MISSING:
-        return np.nan
-    try:
-        return float(t)
-    except ValueError:
-        raise DataError(f"{path}: row {r + 1}, column {c + 1}: {t[:40]!r} is not a number "
-                        "(use NaN, ? or an empty cell for missing values)") from None
+def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
+                  by_position: bool = False) -> Table:
+    """The table's columns in the model's variable order.
+
+    When both the file and the model have names they must be the same set (any order);
+    otherwise, or with ``by_position``, columns are taken by position and their number must
+    equal the number of variables."""
+    names = tab.names
+    if names is not None and var_names is not None and not by_position:
+        vn = list(var_names)
+        if names == vn:
+            return tab
+        missing = [v for v in vn if v not in names]
+        extra = [c for c in names if c not in set(vn)]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append("missing " + ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else ""))
+            if extra:
+                parts.append("unknown " + ", ".join(map(repr, extra[:5])) + (" ..." if len(extra) > 5 else ""))
+            raise DataError(f"{tab.path}: the header does not match the model's variables ("
+                            + "; ".join(parts) + "); give --by-position to use the columns in order")
+        return tab.take([names.index(v) for v in vn], vn)
+    if tab.X.shape[1] != n_vars:
+        raise DataError(f"{tab.path}: data has {tab.X.shape[1]} columns, the model has {n_vars} variables")
+    return tab
 
 
-def read_text(path: str, delimiter: str | None = None,
-              header: bool | None = None) -> tuple[np.ndarray, list[str] | None]:
-    """Read a delimited text table; NaN, ? or an empty cell mark a missing value. A first
-    line with any non-numeric cell is taken as a header unless ``header`` says otherwise."""
-    d = _delimiter(path, delimiter)
-    with open(path, encoding="utf-8") as f:
-        lines = [ln.rstrip("\r\n") for ln in f]
-    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
-        raise DataError(f"{path}: no data rows")
-    split = (lambda s: s.split(d)) if d != " " else (lambda s: s.split())
-    names = None
-    first = [t.strip() for t in split(lines[0])]
-    if header is None:
-        header = any(t not in MISSING and not _isnum(t) for t in first)
-    if header:
-        names = [t.strip('"') for t in first]
-        lines = lines[1:]
-    width = len(names) if names else len(first)
-    X = np.empty((len(lines), width))
-    for r, ln in enumerate(lines):
-        toks = split(ln)
-        if len(toks) != width:
-            raise DataError(f"{path}: row {r + 1 + bool(header)} has {len(toks)} cells, expected {width}")
-        X[r] = [_cell(t, r, c, path) for c, t in enumerate(toks)]
-    return X, names
+# ---------------------------------------------------------------------------- types
+def infer_types(X: np.ndarray) -> list[str]:
+    """Per column: 'b' (only 0/1), 'c' (non-negative integers below MAX_INFERRED_STATES)
+    or 'r' (anything else). Missing values are ignored."""
+    out = []
+    for j in range(X.shape[1]):
+        v = X[:, j]
+        v = v[~np.isnan(v)]
+        if v.size and np.all((v == 0) | (v == 1)):
+            out.append("b")
+        elif v.size and np.all(np.isfinite(v)) and np.all(v == np.round(v)) and v.min() >= 0 \
+                and v.max() < MAX_INFERRED_STATES:
+            out.append("c")
+        else:
+            out.append("r")
+    return out
 
 
-def _isnum(t: str) -> bool:
-    try:
-        float(t)
-        return True
-    except ValueError:
-        return False
+def parse_types(spec: str, d: int) -> list[str]:
+    """``--types``: one letter for all columns, or a comma list of d letters (b binary,
+    c categorical, r or g real)."""
+    toks = [t.strip().lower() for t in spec.split(",")] if "," in spec else [spec.strip().lower()]
+    toks = ["r" if t in ("g", "real", "gaussian") else t[:1] if t in ("binary", "categorical") else t
+            for t in toks]
+    for t in toks:
+        if t not in TYPE_NAMES:
+            raise DataError(f"--types: unknown type {t!r}; use b (binary), c (categorical) or r (real)")
+    if len(toks) == 1:
+        return toks * d
+    if len(toks) != d:
+        raise DataError(f"--types gives {len(toks)} types for {d} columns")
+    return toks
 
 
-def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
-               header: bool | None = None) -> tuple[np.ndarray, list[str] | None]:
-    """Data matrix (float64, NaN = missing) and column names if the file has them."""
-    if not dataset and (stream.split_spec(path)[1] or path.rstrip("/").endswith(".zarr")):
-        return stream.load(path), None      # 'file.h5:/path', 'file.zarr[:/path]'
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".npy":
-        try:
-            X = np.load(path, allow_pickle=False)
-        except ValueError as e:
-            raise DataError(f"{path}: cannot read .npy: {e}") from None
-        return _matrix(X, path), None
-    if ext in (".h5", ".hdf5"):
-        import h5py
-        if not dataset:
-            raise DataError(f"{path}: HDF5 data needs --dataset NAME")
-        try:
-            with h5py.File(path, "r") as f:
-                if dataset not in f or not isinstance(f[dataset], h5py.Dataset):
-                    raise DataError(f"{path}: no dataset {dataset!r}")
-                ds = f[dataset]
-                if ds.dtype.kind not in "iufb" or ds.ndim != 2:
-                    raise DataError(f"{path}:{dataset}: need a 2-D numeric dataset, got "
-                                    f"{ds.dtype} {ds.shape}")
-                return np.asarray(ds[()], dtype=np.float64), None
-        except OSError as e:
-            raise DataError(f"{path}: cannot read HDF5 data: {e}") from None
-    return read_text(path, delimiter, header)
+def describe_types(types: Sequence[str], names: Sequence[str] | None) -> str:
+    """``6 binary, 1 real (column 7 'age')``-style summary."""
+    parts = []
+    for t in ("b", "c", "r"):
+        cols = [j for j, x in enumerate(types) if x == t]
+        if not cols:
+            continue
+        s = f"{len(cols)} {TYPE_NAMES[t]}"
+        if len(cols) < len(types) and len(cols) <= 4:
+            s += " (" + ", ".join(f"column {j + 1}" + (f" {names[j]!r}" if names else "") for j in cols) + ")"
+        parts.append(s)
+    return ", ".join(parts)
 
 
-def _matrix(X: np.ndarray, path: str) -> np.ndarray:
-    if X.dtype.kind not in "iufb" or X.ndim != 2:
-        raise DataError(f"{path}: need a 2-D numeric array, got {X.dtype} {X.shape}")
-    return np.asarray(X, dtype=np.float64)
+def check_types(tab: Table, types: Sequence[str]) -> None:
+    """Values must fit their declared type (NaN = missing is fine)."""
+    X = tab.X
+    for j, t in enumerate(types):
+        if t == "r":
+            continue
+        v = X[:, j]
+        bad = ~np.isnan(v) & ((v != np.round(v)) | (v < 0) | ((v > 1) if t == "b" else False))
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            what = "0 or 1" if t == "b" else "a non-negative integer code"
+            raise DataError(f"{tab.where(r, j)} has value {_num(v[r])}, but the column is "
+                            f"{TYPE_NAMES[t]}: its values must be {what} (see --types)")
 
 
-def align_columns(X: np.ndarray, names: list[str] | None, var_names: Sequence[str] | None,
-                  n_vars: int, path: str) -> np.ndarray:
-    """Reorder header columns to the model's variable order when both have names."""
-    if names is not None and var_names is not None and set(var_names) <= set(names):
-        idx = [names.index(v) for v in var_names]
-        return np.ascontiguousarray(X[:, idx])
-    if X.shape[1] != n_vars:
-        raise DataError(f"{path}: data has {X.shape[1]} columns, the model has {n_vars} variables")
-    return X
+def _num(v) -> str:
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
+# ---------------------------------------------------------------------------- columns
 def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> list[int]:
     """'0,2,5-7' or variable names 'age,income' -> sorted column indices."""
     out: set[int] = set()
@@ -137,16 +140,59 @@ def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> li
     return sorted(out)
 
 
-def write_table(path: str, X: np.ndarray, names: Sequence[str] | None = None) -> None:
-    """Write a matrix or vector as .npy, or as CSV/TSV text (shortest exact float repr)."""
-    X = np.asarray(X)
-    if os.path.splitext(path)[1].lower() == ".npy":
-        np.save(path, X)
+# ---------------------------------------------------------------------------- output
+def check_output_name(path: str, flag: str) -> None:
+    """Output data files: a known extension (or ``-`` for stdout)."""
+    if path == "-":
         return
-    d = _delimiter(path, None)
-    with open(path, "w", encoding="utf-8") as f:
-        if names is not None and X.ndim == 2:
-            f.write(d.join(names) + "\n")
-        rows = X.reshape(len(X), -1) if X.ndim else X.reshape(1, 1)
-        for row in rows.tolist():
-            f.write(d.join("nan" if x != x else repr(x) for x in row) + "\n")
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in OUT_EXT:
+        raise DataError(f"{flag} {path}: unknown extension {ext!r}; use one of "
+                        f"{', '.join(OUT_EXT)} (or - for standard output)")
+
+
+def _text(X: np.ndarray, names: Sequence[str] | None, d: str, fmt: str) -> str:
+    if fmt == "json":
+        def cell(x: float):
+            return None if x != x else (x if np.isfinite(x) else ("inf" if x > 0 else "-inf"))
+        if X.ndim == 1:
+            return json.dumps([cell(x) for x in X.tolist()]) + "\n"
+        obj = {"columns": list(names) if names is not None else None,
+               "data": [[cell(x) for x in row] for row in X.tolist()]}
+        return json.dumps(obj) + "\n"
+    rows = np.asarray(X, dtype=np.float64)
+    rows = rows.reshape(len(rows), -1) if rows.ndim else rows.reshape(1, 1)
+    # integer-valued columns (discrete samples, MPE states) as integers, others exactly (repr)
+    whole = np.all(np.isfinite(rows) & (rows == np.round(rows)) & (np.abs(rows) < 2**53), axis=0)
+    fmt = d.join("%d" if w else "%r" for w in whole) + "\n"
+    buf = io.StringIO()
+    if names is not None and X.ndim == 2:
+        buf.write(d.join(names) + "\n")
+    if rows.shape[1] == 0:
+        buf.write("\n" * len(rows))
+        return buf.getvalue()
+    cols = [rows[:, j].astype(np.int64).tolist() if w else rows[:, j].tolist() for j, w in enumerate(whole)]
+    buf.writelines(fmt % r for r in zip(*cols))
+    return buf.getvalue()
+
+
+def write_table(path: str, X: np.ndarray, names: Sequence[str] | None = None) -> None:
+    """Write a matrix or vector atomically as .npy, .json, or CSV/TSV text (shortest exact
+    float repr); ``-`` writes CSV to stdout."""
+    X = np.asarray(X)
+    if path == "-":
+        sys.stdout.write(_text(X, names, ",", "csv"))
+        sys.stdout.flush()
+        return
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".npy":
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                np.save(f, X)
+    else:
+        body = _text(X, names, delimiter_of(path, None), "json" if ext == ".json" else "csv").encode("utf-8")
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                f.write(body)
+    atomic_write(path, write)

@@ -6,7 +6,8 @@ import os
 import sys
 
 from ..errors import SpncError
-from . import run_tool
+from .._atomic import atomic_write, check_writable
+from . import add_common, run_tool
 
 PROG = "spnc-convert"
 EXAMPLES = """\
@@ -33,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-nodes", type=int, default=500, help="DOT: draw at most this many nodes (default 500)")
     p.add_argument("--max-depth", type=int, default=None, help="DOT: draw nodes at most this deep below a root")
     p.add_argument("--show-counts", action="store_true", help="DOT: add n=<count> from /stats/count")
+    add_common(p, threads=False, json_summary=False)
     return p
 
 
@@ -51,16 +53,21 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.output:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")
+    check_writable(args.output)
     ext = os.path.splitext(args.output)[1].lower()
     if ext in (".dot", ".gv", ".svg", ".png", ".pdf"):
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
                          show_counts=args.show_counts)
         if ext in (".dot", ".gv"):
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            data = text.encode("utf-8")
+
+            def write(tmp: str) -> None:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+            atomic_write(args.output, write)
         else:
-            io.render(text, args.output)
-        if args.max_nodes is not None and v.n_nodes > args.max_nodes:
+            atomic_write(args.output, lambda tmp: io.render(text, tmp, fmt=ext[1:]))
+        if args.max_nodes is not None and v.n_nodes > args.max_nodes and not args.quiet:
             print(f"{PROG}: note: drew {args.max_nodes} of {v.n_nodes} nodes (--max-nodes)",
                   file=sys.stderr)
         return 0

@@ -17,6 +17,8 @@ import numpy as np
 
 import spnc
 from spnc import Bernoulli, Product, Sum
+from spnc._atomic import check_writable
+from spnc.cli import add_common, run_tool
 
 
 def ground_truth(n_vars: int, seed: int) -> spnc.SPN:
@@ -42,8 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vars", type=int, default=16)
     ap.add_argument("--rows", type=int, default=10000, help="training rows sampled from the true model")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    add_common(ap, threads=False, json_summary=False)
+    return run_tool("spnc-demo", ap, _run, argv)
+
+
+def _run(args: argparse.Namespace) -> int:
     from spnc.learn import EM, ChowLiuTree, LearnSPN
+    if spnc.io.format_of(args.out) not in ("hdf5", "json"):
+        raise spnc.SpncError(f"--out {args.out}: the model is saved as .h5, .hdf5 or .json")
+    check_writable(args.out)
+    if args.vars < 4 or args.rows < 10:
+        raise spnc.SpncError("--vars needs at least 4 variables and --rows at least 10")
 
     t0 = time.perf_counter()
     truth = ground_truth(args.vars, args.seed)

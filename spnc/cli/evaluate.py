@@ -3,20 +3,25 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import re
 import sys
-import time
 
 import numpy as np
 
 from ..errors import DataError, SpncError
+from .. import _budget as budget
+from .._atomic import check_writable
+from .._progress import Progress
 from . import _data
-from . import run_tool
+from . import add_common, add_data_options, finite, positive_count, print_json, run_tool
 
 PROG = "spnc-eval"
 EXAMPLES = """\
-data: CSV/TSV (header optional; NaN, ? or an empty cell = missing), .npy, or HDF5
-      with --dataset NAME. Columns follow the model's variables (reordered by name
-      when the header and the model both have names).
+data: CSV/TSV, .npy, HDF5 (--dataset NAME), Parquet, or - for CSV on stdin. NaN, ? or an
+      empty cell = missing. A header is read only when every cell of the first row is a
+      name (or with --header); its names must match the model's variables (in any order)
+      unless --by-position. Errors name the file, line and column (docs/cli.md).
 
 examples:
   spnc-eval model.h5 test.csv                      mean and standard error of log p(x)
@@ -25,9 +30,19 @@ examples:
   spnc-eval model.h5 test.csv --query 0,1 --evidence 2-5   log p(X0,X1 | X2..X5)
   spnc-eval model.h5 partial.csv --mpe completed.csv       fill missing values (MPE)
   spnc-eval model.h5 --sample 1000 --out samples.npy --seed 7
+  spnc-eval model.h5 --sample 10 | head -3         samples as CSV on stdout
+  spnc-eval model.h5 --sample 100 --evidence ev.csv   conditional samples: one evidence
+                                                   row (NaN = free) or 100 of them
+  spnc-eval model.h5 test.csv --json               summary as JSON on stdout
 
-exit status: 0 success, 2 bad input (one line "spnc-eval: error: ...")
+outputs (.npy, .csv, .tsv, .txt, .json, or - for stdout) are written atomically and
+never over an input file.
+
+exit status: 0 success, 2 bad input (one line "spnc-eval: error: ..."), 128+N on signal N
 """
+
+#: the most samples one run draws (memory is checked against SPNC_MEMORY_BUDGET too)
+MAX_SAMPLES = 10**9
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,23 +51,18 @@ def _parser() -> argparse.ArgumentParser:
         "the log-likelihood, per-row values, MPE completions or samples.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="model file (.h5, .hdf5 or .json)")
-    p.add_argument("data", nargs="?", help="data file (.csv, .tsv, .txt, .npy, .h5)")
-    p.add_argument("--dataset", help="dataset name inside an HDF5 data file")
-    p.add_argument("--delimiter", help="text delimiter (default: ',' or tab for .tsv)")
-    hdr = p.add_mutually_exclusive_group()
-    hdr.add_argument("--header", dest="header", action="store_const", const=True, default=None,
-                     help="the first text line is a header (default: guessed)")
-    hdr.add_argument("--no-header", dest="header", action="store_const", const=False)
+    p.add_argument("data", nargs="?", help="data file (.csv, .tsv, .txt, .npy, .h5, .parquet; - = stdin)")
+    add_data_options(p)
     p.add_argument("--query", help="columns to score (names or indices, e.g. 0,2,5-7)")
-    p.add_argument("--evidence", help="columns to condition on; scores log p(query | evidence)")
-    p.add_argument("--out-ll", metavar="FILE", help="write per-row log-likelihoods (.npy or text)")
+    p.add_argument("--evidence", help="with DATA: columns to condition on, scores log p(query | "
+                   "evidence); with --sample: an evidence FILE to sample conditionally on")
+    p.add_argument("--out-ll", metavar="FILE", help="write per-row log-likelihoods")
     p.add_argument("--mpe", metavar="OUT", help="write the data with missing values filled by MPE")
-    p.add_argument("--sample", type=int, metavar="N", help="draw N samples from the model")
-    p.add_argument("--out", metavar="FILE", help="where --sample writes (.npy, .csv, .tsv)")
+    p.add_argument("--sample", type=positive_count(MAX_SAMPLES), metavar="N", help="draw N samples")
+    p.add_argument("--out", metavar="FILE", help="where --sample writes (default - = CSV on stdout)")
     p.add_argument("--seed", type=int, default=None, help="random seed for --sample")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per batch (progress unit)")
-    p.add_argument("--n-threads", type=int, default=None, help="threads for inference")
-    p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    add_common(p)
     return p
 
 
@@ -60,60 +70,105 @@ def main(argv: list[str] | None = None) -> int:
     return run_tool(PROG, _parser(), _run, argv)
 
 
-class _Progress:
-    def __init__(self, total: int, quiet: bool):
-        self.total, self.quiet, self.t0 = total, quiet, time.monotonic()
-
-    def __call__(self, done: int) -> None:
-        if not self.quiet:
-            pct = 100.0 * done / max(self.total, 1)
-            print(f"{PROG}: {done}/{self.total} rows ({pct:.0f}%, "
-                  f"{time.monotonic() - self.t0:.1f} s)", file=sys.stderr, flush=True)
+def _check_args(args: argparse.Namespace) -> None:
+    if args.data is None and args.sample is None:
+        raise SpncError("give a DATA file, or --sample N")
+    if args.chunk_rows < 1:
+        raise SpncError("--chunk-rows must be positive")
+    if args.n_threads == 0:
+        raise SpncError("--n-threads must be a positive number, or -1 for all cores")
+    if args.out is not None and args.sample is None:
+        raise SpncError("--out is where --sample writes; give --sample N (or use --out-ll / --mpe)")
+    if args.sample is not None and args.out is None:
+        args.out = "-"
+    if args.sample is not None and args.data is not None:
+        raise SpncError("give DATA to evaluate or --sample N to draw samples, not both "
+                        "(conditional samples: --sample N --evidence FILE)")
+    if args.sample is not None and args.query is not None:
+        raise SpncError("--query applies to DATA, not to --sample")
+    outs = [(f, v) for f, v in (("--out-ll", args.out_ll), ("--mpe", args.mpe), ("--out", args.out))
+            if v is not None]
+    if args.json and any(v == "-" for _, v in outs):
+        raise SpncError("--json prints the summary on stdout; write the data to a file (--out FILE)")
+    if sum(v == "-" for _, v in outs) > 1:
+        raise SpncError("only one output can go to standard output (-)")
+    inputs = (args.model, args.data, args.evidence if args.sample is not None else None)
+    if [args.data, inputs[2]].count("-") > 1:
+        raise SpncError("only one input can be read from standard input (-)")
+    seen: dict[str, str] = {}
+    for flag, path in outs:
+        _data.check_output_name(path, flag)
+        check_writable(path, inputs=inputs)
+        key = os.path.abspath(path)
+        if path != "-" and key in seen:
+            raise SpncError(f"{flag} and {seen[key]} name the same file {path}")
+        seen[key] = flag
 
 
 def _run(args: argparse.Namespace) -> int:
     from .. import io
-    if args.data is None and args.sample is None:
-        raise SpncError("give a DATA file, or --sample N")
-    if args.sample is not None and not args.out:
-        raise SpncError("--sample needs --out FILE")
-    if args.sample is not None and args.sample < 0:
-        raise SpncError("--sample needs N >= 0")
-    if args.chunk_rows < 1:
-        raise SpncError("--chunk-rows must be positive")
+    _check_args(args)
     model = io.load(args.model)
     names = model.var_names
+    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
+    summary: dict = {"model": args.model}
     if args.data is not None:
-        X, header = _data.read_table(args.data, dataset=args.dataset, delimiter=args.delimiter,
-                                     header=args.header)
-        X = _data.align_columns(X, header, names, model.n_vars, args.data)
+        tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
+        X = _checked(model, tab)
         ll = _loglik(model, X, args)
-        _report(ll, X, args)
+        summary["data"] = args.data
+        summary.update(_report(ll, X, args))
         if args.out_ll:
             _data.write_table(args.out_ll, ll)
         if args.mpe:
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
             _data.write_table(args.mpe, filled, names)
+            summary["mpe"] = args.mpe
     if args.sample is not None:
-        S = model.sample(args.sample, seed=args.seed, n_threads=args.n_threads)
+        ev = None
+        if args.evidence is not None:
+            etab = _data.match_columns(_data.read_table(args.evidence, **read), names, model.n_vars,
+                                       args.by_position)
+            ev = _checked(model, etab)
+            if len(ev) == 1:
+                ev = np.repeat(ev, args.sample, axis=0)
+            elif len(ev) != args.sample:
+                raise DataError(f"{etab.path}: {len(ev)} evidence rows for --sample {args.sample} "
+                                "(give one row, or one per sample)")
+        budget.check(8.0 * args.sample * max(model.n_vars, 1) * 3, f"--sample {args.sample}",
+                     "draw fewer samples per run")
+        S = model.sample(args.sample, evidence=ev, seed=args.seed, n_threads=args.n_threads) if ev is not None \
+            else model.sample(args.sample, seed=args.seed, n_threads=args.n_threads)
         _data.write_table(args.out, S, names)
-        print(f"wrote {args.sample} samples to {args.out}")
+        summary.update(samples=args.sample, out=args.out)
+        if args.out != "-" and not args.json:
+            print(f"wrote {args.sample} samples to {args.out}")
+    if args.json:
+        print_json(summary)
     return 0
+
+
+def _checked(model, tab: _data.Table) -> np.ndarray:
+    """The model's own check, with the message pointing at the file, line and column."""
+    try:
+        return model._check_X(tab.X)
+    except DataError as e:
+        m = re.match(r"X\[(\d+), (\d+)\] = (.*)", str(e))
+        if m:
+            raise DataError(f"{tab.where(int(m.group(1)), int(m.group(2)))}: {m.group(3)}") from None
+        raise DataError(f"{tab.path}: {e}") from None
 
 
 def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     n, step = len(X), args.chunk_rows
-    prog = _Progress(n, args.quiet or n <= step)
+    prog = Progress("", total=n, unit=" rows")
     parts = []
     for r0 in range(0, n, step):
         parts.append(fn(X[r0:r0 + step]))
-        if n > step:
-            prog(min(r0 + step, n))
+        prog.update(done=min(r0 + step, n))
     if not parts:
         return fn(X)
     return np.concatenate(parts, axis=0)
-
-
 def _loglik(model, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     nt = args.n_threads
     if args.query is None and args.evidence is None:
@@ -140,22 +195,28 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     return joint - _chunked(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args)
 
 
-def _report(ll: np.ndarray, X: np.ndarray, args: argparse.Namespace) -> None:
+def _report(ll: np.ndarray, X: np.ndarray, args: argparse.Namespace) -> dict:
     n = len(ll)
     miss = int(np.isnan(X).any(axis=1).sum()) if X.size else 0
-    print(f"rows: {n} ({miss} with missing values)")
+    out: dict = {"rows": n, "rows_with_missing": miss, "log_likelihood": []}
+    if not args.json:
+        print(f"rows: {n} ({miss} with missing values)")
     cols = ll.reshape(n, -1)
     for j in range(cols.shape[1]):
         v = cols[:, j]
         tag = "" if cols.shape[1] == 1 else f" [root {j}]"
+        zero = int(np.sum(v == -np.inf))
+        mean = float(np.mean(v)) if n else float("nan")
+        se = float(np.std(v, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
+        out["log_likelihood"].append({"mean": finite(mean), "stderr": finite(se), "zero_probability_rows": zero})
+        if args.json:
+            continue
         if n == 0:
             print(f"mean log-likelihood{tag}: nan (no rows)")
             continue
-        zero = int(np.sum(v == -np.inf))
-        mean = float(np.mean(v))
-        se = float(np.std(v, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
         extra = f"; {zero} rows have probability 0" if zero else ""
         print(f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}")
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 
 import numpy as np
 
+from .._atomic import check_writable
 from ..errors import DataError, ParameterError, SpncError
 from . import _data
-from . import run_tool
+from . import add_common, add_data_options, finite, print_json, run_tool
+from ._mixed import bernoulli_for_binary
 
 PROG = "spnc-learn"
 
@@ -22,11 +23,16 @@ SUM_SPLITS = ("latent", "observed")
 LEAVES = ("univariate", "bernoulli", "chowliu")
 CRITERIA = ("info_gain", "mi_score")
 DATA_TYPES = ("auto", "discrete", "continuous")
+MAX_REAL = 1e150
 
 EXAMPLES = """\
-data: CSV/TSV (header optional, its names become the model's variable names), .npy,
-      or HDF5 with --dataset NAME. Training data must be complete (no NaN, ? or empty
-      cells); validation and test data may have missing values (marginalised).
+data: CSV/TSV, .npy, HDF5 (--dataset NAME), Parquet, or - for CSV on stdin. A header is
+      read only when every cell of row 1 is a name (or with --header); its names become
+      the model's variable names and --valid/--test headers must match them (any order;
+      --by-position to override). Column types b(inary)/c(ategorical)/r(eal) are inferred
+      and reported, or given with --types. Training data must be complete; validation
+      and test data may have missing values (NaN, ? or empty; marginalised). Rules in
+      docs/cli.md.
 
 examples:
   spnc-learn train.csv -o model.h5                         LearnSPN (GVS, latent clusters)
@@ -39,7 +45,9 @@ examples:
 output: one line each for the learner, the data, fit time, model size and the mean
 log-likelihood (+- standard error) on train / valid / test.
 
-exit status: 0 success, 2 bad input (one line "spnc-learn: error: ...")
+the model file is written atomically (never over an input) after checking its directory.
+
+exit status: 0 success, 2 bad input (one line "spnc-learn: error: ..."), 128+N on signal N
 """
 
 # CLI destination -> (estimator parameter, learners that take it)
@@ -83,12 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="where to save the model (.h5, .hdf5 or .json; written atomically)")
     p.add_argument("--valid", metavar="FILE", help="validation data (reported; early stopping of --em)")
     p.add_argument("--test", metavar="FILE", help="test data (reported)")
-    p.add_argument("--dataset", help="dataset name inside HDF5 data files (all of them)")
-    p.add_argument("--delimiter", help="text delimiter (default: ',' or tab for .tsv)")
-    hdr = p.add_mutually_exclusive_group()
-    hdr.add_argument("--header", dest="header", action="store_const", const=True, default=None,
-                     help="the first text line is a header (default: guessed)")
-    hdr.add_argument("--no-header", dest="header", action="store_const", const=False)
+    add_data_options(p)
+    p.add_argument("--types", metavar="SPEC", help="column types: one letter for all or a comma list, "
+                   "b binary, c categorical, r real (default: inferred and reported)")
     p.add_argument("--learner", default="learnspn", metavar="NAME",
                    help="learnspn (default), chowliu (discrete data) or oslrau (real data)")
 
@@ -133,12 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                    "parameters (stops early on --valid)")
     g.add_argument("--seed", type=int, metavar="N", default=None,
                    help="random seed (equal seeds give equal models)")
-    g.add_argument("--threads", type=int, metavar="N", default=None,
-                   help="threads of the kernels (-1: all cores)")
-    g.add_argument("--progress", action="store_true", help="progress messages on stderr (LearnSPN: "
-                   "nodes built and rows processed, refreshed twice a second)")
-    g.add_argument("-q", "--quiet", action="store_true", help="nothing on stderr but errors "
-                   "(overrides --progress)")
+    g.add_argument("--progress", action="store_true", help="progress on stderr even for short jobs "
+                   "(long jobs report every few seconds anyway, unless -q)")
+    add_common(g)
     return p
 
 
@@ -158,15 +160,17 @@ def _check_args(args: argparse.Namespace) -> None:
             setattr(args, dest, _choice(_flag(dest), getattr(args, dest), options))
     if args.em is not None and args.em < 1:
         raise SpncError(f"--em needs N >= 1 passes, got {args.em}")
-    if args.threads == 0:
-        raise SpncError("--threads must be a positive number, or -1 for all cores")
+    if args.n_threads == 0:
+        raise SpncError("--n-threads must be a positive number, or -1 for all cores")
+    if args.types is not None and args.data_type is not None:
+        raise SpncError("give --types or --data-type, not both")
     from .. import io
+    check_writable(args.output, inputs=(args.train, args.valid, args.test))
     if io.format_of(args.output) not in ("hdf5", "json"):
         raise SpncError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(draw it afterwards with spnc-convert)")
-    d = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(d):
-        raise SpncError(f"{args.output}: directory {d} does not exist")
+    if [args.train, args.valid, args.test].count("-") > 1:
+        raise SpncError("only one data file can be read from standard input (-)")
 
 
 def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
@@ -176,58 +180,77 @@ def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
     return v
 
 
-def _cell_name(path: str, r: int, c: int, names: list[str] | None) -> str:
-    col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
-    return f"{path}: row {r + 1}, {col}"
-
-
-def _check_train(X: np.ndarray, names: list[str] | None, path: str, args: argparse.Namespace) -> bool:
-    """Complete, finite data; discrete learners get non-negative integer codes. Returns
-    whether the learner will treat the data as discrete."""
+def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list[str], list[int]]:
+    """Complete, finite data whose columns fit their types. Returns ``(discrete, types,
+    binary columns to model with Bernoulli leaves after a real-valued LearnSPN)``."""
+    X, names, path = tab.X, tab.names, tab.path
     if X.shape[0] == 0:
         raise DataError(f"{path}: no data rows")
     if X.shape[1] == 0:
         raise DataError(f"{path}: no columns")
-    if names is not None:
-        seen: set[str] = set()
-        for nm in names:
-            if nm in seen:
-                raise DataError(f"{path}: column name {nm!r} appears twice in the header")
-            seen.add(nm)
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         r, c = (int(v) for v in bad[0])
         what = "is missing" if np.isnan(X[r, c]) else f"is {_num(X[r, c])}"
         n_bad = len(np.unique(bad[:, 0]))
-        raise DataError(f"{_cell_name(path, r, c, names)} {what}: learning needs complete training "
+        raise DataError(f"{tab.where(r, c)} {what}: learning needs complete training "
                         f"data ({n_bad} row{'s' if n_bad > 1 else ''} with missing or infinite values)")
-    integral = bool(np.all(X == np.round(X)))
-    discrete = args.learner == "chowliu" or (args.learner == "learnspn" and (
-        args.data_type == "discrete" or (args.data_type in (None, "auto") and integral)))
-    if discrete:
-        what = "--learner chowliu" if args.learner == "chowliu" else "discrete data"
-        badv = np.argwhere((X != np.round(X)) | (X < 0))
-        if badv.size:
-            r, c = (int(v) for v in badv[0])
-            hint = " (or give --data-type continuous)" if args.learner == "learnspn" else ""
-            raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(X[r, c])}: {what} needs "
-                            f"non-negative integer codes (states 0, 1, 2, ...){hint}")
-    if args.learner == "learnspn" and args.leaves == "bernoulli":
-        badv = np.argwhere((X != 0) & (X != 1))
-        if badv.size:
-            r, c = (int(v) for v in badv[0])
-            raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(X[r, c])}: --leaves "
-                            "bernoulli needs 0/1 data (use --leaves univariate for categorical data)")
-    return discrete
+    if args.types is not None:
+        types = _data.parse_types(args.types, X.shape[1])
+    elif args.learner == "chowliu" or args.data_type == "discrete":
+        types = ["b" if t == "b" else "c" for t in _data.infer_types(X)]
+    elif args.data_type == "continuous":
+        types = ["r"] * X.shape[1]
+    else:
+        types = _data.infer_types(X)
+    try:
+        _data.check_types(tab, types)
+    except DataError as e:
+        if args.learner == "chowliu" and args.types is None:
+            raise DataError(str(e).replace("(see --types)", "(--learner chowliu needs discrete data)")) from None
+        if args.types is None:
+            raise DataError(str(e).replace("(see --types)", "(or give --data-type continuous)")) from None
+        raise
+    real = [j for j, t in enumerate(types) if t == "r"]
+    if real:        # squares of the values must stay finite in Gaussian statistics
+        big = np.argwhere(np.abs(X[:, real]) > MAX_REAL)
+        if big.size:
+            r, c = int(big[0][0]), real[int(big[0][1])]
+            raise DataError(f"{tab.where(r, c)} has value {float(X[r, c])!r}: real values must be within "
+                            f"+-{MAX_REAL:g} for Gaussian statistics (rescale the column)")
+    cat = [j for j, t in enumerate(types) if t == "c"]
+    binary = [j for j, t in enumerate(types) if t == "b"]
+    col = lambda j: f"column {j + 1}" + (f" ({names[j]!r})" if names else "")  # noqa: E731
+    if args.learner == "chowliu" and real:
+        raise DataError(f"{path}: {col(real[0])} is real-valued: --learner chowliu needs discrete columns")
+    if args.learner == "oslrau":
+        if real and (cat or binary) and args.types is None:
+            j = (binary + cat)[0]
+            raise DataError(f"{path}: {col(j)} is {_data.TYPE_NAMES[types[j]]} but oSLRAU models every "
+                            "column as real (Gaussian): give --types r to accept that")
+        return False, types, []
+    discrete = not real
+    if args.learner == "learnspn" and args.leaves == "bernoulli" and (real or cat):
+        j = (real + cat)[0]
+        v = X[:, j]
+        r = int(np.flatnonzero((v != 0) & (v != 1))[0])
+        raise DataError(f"{tab.where(r, j)} has value {_num(v[r])}: --leaves bernoulli needs 0/1 data "
+                        "(use --leaves univariate for categorical data)")
+    if args.learner == "learnspn" and real and cat:
+        raise DataError(f"{path}: {col(cat[0])} is categorical and {col(real[0])} real: LearnSPN learns "
+                        "all-discrete or all-real data (binary columns may join real ones); give --types "
+                        "to declare the categorical columns real")
+    return discrete, types, (binary if real else [])
 
 
-def _check_states(Z: np.ndarray, card: np.ndarray, names: list[str] | None, path: str) -> None:
+def _check_states(tab: _data.Table, card: np.ndarray) -> None:
     """Validation/test values of discrete variables must be states seen in training
     (NaN = missing is fine)."""
-    bad = ~np.isnan(Z) & ((Z != np.round(Z)) | (Z < 0) | (Z >= card[None, :]))
+    Z = tab.X
+    bad = ~np.isnan(Z) & (card[None, :] > 0) & ((Z != np.round(Z)) | (Z < 0) | (Z >= card[None, :]))
     if bad.any():
         r, c = (int(v) for v in np.argwhere(bad)[0])
-        raise DataError(f"{_cell_name(path, r, c, names)} has value {_num(Z[r, c])}, not a state of "
+        raise DataError(f"{tab.where(r, c)} has value {_num(Z[r, c])}, not a state of "
                         f"the variable (the training data has states 0..{int(card[c]) - 1})")
 
 
@@ -242,17 +265,18 @@ def _estimator(args: argparse.Namespace, discrete: bool):
     kw = {param: getattr(args, dest) for dest, (param, learners) in _OPTIONS.items()
           if args.learner in learners and getattr(args, dest) is not None}
     if args.learner == "learnspn":
+        kw["data_type"] = "discrete" if discrete else "continuous"
         if args.splitter is None and not discrete:
             kw["splitter"] = "correlation"      # the only splitter for real-valued data
-        return LearnSPN(**kw, random_state=args.seed, n_threads=args.threads,
-                        progress=bool(args.progress and not args.quiet))
+        return LearnSPN(**kw, random_state=args.seed, n_threads=args.n_threads,
+                        progress=bool(args.progress and not args.quiet and not args.json))
     if args.learner == "chowliu":
-        return ChowLiuTree(**kw, n_threads=args.threads)
+        return ChowLiuTree(**kw, n_threads=args.n_threads)
     return OSLRAU(**kw, random_state=args.seed)
 
 
 _PARAM_FLAGS = {param: _flag(dest) for dest, (param, _) in _OPTIONS.items()}
-_PARAM_FLAGS.update(random_state="--seed", n_threads="--threads")
+_PARAM_FLAGS.update(random_state="--seed", n_threads="--n-threads")
 
 
 def _as_data_error(e: ValueError) -> DataError:
@@ -264,17 +288,6 @@ def _as_data_error(e: ValueError) -> DataError:
     return DataError(msg)
 
 
-def _with_names(spn, names: list[str] | None):
-    """The same model carrying variable names (the learners do not take them)."""
-    if names is None:
-        return spn
-    from ..graph import SPN
-    return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, spn.weight, spn.leaf_tables,
-                           spn.cardinality, var_type=spn.var_type, var_names=names, roots=spn.roots,
-                           root_weights=spn.root_weights, combine=spn.combine, stats=spn.stats,
-                           learner=spn.learner)
-
-
 def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Namespace):
     """EM on the parameters; smoothing and std floor follow the structure learner's."""
     from ..learn import EM
@@ -283,7 +296,7 @@ def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Nam
         kw["alpha"] = float(est.alpha)
     if getattr(est, "min_std", None) is not None:
         kw["min_std"] = float(est.min_std)
-    em = EM(init=model, max_iter=int(args.em), random_state=args.seed, n_threads=args.threads, **kw)
+    em = EM(init=model, max_iter=int(args.em), random_state=args.seed, n_threads=args.n_threads, **kw)
     em.fit(X, X_valid=Xv)
     out = em.spn_
     learner = dict(out.learner)
@@ -297,23 +310,25 @@ def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Nam
 
 def _run(args: argparse.Namespace) -> int:
     from .. import io
+    from ..data import with_names
     _check_args(args)
-    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header)
-    X, names = _data.read_table(args.train, **read)
-    discrete = _check_train(X, names, args.train, args)
+    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
+    tab = _data.read_table(args.train, **read)
+    X, names = tab.X, tab.names
+    discrete, types, to_bernoulli = _check_train(tab, args)
     n, d = X.shape
-    card = np.maximum(2, X.max(axis=0) + 1) if discrete else None
+    card = np.maximum(2, X.max(axis=0) + 1).astype(np.int64) if discrete else None
     extra: dict[str, np.ndarray] = {}
     paths = {"valid": args.valid, "test": args.test}
     for tag, path in paths.items():
         if path is not None:
-            Z, znames = _data.read_table(path, **read)
-            Z = _data.align_columns(Z, znames, names, d, path)
+            z = _data.match_columns(_data.read_table(path, **read), names, d, args.by_position)
+            _data.check_types(z, types)
             if card is not None:
-                _check_states(Z, card, names, path)
-            extra[tag] = Z
-    progress = bool(args.progress and not args.quiet)
-    if progress:
+                _check_states(z, card)
+            extra[tag] = z.X
+    talk = not args.quiet and not args.json
+    if args.progress and talk:
         print(f"{PROG}: learning with {args.learner} from {args.train} ({n} rows, {d} variables)",
               file=sys.stderr, flush=True)
 
@@ -332,41 +347,66 @@ def _run(args: argparse.Namespace) -> int:
                   if v is None or isinstance(v, (bool, int, float, str))}
         model.learner = {"name": args.learner, "version": "1", "params": params,
                          "fit_seconds": float(fit_s), "n_train": int(n)}
-    model = _with_names(model, names)
+    model = with_names(bernoulli_for_binary(model, to_bernoulli, n), names)
     em = None
     if args.em is not None:
-        if progress:
+        if args.progress and talk:
             print(f"{PROG}: EM on the parameters, at most {args.em} passes", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
             model, em = _refine(model, est, X, extra.get("valid"), args)
         except ValueError as e:
-            if isinstance(e, SpncError):
+            if isinstance(e, SpncError) and not isinstance(e, ParameterError):
                 raise
             raise _as_data_error(e) from None
         em_s = time.perf_counter() - t1
 
-    lls = {"train": model.log_likelihood(X, n_threads=args.threads)}
+    lls = {"train": model.log_likelihood(X, n_threads=args.n_threads)}
     for tag, Z in extra.items():
         try:
-            lls[tag] = model.log_likelihood(Z, n_threads=args.threads)
+            lls[tag] = model.log_likelihood(Z, n_threads=args.n_threads)
         except DataError as e:
             raise DataError(f"{paths[tag]}: {e}") from None
     io.save(model, args.output)
 
+    kinds = model.kind
+    n_leaves = int(np.sum(kinds >= 2))
+    if args.json:
+        print_json({"learner": args.learner, "settings": _settings_dict(est, args),
+                    "data": {"rows": n, "variables": d, "types": "".join(types),
+                             **{tag: len(Z) for tag, Z in extra.items()}},
+                    "fit_seconds": fit_s, "em_passes": None if em is None else int(em.n_iter_),
+                    "model": {"nodes": model.n_nodes, "edges": model.n_edges, "sums": int(np.sum(kinds == 0)),
+                              "products": int(np.sum(kinds == 1)), "leaves": n_leaves},
+                    "log_likelihood": {tag: _ll_stats(ll) for tag, ll in lls.items()},
+                    "output": args.output})
+        return 0
     print(f"learner: {args.learner}" + _settings(est, args))
     print(f"data: {n} rows x {d} variables" + "".join(f", {tag} {len(Z)} rows" for tag, Z in extra.items()))
+    print(f"types: {_data.describe_types(types, names)}"
+          + ("; binary columns next to real ones get Bernoulli leaves" if to_bernoulli else ""))
     print(f"fit time: {fit_s:.3f} s")
     if em is not None:
         print(f"em: {em.n_iter_} passes, {em_s:.3f} s")
-    kinds = model.kind
-    n_leaves = int(np.sum(kinds >= 2))
     print(f"model: {model.n_nodes} nodes, {model.n_edges} edges ({int(np.sum(kinds == 0))} sums, "
           f"{int(np.sum(kinds == 1))} products, {n_leaves} leaves)")
     for tag, ll in lls.items():
         print(_ll_line(tag, ll))
     print(f"saved: {args.output}")
     return 0
+
+
+def _settings_dict(est, args: argparse.Namespace) -> dict:
+    if args.learner != "learnspn":
+        return {}
+    return {"splitter": est.splitter, "sum_split": est.sum_split, "leaves": est.leaves}
+
+
+def _ll_stats(ll: np.ndarray) -> dict:
+    n = len(ll)
+    mean = float(np.mean(ll)) if n else float("nan")
+    se = float(np.std(ll, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
+    return {"rows": n, "mean": finite(mean), "stderr": finite(se), "zero_probability_rows": int(np.sum(ll == -np.inf))}
 
 
 def _settings(est, args: argparse.Namespace) -> str:

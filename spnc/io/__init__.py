@@ -46,14 +46,25 @@ def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
 
 def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
                    limits: Limits = DEFAULT_LIMITS) -> Validated:
-    """Read and check a model file; the result's ``tree`` is fully in memory."""
+    """Read and check a model file; the result's ``tree`` is fully in memory. Every failure,
+    including any libhdf5/h5py error on a damaged file, is a :class:`FormatError` whose
+    message starts with the file name."""
     kind = format_of(path, fmt)
-    if kind == "hdf5":
-        with _h5.open_tree(path, limits) as tree:
-            return validate_tree(tree, limits)
-    if kind == "json":
+    name = os.fspath(path)
+    if kind == "dot":
+        raise FormatError(f"{name}: DOT files are drawings and cannot be read back")
+    try:
+        if kind == "hdf5":
+            with _h5.open_tree(path, limits) as tree:
+                return validate_tree(tree, limits)
         return validate_tree(_js.read_tree(path, limits), limits)
-    raise FormatError(f"{os.fspath(path)}: DOT files are drawings and cannot be read back")
+    except FormatError as e:
+        msg = str(e)
+        raise FormatError(msg if msg.startswith(name) else f"{name}: {msg}") from None
+    except (RecursionError, MemoryError):
+        raise FormatError(f"{name}: file structure is too large or too deep") from None
+    except Exception as e:  # noqa: BLE001  (h5py raises OSError, KeyError, RuntimeError, ...)
+        raise FormatError(f"{name}: damaged file ({type(e).__name__}: {str(e)[:300]})") from None
 
 
 def write_tree(tree: Group, path: str | os.PathLike, *, fmt: str | None = None) -> None:
@@ -90,5 +101,10 @@ def save(model: Any, path: str | os.PathLike, *, fmt: str | None = None,
 
 def load(path: str | os.PathLike, *, fmt: str | None = None,
          limits: Limits = DEFAULT_LIMITS) -> Any:
-    """Load a model saved by :func:`save` (or any conforming file) as a :class:`spnc.SPN`."""
-    return model_from_validated(read_validated(path, fmt=fmt, limits=limits))
+    """Load a model saved by :func:`save` (or any conforming file) as a :class:`spnc.SPN`.
+    Refuses a file whose content hash does not match (formats/spnc-hdf5.md §11)."""
+    v = read_validated(path, fmt=fmt, limits=limits)
+    try:
+        return model_from_validated(v)
+    except FormatError as e:
+        raise FormatError(f"{os.fspath(path)}: {e}") from None

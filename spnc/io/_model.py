@@ -4,14 +4,16 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ..errors import FormatError, SpncError
 from ..leaves import base as leaf_base
+from ._hash import content_hash
 from ._spec import BUILTIN_LEAVES, FORMAT, VERSION, Group
-from ._validate import Validated
+from ._validate import Validated, _reach
 
 
 def _creator() -> str:
@@ -27,7 +29,8 @@ def tree_from_model(spn: Any, *, provenance: dict[str, str] | None = None) -> Gr
     tables = {k: t for k, t in spn.leaf_tables.items() if len(t)}
     feats = sorted(f"leaf:{k}" for k in tables if BUILTIN_LEAVES.get(k) != type(tables[k]).code)
     attrs: dict[str, Any] = {
-        "format": FORMAT, "format_version": list(VERSION), "required_features": feats,
+        "format": FORMAT, "format_version": np.array(VERSION, dtype=np.uint32),
+        "required_features": feats,
         "creator": _creator(),
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_uuid": str(uuid.uuid4()),
@@ -75,11 +78,13 @@ def tree_from_model(spn: Any, *, provenance: dict[str, str] | None = None) -> Gr
             params = json.dumps(learner.get("params", {}), allow_nan=False, sort_keys=True)
         except (TypeError, ValueError) as e:
             raise FormatError(f"learner params are not JSON-serialisable: {e}") from None
-        lg = Group({"name": str(learner.get("name", "")), "version": str(learner.get("version", "")),
-                    "params": params})
+        lg = Group({"name": str(learner.get("name", "")), "params": params})
+        if learner.get("version") is not None:
+            lg.attrs["version"] = str(learner["version"])
         for k, v in (learner.get("arrays") or {}).items():
             lg.members[k] = _free_array(v, f"learner arrays[{k!r}]")
         root.members["learner"] = lg
+    root.attrs["content_hash"] = content_hash(root)
     return root
 
 
@@ -95,7 +100,8 @@ def _free_array(v: Any, what: str) -> Any:
 
 
 def model_from_validated(v: Validated) -> Any:
-    """Build a :class:`spnc.SPN` from a validated tree."""
+    """Build a :class:`spnc.SPN` from a validated tree (using fallback nodes, §10.2, for
+    optional leaf types this reader does not know)."""
     from ..graph import SPN
     t = v.tree
     var, nodes, edges, roots = (t.members[k] for k in ("variables", "nodes", "edges", "roots"))
@@ -105,17 +111,75 @@ def model_from_validated(v: Validated) -> Any:
     learner: dict[str, Any] = {}
     if "learner" in t.members:
         lg = t.members["learner"]
-        learner = {"name": lg.attrs["name"], "version": lg.attrs["version"],
-                   "params": v.learner_params, "arrays": dict(lg.members)}
+        learner = {"name": lg.attrs["name"], "version": lg.attrs.get("version"),
+                   "params": v.learner_params or {}, "arrays": dict(lg.members)}
+    kind = v.kind if v.kind is not None else nodes.members["kind"]
+    ptr, child, weight = (edges.members[k] for k in ("ptr", "child", "weight"))
+    root_ids, tables = roots.members["node"], v.tables
+    scope_ptr, scope = nodes.members["scope_ptr"], nodes.members["scope"]
+    if v.fallback is not None:
+        kind, ptr, child, weight, root_ids, tables, scope_ptr, scope, keep = _apply_fallback(
+            v, kind, ptr, child, weight, root_ids, scope_ptr, scope)
+        if keep is not None and (stats or learner.get("arrays")):
+            warnings.warn("fallback nodes replaced optional leaf types: learner statistics "
+                          "are dropped from the loaded model", stacklevel=3)
+            stats, learner = {}, {k: x for k, x in learner.items() if k != "arrays"}
     try:
         return SPN.from_arrays(
-            nodes.members["kind"], edges.members["ptr"], edges.members["child"].astype(np.int32),
-            edges.members["weight"], v.tables, var.members["cardinality"],
+            kind, ptr, child.astype(np.int32), weight, tables, var.members["cardinality"],
             var_type=var.members["type"], var_names=var.members.get("name"),
-            scope_ptr=nodes.members["scope_ptr"], scope=nodes.members["scope"],
-            roots=roots.members["node"], root_weights=roots.members.get("weight"),
+            scope_ptr=scope_ptr, scope=scope,
+            roots=root_ids, root_weights=roots.members.get("weight"),
             combine=roots.attrs["combine"], stats=stats, learner=learner, validate=True)
     except SpncError as e:
         raise FormatError(f"/: {e}") from None
     except (ValueError, IndexError, TypeError) as e:
         raise FormatError(f"/: invalid model: {e}") from None
+
+
+def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, scope_ptr, scope):
+    """Redirect edges and roots from nodes of unknown types to their fallback targets, then
+    keep the nodes reachable from the roots (renumbered in order, so children still come
+    first). Returns the reduced arrays and the kept-node mask (None if nothing changed)."""
+    N = kind.size
+    known = {t.code for t in leaf_base.leaf_types()} | {0, 1}
+    redirect = np.arange(N, dtype=np.int64)
+    unknown = ~np.isin(kind, sorted(known))
+    redirect[unknown] = v.fallback[unknown]
+    child, roots = redirect[child], redirect[roots]
+    mark = _reach(N, ptr, child, roots)
+    if mark.all():
+        return kind, ptr, child, weight, roots, v.tables, scope_ptr, scope, None
+    new_id = np.cumsum(mark) - 1
+    deg = np.diff(ptr)[mark]
+    ekeep = np.repeat(mark, np.diff(ptr))
+    nptr = np.zeros(mark.sum() + 1, dtype=np.int64)
+    np.cumsum(deg, out=nptr[1:])
+    slen = np.diff(scope_ptr)
+    sptr = np.zeros(mark.sum() + 1, dtype=np.int64)
+    np.cumsum(slen[mark], out=sptr[1:])
+    tables = {}
+    for name, t in v.tables.items():
+        rows = np.flatnonzero(mark[t.node])
+        tables[name] = type(t).from_arrays(new_id[t.node[rows]], [t.scopes[i] for i in rows],
+                                           _subset_rows(t.to_arrays(), rows, len(t)))
+    return (kind[mark], nptr, new_id[child[ekeep]],
+            weight[ekeep], new_id[roots], tables, sptr, scope[np.repeat(mark, slen)], mark)
+
+
+def _subset_rows(arrays: dict[str, np.ndarray], rows: np.ndarray, L: int) -> dict:
+    """Leaf-table parameters of the given rows (per-row arrays and CSR pairs)."""
+    out = {}
+    flat = {k[:-4] for k in arrays if k.endswith("_ptr")}
+    for k, a in arrays.items():
+        if k.endswith("_ptr") and k[:-4] in arrays:
+            f = arrays[k[:-4]]
+            lens = np.diff(a)[rows]
+            nptr = np.zeros(rows.size + 1, dtype=np.int64)
+            np.cumsum(lens, out=nptr[1:])
+            idx = np.concatenate([np.arange(a[r], a[r + 1]) for r in rows]) if rows.size \
+                else np.zeros(0, dtype=np.int64)
+            out[k], out[k[:-4]] = nptr, f[idx]
+        elif k not in flat:
+            out[k] = a[rows] if len(a) == L else a
+    return out

@@ -16,13 +16,28 @@ import numpy as np
 from ..errors import FormatError
 
 FORMAT = "spnc-model"
-VERSION = (1, 0, 0)
+VERSION = (1, 1, 0)
 
 #: node kind codes fixed by the format; leaf codes (>= 2) come from the leaf registry
 SUM, PRODUCT = 0, 1
-#: leaf types defined by format 1.0; other registered types need a "leaf:<name>" feature
+#: leaf types defined by the format; other registered types need a "leaf:<name>" feature
 BUILTIN_LEAVES = {"bernoulli": 2, "categorical": 3, "gaussian": 4, "mvgaussian": 5,
                   "cltree": 6, "indicator": 7}
+#: parameter datasets (and dtypes) of the standard leaf tables (spec §5.1)
+LEAF_DTYPES: dict[str, dict[str, str]] = {
+    "bernoulli": {"p": "f8"},
+    "categorical": {"prob_ptr": "i8", "prob": "f8"},
+    "gaussian": {"mean": "f8", "std": "f8"},
+    "mvgaussian": {"mean_ptr": "i8", "mean": "f8", "cov_ptr": "i8", "cov": "f8"},
+    "cltree": {"parent_ptr": "i8", "parent": "i4", "cpt_ptr": "i8", "cpt": "f8"},
+    "indicator": {"value": "i4"},
+}
+#: kind codes: 8..127 reserved for later standard types, 128..255 file-local vendor types
+VENDOR_CODES = range(128, 256)
+VENDOR_NAME_RE = re.compile(r"^x_[a-z0-9]+_[a-z0-9_]+$")
+FEATURE_RE = re.compile(r"^leaf:[a-z0-9_]+$")
+#: normalisation tolerance tau of spec §5.2
+TOL = 1e-6
 VAR_BINARY, VAR_CATEGORICAL, VAR_REAL = 0, 1, 2
 COMBINE = ("single", "mixture", "independent")
 
@@ -35,21 +50,27 @@ FIXED: dict[str, dict[str, tuple[str, bool]]] = {
     "nodes": {"kind": ("u1", True), "scope_ptr": ("i8", True), "scope": ("i4", True)},
     "edges": {"ptr": ("i8", True), "child": ("i8", True), "weight": ("f8", True)},
     "roots": {"node": ("i8", True), "weight": ("f8", False)},
+    "fallback": {"node": ("i8", True), "target": ("i8", True)},
 }
 #: attributes of known groups: group -> name -> (kind, required); kind "str" | "strs"
 GROUP_ATTRS: dict[str, dict[str, tuple[str, bool]]] = {
     "nodes": {"kind_names": ("strs", True)},
     "roots": {"combine": ("str", True)},
-    "learner": {"name": ("str", True), "version": ("str", True), "params": ("str", True)},
+    "learner": {"name": ("str", True), "version": ("str", False), "params": ("str", False)},
 }
 #: root attributes: name -> (kind, required)
 ROOT_ATTRS: dict[str, tuple[str, bool]] = {
     "format": ("str", True), "format_version": ("version", True),
-    "required_features": ("strs", True), "creator": ("str", False),
+    "required_features": ("strs", True), "optional_features": ("strs", False),
+    "content_hash": ("str", False), "creator": ("str", False),
     "created": ("str", False), "model_uuid": ("str", False), "source_format": ("str", False),
 }
 #: canonical order of root members (others: sorted, after these)
-ROOT_ORDER = ("variables", "nodes", "edges", "roots", "leaves", "stats", "learner")
+ROOT_ORDER = ("variables", "nodes", "edges", "roots", "leaves", "fallback", "stats", "learner")
+#: root attributes and members added by format 1.1 (errors in a 1.0 file)
+NEW_IN_1_1 = {"optional_features", "content_hash", "fallback"}
+#: root attributes the content hash skips (provenance, and the hash itself)
+HASH_SKIP = ("content_hash", "creator", "created", "model_uuid", "source_format")
 REQUIRED_GROUPS = ("variables", "nodes", "edges", "roots", "leaves")
 #: groups whose datasets have free dtypes (stored with their dtype in JSON)
 FREE_GROUPS = ("stats", "learner")
@@ -66,11 +87,13 @@ class Limits:
     max_elements: int = 2**28          # per dataset
     max_total_elements: int = 2**29    # all datasets of one file
     max_members: int = 4096            # per group
+    max_objects: int = 16384           # groups and datasets in one file
     max_depth: int = 8                 # group nesting (x_ extensions)
     max_attr_elements: int = 4096
-    max_attr_chars: int = 65536
+    max_attr_bytes: int = 60000        # storage of one string attribute
+    max_name_bytes: int = 1024         # one variable name
     max_json_bytes: int = 2**32
-    weight_tol: float = 1e-6
+    weight_tol: float = TOL
 
 
 DEFAULT_LIMITS = Limits()
@@ -135,7 +158,35 @@ def trees_equal(a: Any, b: Any) -> bool:
             and a.tobytes() == b.astype(a.dtype).tobytes())
 
 
+def norm_attr(v: Any) -> Any:
+    """An attribute value in tree form: ``str``, ``list[str]``, a numpy scalar or a 1-D numpy
+    array (numbers keep their dtype). Python ints/floats get the 1.0 defaults i8/f8."""
+    if isinstance(v, (str, np.generic)) or (isinstance(v, np.ndarray) and v.dtype.kind != "O"):
+        return v
+    if isinstance(v, bool):
+        raise FormatError("boolean attributes are not portable; use u1")
+    if isinstance(v, int):
+        return np.int64(v)
+    if isinstance(v, float):
+        return np.float64(v)
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, str) for x in v):
+            return list(v)
+        if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
+            raise FormatError(f"attribute list mixes types or holds {sorted({type(x).__name__ for x in v})}")
+        return np.asarray(v, dtype=np.int64 if all(isinstance(x, int) for x in v) else np.float64)
+    raise FormatError(f"unsupported attribute value {type(v).__name__}")
+
+
 def _attr_equal(x: Any, y: Any) -> bool:
-    if isinstance(x, float) or isinstance(y, float):
-        return type(x) is type(y) and np.float64(x).tobytes() == np.float64(y).tobytes()
-    return type(x) is type(y) and x == y
+    try:
+        x, y = norm_attr(x), norm_attr(y)
+    except FormatError:
+        return False
+    if isinstance(x, (str, list)) or isinstance(y, (str, list)):
+        return type(x) is type(y) and x == y
+    if isinstance(x, np.ndarray) != isinstance(y, np.ndarray):
+        return False
+    x, y = np.asarray(x), np.asarray(y)
+    return (x.dtype.newbyteorder("=") == y.dtype.newbyteorder("=") and x.shape == y.shape
+            and x.tobytes() == y.astype(x.dtype).tobytes())

@@ -10,17 +10,21 @@ path inside the file.
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
 import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
 from ..leaves import base as leaf_base
-from ._spec import (COMBINE, DEFAULT_LIMITS, FIXED, FORMAT,
-                    GROUP_ATTRS, NAME_RE, PORTABLE, PRODUCT, REQUIRED_GROUPS, ROOT_ATTRS,
-                    ROOT_ORDER, SUM, VERSION, Group, Limits, dtype_code, err, np_dtype)
+from ._checker import _Checker, _first, _kind_name, parse_json_strict
+from ._hash import content_hash
+from ._leafcheck import _check_reachable, _fallback, _kind_map, _leaf_tables, _reach
+from ._spec import (COMBINE, DEFAULT_LIMITS, FEATURE_RE, FIXED, FORMAT, GROUP_ATTRS,
+                    NEW_IN_1_1, PRODUCT, REQUIRED_GROUPS, ROOT_ATTRS, ROOT_ORDER, SUM, VERSION,
+                    Group, Limits, err)
+
+__all__ = ["Validated", "validate_tree", "parse_json_strict", "_reach"]
 
 
 @dataclasses.dataclass
@@ -33,212 +37,8 @@ class Validated:
     n_vars: int
     tables: dict[str, Any]          # leaf name -> LeafType instance (validated)
     learner_params: dict[str, Any] | None
-
-
-def parse_json_strict(text: str, path: str) -> Any:
-    """json.loads refusing NaN/Infinity and duplicate keys."""
-    def bad_constant(tok: str) -> Any:
-        raise err(path, f"{tok} is not allowed (not valid JSON)")
-
-    def pairs(kv: list) -> dict:
-        d: dict = {}
-        for k, v in kv:
-            if k in d:
-                raise err(path, f"duplicate key {k!r}")
-            d[k] = v
-        return d
-    try:
-        return json.loads(text, parse_constant=bad_constant, object_pairs_hook=pairs)
-    except FormatError:
-        raise
-    except RecursionError:
-        raise err(path, "JSON nested too deeply") from None
-    except ValueError as e:   # JSONDecodeError, int conversion limits
-        raise err(path, f"invalid JSON: {e}") from None
-
-
-def _first(mask: np.ndarray) -> int:
-    return int(np.flatnonzero(mask)[0])
-
-
-def _fmt(v: Any) -> str:
-    return repr(v.item()) if isinstance(v, np.generic) else repr(v)
-
-
-class _Checker:
-    def __init__(self, limits: Limits):
-        self.limits = limits
-        self.total = 0
-
-    # ---- datasets ---------------------------------------------------------------------
-    def info(self, obj: Any, path: str) -> tuple[tuple, str | None, str]:
-        if isinstance(obj, Group):
-            raise err(path, "is a group, expected a dataset")
-        if isinstance(obj, list):
-            return (len(obj),), "str", ""
-        if isinstance(obj, np.ndarray):
-            if obj.dtype.kind == "O":
-                return obj.shape, None, "object dtype"
-            return obj.shape, dtype_code(obj.dtype), f"dtype {obj.dtype}"
-        return tuple(obj.shape), obj.code, obj.why
-
-    def dataset(self, g: Group, gpath: str, name: str, code: str | None, *,
-                length: int | None = None, why: str = "", required: bool = True) -> Any:
-        """Check and read one 1-D dataset; ``code=None`` accepts any portable dtype."""
-        path = f"{gpath}/{name}"
-        if name not in g.members:
-            if required:
-                raise err(path, "required dataset is missing")
-            return None
-        obj = g.members[name]
-        shape, dc, desc = self.info(obj, path)
-        if len(shape) != 1:
-            raise err(path, f"must be a 1-D dataset, got shape {shape}")
-        if dc is None or dc not in PORTABLE:
-            raise err(path, f"has a non-portable type ({desc or 'unknown'})")
-        if code is not None and dc != code:
-            raise err(path, f"has dtype {dc}, expected {code}")
-        n = int(shape[0])
-        if n > self.limits.max_elements:
-            raise err(path, f"declares {n} elements, above the limit of {self.limits.max_elements}")
-        if length is not None and n != length:
-            raise err(path, f"has length {n}, expected {length}{why}")
-        self.total += n
-        if self.total > self.limits.max_total_elements:
-            raise err(path, f"file declares more than {self.limits.max_total_elements} elements in total")
-        if isinstance(obj, list):
-            data: Any = obj
-        elif isinstance(obj, np.ndarray):
-            data = obj
-        else:
-            data = obj.read()
-        if dc == "str":
-            data = list(data)
-            if not all(isinstance(s, str) for s in data):
-                raise err(path, "string dataset holds non-string values")
-            return data
-        data = np.ascontiguousarray(data, dtype=np_dtype(dc))
-        if data.shape != (n,):
-            raise err(path, f"read shape {data.shape} differs from declared ({n},)")
-        return data
-
-    def shape_of(self, g: Group, gpath: str, name: str) -> int:
-        path = f"{gpath}/{name}"
-        if name not in g.members:
-            raise err(path, "required dataset is missing")
-        shape, _, _ = self.info(g.members[name], path)
-        if len(shape) != 1:
-            raise err(path, f"must be a 1-D dataset, got shape {shape}")
-        return int(shape[0])
-
-    # ---- value checks -----------------------------------------------------------------
-    @staticmethod
-    def in_range(a: np.ndarray, path: str, lo: int, hi: int, what: str = "") -> None:
-        if a.size == 0:
-            return
-        bad = (a < lo) | (a >= hi)
-        if bad.any():
-            i = _first(bad)
-            raise err("", f"{path}[{i}] = {int(a[i])} is out of range [{lo}, {hi}){what}")
-
-    def ptr(self, p: np.ndarray, path: str, flat_len: int, flat_path: str) -> None:
-        if p.size == 0:
-            raise err(path, "pointer array is empty (must have length n + 1)")
-        if p[0] != 0:
-            raise err("", f"{path}[0] = {int(p[0])}, expected 0")
-        d = np.diff(p)
-        if (d < 0).any():
-            i = _first(d < 0)
-            raise err("", f"{path}[{i + 1}] = {int(p[i + 1])} is smaller than {path}[{i}] = {int(p[i])}")
-        if p[-1] != flat_len:
-            raise err("", f"{path}[{p.size - 1}] = {int(p[-1])} does not match the length "
-                          f"{flat_len} of {flat_path}")
-
-    @staticmethod
-    def finite(a: np.ndarray, path: str) -> None:
-        bad = ~np.isfinite(a)
-        if bad.any():
-            i = _first(bad)
-            raise err("", f"{path}[{i}] = {_fmt(a[i])} is not finite")
-
-    def attr(self, attrs: dict, path: str, name: str, kind: str, required: bool) -> Any:
-        apath = f"{path}@{name}" if path != "/" else f"/@{name}"
-        if name not in attrs:
-            if required:
-                raise err(apath, "required attribute is missing")
-            return None
-        v = attrs[name]
-        if kind == "str":
-            if not isinstance(v, str):
-                raise err(apath, f"must be a string, got {type(v).__name__}")
-            if len(v) > self.limits.max_attr_chars:
-                raise err(apath, "string attribute is too long")
-        elif kind == "strs":
-            if not (isinstance(v, list) and all(isinstance(s, str) for s in v)):
-                raise err(apath, "must be a list of strings")
-            if len(v) > self.limits.max_attr_elements:
-                raise err(apath, "attribute has too many elements")
-        elif kind == "version":
-            if not (isinstance(v, list) and len(v) == 3
-                    and all(type(x) is int and 0 <= x < 2**32 for x in v)):
-                raise err(apath, f"must be three non-negative integers, got {v!r}")
-        return v
-
-    def free_attrs(self, attrs: dict, path: str) -> dict:
-        for k, v in attrs.items():
-            apath = f"{path}@{k}"
-            if not NAME_RE.match(k):
-                raise err(apath, "invalid attribute name")
-            vals = v if isinstance(v, list) else [v]
-            if len(vals) > self.limits.max_attr_elements:
-                raise err(apath, "attribute has too many elements")
-            for x in vals:
-                if isinstance(x, bool) or not isinstance(x, (int, float, str)):
-                    raise err(apath, f"unsupported attribute value {type(x).__name__}")
-                if isinstance(x, float) and not np.isfinite(x):
-                    raise err(apath, f"{x!r} is not finite")
-                if isinstance(x, int) and not -2**63 <= x < 2**63:
-                    raise err(apath, "integer does not fit in 64 bits")
-                if isinstance(x, str) and len(x) > self.limits.max_attr_chars:
-                    raise err(apath, "string attribute is too long")
-            if isinstance(v, list) and len({type(x) for x in v}) > 1:
-                raise err(apath, "list attribute mixes types")
-        return dict(attrs)
-
-    def free_group(self, g: Any, path: str, depth: int, allow_groups: bool) -> Group:
-        """A group whose datasets may have any portable dtype (stats, learner, x_*)."""
-        if not isinstance(g, Group):
-            raise err(path, "must be a group")
-        if depth > self.limits.max_depth:
-            raise err(path, "groups nested too deeply")
-        if len(g.members) > self.limits.max_members:
-            raise err(path, f"has {len(g.members)} members, above the limit")
-        out = Group(self.free_attrs(g.attrs, path))
-        for name, m in g.members.items():
-            mpath = f"{path}/{name}"
-            if not NAME_RE.match(name) or name in ("dtype", "data"):
-                raise err(mpath, "invalid or reserved member name")
-            if isinstance(m, Group):
-                if not allow_groups:
-                    raise err(mpath, "sub-groups are not allowed here")
-                out.members[name] = self.free_group(m, mpath, depth + 1, True)
-            else:
-                a = self.dataset(g, path, name, None)
-                if not isinstance(a, list) and a.dtype.kind == "f":
-                    self.finite(a, mpath)
-                out.members[name] = a
-        return out
-
-
-def _kind_name(code: int) -> str | None:
-    if code == SUM:
-        return "sum"
-    if code == PRODUCT:
-        return "product"
-    try:
-        return leaf_base.leaf_type_by_code(code).name
-    except FormatError:
-        return None
+    kind: np.ndarray | None = None  # node kinds in this reader's codes (vendor codes mapped)
+    fallback: np.ndarray | None = None  # node -> fallback target (-1: none), if /fallback
 
 
 def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
@@ -248,38 +48,64 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         raise err("/", "file root must be a group / JSON object")
     out = Group()
 
-    # ---- root attributes and version ----------------------------------------------------
+    # ---- root attributes and version (V1-V4) --------------------------------------------
     fmt = c.attr(tree.attrs, "/", "format", "str", True)
     if fmt != FORMAT:
         raise err("/@format", f"is {fmt!r}, expected {FORMAT!r}")
     ver = c.attr(tree.attrs, "/", "format_version", "version", True)
     if ver[0] != VERSION[0]:
-        raise err("/@format_version", f"is {'.'.join(map(str, ver))}; this reader supports "
-                  f"major version {VERSION[0]} only")
-    newer = tuple(ver[:2]) > VERSION[:2]
-    feats = c.attr(tree.attrs, "/", "required_features", "strs", True)
-    known = {f"leaf:{t.name}" for t in leaf_base.leaf_types()}
-    for f in feats:
-        if f not in known:
-            raise err("/@required_features", f"unknown required feature {f!r}; this reader "
-                      f"understands {sorted(known)}")
+        raise err("/@format_version", f"is {'.'.join(map(str, ver.tolist()))}; this reader "
+                  f"supports major version {VERSION[0]} only")
+    minor = int(ver[1])
+    newer = minor > VERSION[1]
+    vname = f"format 1.{minor}" if not newer else ""
+
+    def unknown(path: str, what: str) -> None:
+        """V4: an unknown name is an error unless the file is newer than this reader."""
+        if not newer:
+            raise err(path, f"unknown {what} (not part of {vname})")
+
+    for name in tree.attrs:
+        if name in NEW_IN_1_1 and minor == 0:
+            raise err(f"/@{name}", "is not part of format 1.0 (the file says 1.0)")
+    for name in tree.members:
+        if name in NEW_IN_1_1 and minor == 0:
+            raise err(f"/{name}", "is not part of format 1.0 (the file says 1.0)")
     for name, (kind, req) in ROOT_ATTRS.items():
         v = c.attr(tree.attrs, "/", name, kind, req)
         if v is not None:
             out.attrs[name] = list(v) if isinstance(v, list) else v
     for name in tree.attrs:
         if name not in ROOT_ATTRS:
-            if name.startswith("x_"):
-                out.attrs[name] = c.free_attrs({name: tree.attrs[name]}, "/")[name]
-            elif not newer:
-                raise err(f"/@{name}", "unknown attribute (not part of format 1.0)")
+            if not name.startswith("x_"):
+                unknown(f"/@{name}", "attribute")
+            out.attrs[name] = c.free_attrs({name: tree.attrs[name]}, "/")[name]
+    required = out.attrs["required_features"]
+    optional = out.attrs.get("optional_features", [])
+    for an, fl in (("required_features", required), ("optional_features", optional)):
+        for f in fl:
+            if not FEATURE_RE.match(f):
+                raise err(f"/@{an}", f"feature {f!r} is not of the form 'leaf:<name>'")
+        if len(set(fl)) != len(fl):
+            raise err(f"/@{an}", "lists a feature twice")
+    if set(required) & set(optional):
+        raise err("/@optional_features", f"feature {sorted(set(required) & set(optional))[0]!r} "
+                  "is also required")
+    known = {f"leaf:{t.name}" for t in leaf_base.leaf_types()}
+    for f in required:
+        if f not in known:
+            raise err("/@required_features", f"unknown required feature {f!r}; this reader "
+                      f"understands {sorted(known)}")
+    if "content_hash" in out.attrs:
+        hv = out.attrs["content_hash"]
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", hv):
+            raise err("/@content_hash", f"{hv[:80]!r} is not 'sha256:' and 64 lowercase hex digits")
 
     if len(tree.members) > limits.max_members:
         raise err("/", "too many members")
     for name in tree.members:
         if name not in ROOT_ORDER and not name.startswith("x_"):
-            if not newer:
-                raise err(f"/{name}", "unknown member (not part of format 1.0)")
+            unknown(f"/{name}", "member")
             warnings.warn(f"ignoring /{name} (from a newer format minor version)", stacklevel=3)
     for name in REQUIRED_GROUPS:
         if name not in tree.members:
@@ -290,6 +116,8 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
     def known_group(name: str) -> Group:
         g = tree.members[name]
         path = f"/{name}"
+        if not isinstance(g, Group):
+            raise err(path, "must be a group")
         if len(g.members) > limits.max_members:
             raise err(path, f"has {len(g.members)} members, above the limit")
         og = Group()
@@ -300,22 +128,21 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
                 og.attrs[an] = v
         for an in g.attrs:
             if an not in spec:
-                if an.startswith("x_"):
-                    og.attrs[an] = c.free_attrs({an: g.attrs[an]}, path)[an]
-                elif not newer:
-                    raise err(f"{path}@{an}", "unknown attribute (not part of format 1.0)")
+                if not an.startswith("x_"):
+                    unknown(f"{path}@{an}", "attribute")
+                og.attrs[an] = c.free_attrs({an: g.attrs[an]}, path)[an]
         allowed = FIXED.get(name, {})
-        for mn in g.members:
-            if mn not in allowed and name != "leaves" and not newer and not mn.startswith("x_"):
-                raise err(f"{path}/{mn}", "unknown member (not part of format 1.0)")
         for mn, m in g.members.items():
-            if mn.startswith("x_"):
-                og.members[mn] = c.free_group(m, f"{path}/{mn}", 1, True) if isinstance(m, Group) \
-                    else c.dataset(g, path, mn, None)
+            if mn in allowed or name == "leaves":
+                continue
+            if not mn.startswith("x_"):
+                unknown(f"{path}/{mn}", "member")
+            og.members[mn] = c.free_group(m, f"{path}/{mn}", 2, True) if isinstance(m, Group) \
+                else c.free_dataset(g, path, mn)
         out.members[name] = og
         return og
 
-    # ---- variables ----------------------------------------------------------------------
+    # ---- variables (P10) ----------------------------------------------------------------
     gv = tree.members["variables"]
     ov = known_group("variables")
     V = c.shape_of(gv, "/variables", "type")
@@ -336,32 +163,23 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
     if names is not None:
         seen: dict[str, int] = {}
         for i, s in enumerate(names):
-            if not s or len(s) > 1024 or "\x00" in s:
-                raise err("", f"/variables/name[{i}] = {s[:40]!r} is empty, too long or has NUL")
+            if not s or len(s.encode("utf-8")) > limits.max_name_bytes:
+                raise err("", f"/variables/name[{i}] = {s[:40]!r} is empty or longer than "
+                              f"{limits.max_name_bytes} bytes")
             if s in seen:
                 raise err("", f"/variables/name[{i}] = {s!r} repeats /variables/name[{seen[s]}]")
             seen[s] = i
         ov.members["name"] = names
 
-    # ---- nodes --------------------------------------------------------------------------
+    # ---- nodes: kinds (G4, X1) and scopes (G5) --------------------------------------------
     gn = tree.members["nodes"]
     on = known_group("nodes")
     N = c.shape_of(gn, "/nodes", "kind")
     if not 1 <= N <= limits.max_nodes:
         raise err("/nodes/kind", f"declares {N} nodes; need 1..{limits.max_nodes}")
     kind = c.dataset(gn, "/nodes", "kind", "u1")
-    kind_names = on.attrs["kind_names"]
-    used = np.flatnonzero(np.bincount(kind, minlength=256))
-    for code in used:
-        name = _kind_name(int(code))
-        if name is None:
-            i = _first(kind == code)
-            label = f" ({kind_names[code]!r})" if code < len(kind_names) else ""
-            raise err("", f"/nodes/kind[{i}] = {int(code)}{label} is not a known node kind")
-        if code >= len(kind_names) or kind_names[code] != name:
-            got = kind_names[code] if code < len(kind_names) else "nothing"
-            raise err("/nodes@kind_names", f"code {int(code)} is named {got!r}, but this reader "
-                      f"knows it as {name!r}")
+    kmap, fallback_codes = _kind_map(kind, on.attrs["kind_names"], required, optional)
+    mkind = kmap[kind]
     scope_ptr = c.dataset(gn, "/nodes", "scope_ptr", "i8", length=N + 1, why=" (n_nodes + 1)")
     n_scope = c.shape_of(gn, "/nodes", "scope")
     c.ptr(scope_ptr, "/nodes/scope_ptr", n_scope, "/nodes/scope")
@@ -380,7 +198,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
                           "variable (scopes must be strictly ascending)")
     on.members.update(kind=kind, scope_ptr=scope_ptr, scope=scope)
 
-    # ---- edges --------------------------------------------------------------------------
+    # ---- edges (G1-G5, P1) ----------------------------------------------------------------
     ge = tree.members["edges"]
     oe = known_group("edges")
     ptr = c.dataset(ge, "/edges", "ptr", "i8", length=N + 1, why=" (n_nodes + 1)")
@@ -392,7 +210,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
     leaf = kind >= 2
     if (leaf & (nch > 0)).any():
         i = _first(leaf & (nch > 0))
-        raise err("/edges/ptr", f"leaf node {i} ({_kind_name(int(kind[i]))}) has {int(nch[i])} children")
+        raise err("/edges/ptr", f"leaf node {i} (kind {int(kind[i])}) has {int(nch[i])} children")
     if (~leaf & (nch == 0)).any():
         i = _first(~leaf & (nch == 0))
         raise err("/edges/ptr", f"{_kind_name(int(kind[i]))} node {i} has no children")
@@ -419,7 +237,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         if bad.any():
             j = _first(bad)
             raise err("/edges/weight", f"weights of sum node {int(sums[j])} add up to "
-                      f"{float(tot[j])!r}, not 1")
+                      f"{float(tot[j])!r}, not 1 within {limits.weight_tol}")
     if E > 1:
         key = parent * np.int64(N) + child
         srt = np.sort(key)
@@ -437,7 +255,6 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
             ch_h = np.add.reduceat(h[child], ptr[internal])
             ch_n = np.add.reduceat(slen[child], ptr[internal])
             is_sum = kind[internal] == SUM
-            # sums: every child has the sum's scope
             e_bad = (kind[parent] == SUM) & ((h[child] != h[parent]) | (slen[child] != slen[parent]))
             if e_bad.any():
                 k = _first(e_bad)
@@ -450,103 +267,11 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
                           "scope into disjoint parts (decomposability)")
     oe.members.update(ptr=ptr, child=child, weight=weight)
 
-    # ---- leaves -------------------------------------------------------------------------
-    gl = tree.members["leaves"]
-    ol = known_group("leaves")
-    listed = np.zeros(N, dtype=np.int64)
-    tables: dict[str, Any] = {}
-    node_of_scope = None
-    for lname, tg in gl.members.items():
-        tpath = f"/leaves/{lname}"
-        if lname.startswith("x_"):
-            continue
-        if not isinstance(tg, Group):
-            raise err(tpath, "must be a group")
-        try:
-            cls = leaf_base.leaf_type_by_name(lname)
-        except FormatError as e:
-            raise err(tpath, str(e)) from None
-        if len(tg.members) > limits.max_members:
-            raise err(tpath, "too many members")
-        L = c.shape_of(tg, tpath, "node")
-        node = c.dataset(tg, tpath, "node", "i8")
-        c.in_range(node, f"{tpath}/node", 0, N)
-        wrong = kind[node] != cls.code
-        if wrong.any():
-            i = _first(wrong)
-            raise err("", f"{tpath}/node[{i}] = {int(node[i])} has kind {int(kind[node[i]])} "
-                          f"({_kind_name(int(kind[node[i]]))}), not {lname}")
-        np.add.at(listed, node, 1)
-        if (listed[node] > 1).any():
-            i = _first(listed[node] > 1)
-            raise err("", f"{tpath}/node[{i}] = {int(node[i])} is listed more than once")
-        want = getattr(cls, "param_dtypes", None)
-        # declared shapes first: pointer arrays and their flat partners
-        arrays: dict[str, np.ndarray] = {}
-        names_ = [m for m in tg.members if m != "node"]
-        if want is not None:
-            for m in want:
-                if m not in tg.members:
-                    raise err(f"{tpath}/{m}", "required dataset is missing")
-            for m in names_:
-                if m not in want:
-                    raise err(f"{tpath}/{m}", f"unknown dataset for leaf type {lname}")
-        for m in names_:
-            if not NAME_RE.match(m):
-                raise err(f"{tpath}/{m}", "invalid dataset name")
-            if isinstance(tg.members[m], Group):
-                raise err(f"{tpath}/{m}", "is a group, expected a dataset")
-        flat_of_ptr = {m: m[:-4] for m in names_ if m.endswith("_ptr")}
-        for p, f in flat_of_ptr.items():
-            if f not in tg.members:
-                raise err(f"{tpath}/{f}", f"missing (pointed into by {tpath}/{p})")
-        for m in names_:
-            if m in flat_of_ptr:
-                pa = c.dataset(tg, tpath, m, "i8", length=L + 1, why=" (n_leaves + 1)")
-                flen = c.shape_of(tg, tpath, flat_of_ptr[m])
-                c.ptr(pa, f"{tpath}/{m}", flen, f"{tpath}/{flat_of_ptr[m]}")
-                arrays[m] = pa
-        for m in names_:
-            if m in flat_of_ptr:
-                continue
-            code = None if want is None else want[m]
-            ln = None if m in flat_of_ptr.values() else L
-            shape, dc, desc = c.info(tg.members[m], f"{tpath}/{m}")
-            if code is None:
-                if dc not in ("i4", "f8"):
-                    raise err(f"{tpath}/{m}", f"has dtype {dc or desc}; leaf parameters are i4 or f8")
-                code = dc
-            a = c.dataset(tg, tpath, m, code, length=ln, why=" (one per leaf)")
-            if a.dtype.kind == "f":
-                c.finite(a, f"{tpath}/{m}")
-            arrays[m] = a
-        if cls.discrete and L:
-            if node_of_scope is None:
-                node_of_scope = np.repeat(np.arange(N, dtype=np.int64), slen)
-            mine = np.zeros(N, dtype=bool)
-            mine[node] = True
-            bad = mine[node_of_scope] & (card[scope] == 0)
-            if bad.any():
-                j = _first(bad)
-                raise err(tpath, f"node {int(node_of_scope[j])} uses real variable "
-                          f"{int(scope[j])}, but {lname} leaves need discrete variables")
-        scopes = [scope[scope_ptr[n]:scope_ptr[n + 1]] for n in node.tolist()]
-        try:
-            table = cls.from_arrays(node, scopes, arrays)
-            table.validate(card)
-        except FormatError as e:
-            raise err(tpath, str(e)) from None
-        except (ValueError, IndexError, TypeError, ArithmeticError, KeyError) as e:
-            raise err(tpath, str(e) or type(e).__name__) from None
-        tables[lname] = table
-        ol.members[lname] = Group(members={"node": node, **arrays})
-    missing = leaf & (listed == 0)
-    if missing.any():
-        i = _first(missing)
-        raise err("/leaves", f"leaf node {i} ({_kind_name(int(kind[i]))}) is missing from "
-                  f"/leaves/{_kind_name(int(kind[i]))}")
+    # ---- leaves (P3-P9) -------------------------------------------------------------------
+    tables = _leaf_tables(c, tree.members["leaves"], known_group("leaves"), kind, mkind,
+                          on.attrs["kind_names"], fallback_codes, card, scope_ptr, scope, slen, N)
 
-    # ---- roots --------------------------------------------------------------------------
+    # ---- roots (G6) ---------------------------------------------------------------------
     gr = tree.members["roots"]
     orr = known_group("roots")
     combine = orr.attrs["combine"]
@@ -573,9 +298,16 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
             raise err("/roots/node", "mixture roots must all have the same scope")
         orr.members["weight"] = rw
     orr.members["node"] = roots
-    _check_reachable(N, ptr, child, roots)
 
-    # ---- stats, learner, extensions -----------------------------------------------------
+    # ---- fallback (X2) and reachability (G7) --------------------------------------------
+    fb = None
+    if "fallback" in tree.members:
+        fb = _fallback(c, tree, out, kind, fallback_codes, h, slen, ptr, child, N)
+    elif fallback_codes:
+        raise err("/fallback", "is missing, but optional leaf types need fallback nodes")
+    _check_reachable(N, ptr, child, roots, fb)
+
+    # ---- stats, learner, extensions (P11) -----------------------------------------------
     learner_params = None
     if "stats" in tree.members:
         st = c.free_group(tree.members["stats"], "/stats", 1, False)
@@ -593,28 +325,23 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         lg = c.free_group(gl_, "/learner", 1, False)
         for an, (kind_, req) in GROUP_ATTRS["learner"].items():
             c.attr(lg.attrs, "/learner", an, kind_, req)
-        learner_params = parse_json_strict(lg.attrs["params"], "/learner@params")
-        if not isinstance(learner_params, dict):
-            raise err("/learner@params", "must be a JSON object")
+        if "params" in lg.attrs:
+            learner_params = parse_json_strict(lg.attrs["params"], "/learner@params")
+            if not isinstance(learner_params, dict):
+                raise err("/learner@params", "must be a JSON object")
         out.members["learner"] = lg
     for name, m in tree.members.items():
-        if name.startswith("x_"):
+        if name not in ROOT_ORDER:
             out.members[name] = c.free_group(m, f"/{name}", 1, True) if isinstance(m, Group) \
-                else c.dataset(tree, "", name, None)
-    return Validated(out, N, E, V, tables, learner_params)
+                else c.free_dataset(tree, "", name)
 
-
-def _check_reachable(N: int, ptr: np.ndarray, child: np.ndarray, roots: np.ndarray) -> None:
-    """Every node must be reachable from a root (no dead nodes)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-    R = roots.size
-    indptr = np.concatenate([ptr, [ptr[-1] + R]])
-    indices = np.concatenate([child, roots])
-    g = csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(N + 1, N + 1))
-    order = breadth_first_order(g, N, directed=True, return_predecessors=False)
-    if order.size != N + 1:
-        seen = np.zeros(N + 1, dtype=bool)
-        seen[order] = True
-        i = _first(~seen)
-        raise err("/roots/node", f"node {i} is not reachable from any root")
+    # ---- content hash (H1) --------------------------------------------------------------
+    if minor >= 1 and "content_hash" not in out.attrs:
+        raise err("/@content_hash", "required attribute is missing (format 1.1 files carry "
+                  "a content hash)")
+    if "content_hash" in out.attrs:
+        got = content_hash(out)
+        if got != out.attrs["content_hash"]:
+            raise err("/@content_hash", f"does not match the file content (computed {got}); "
+                      "the file was changed or damaged after it was written")
+    return Validated(out, N, E, V, tables, learner_params, mkind, fb)

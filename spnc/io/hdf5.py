@@ -9,15 +9,15 @@ after its declared shape has been checked.
 from __future__ import annotations
 
 import os
-import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import h5py
 import numpy as np
 
+from .._atomic import atomic_write  # noqa: F401  (re-exported for io)
 from ..errors import FormatError
-from ._spec import DEFAULT_LIMITS, Group, Limits, dtype_code, err
+from ._spec import DEFAULT_LIMITS, Group, Limits, dtype_code, err, norm_attr
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 #: datasets with at least this many elements are chunked and compressed
@@ -38,75 +38,27 @@ def _fixed_str(values: list[str], what: str) -> tuple[np.ndarray, Any]:
 
 
 # ---------------------------------------------------------------------------- writing
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp_path)`` for a temp file next to ``path``, fsync it, rename it over
-    ``path``. On any failure the temp file is removed and ``path`` is left untouched."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _new_file_mode(path: str) -> int:
-    """Keep an existing file's permissions; otherwise what open() would give."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
 def _write_attr(obj: Any, name: str, v: Any) -> None:
+    if name == "format_version" and isinstance(v, (list, tuple)):
+        v = np.asarray(v, dtype=np.uint32)
+    v = norm_attr(v)
     if isinstance(v, str):
         data, dt = _fixed_str([v], name)
         if data.itemsize > MAX_ATTR_BYTES:
             raise err(name, f"string attribute longer than {MAX_ATTR_BYTES} bytes")
         obj.attrs.create(name, data[0], dtype=dt)
-    elif isinstance(v, bool):
-        raise err(name, "boolean attributes are not portable")
-    elif isinstance(v, int):
-        obj.attrs.create(name, np.int64(v), dtype="<i8")
-    elif isinstance(v, float):
-        obj.attrs.create(name, np.float64(v), dtype="<f8")
-    elif isinstance(v, list):
-        if name == "format_version":
-            obj.attrs.create(name, np.asarray(v, dtype="<u4"), dtype="<u4")
-        elif all(isinstance(x, str) for x in v):   # includes the empty list
-            data, dt = _fixed_str(v, name)
-            if data.nbytes > MAX_ATTR_BYTES:
-                raise err(name, f"string attribute longer than {MAX_ATTR_BYTES} bytes")
-            obj.attrs.create(name, data, shape=(len(v),), dtype=dt)
-        elif all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            obj.attrs.create(name, np.asarray(v, dtype="<i8"), dtype="<i8")
-        elif all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-            obj.attrs.create(name, np.asarray(v, dtype="<f8"), dtype="<f8")
-        else:
-            raise err(name, "mixed-type list attribute")
+    elif isinstance(v, list):   # strings, including the empty list
+        data, dt = _fixed_str(v, name)
+        if data.nbytes > MAX_ATTR_BYTES:
+            raise err(name, f"string attribute longer than {MAX_ATTR_BYTES} bytes")
+        obj.attrs.create(name, data, shape=(len(v),), dtype=dt)
     else:
-        raise err(name, f"unsupported attribute type {type(v).__name__}")
+        a = np.asarray(v)
+        code = dtype_code(a.dtype)
+        if code is None or a.ndim > 1:
+            raise err(name, f"cannot store attribute of dtype {a.dtype} and shape {a.shape}")
+        dt = np.dtype(code).newbyteorder("<") if a.dtype.itemsize > 1 else np.dtype(code)
+        obj.attrs.create(name, a.astype(dt), shape=a.shape, dtype=dt)
 
 
 def _write_dataset(g: h5py.Group, name: str, a: Any) -> None:
@@ -164,6 +116,7 @@ class H5Data:
 
     def read(self) -> Any:
         try:
+            _check_chunks(self.ds, self.path)
             if self.code == "str":
                 raw = self.ds[()] if self.shape[0] else []
                 return [_to_str(x, self.path) for x in np.asarray(raw).tolist()]
@@ -172,6 +125,36 @@ class H5Data:
             raise
         except Exception as e:   # libhdf5/h5py failures on damaged files, of any class
             raise err(self.path, f"cannot read dataset: {_h5msg(e)}") from None
+
+
+def _check_chunks(ds: h5py.Dataset, path: str) -> None:
+    """Check the chunk index before reading: libhdf5 trusts it and can crash (not just fail)
+    on a damaged one, e.g. fletcher32 on a chunk whose recorded size is 0."""
+    if not ds.shape or not ds.shape[0]:
+        return
+    did = ds.id
+    plist = did.get_create_plist()
+    eof = ds.file.id.get_filesize()
+    if plist.get_layout() != h5py.h5d.CHUNKED:
+        off, size = did.get_offset(), did.get_storage_size()
+        if off is not None and off + size > eof:
+            raise err(path, "dataset data lies beyond the end of the file")
+        return
+    nfilt = plist.get_nfilters()
+    chunk = plist.get_chunk()[0]
+    item = ds.dtype.itemsize
+    n = did.get_num_chunks()
+    if n > -(-ds.shape[0] // chunk):
+        raise err(path, f"chunk index lists {n} chunks for {ds.shape[0]} elements")
+    for i in range(n):
+        info = did.get_chunk_info(i)
+        ok = info.byte_offset is not None and info.size > (4 if nfilt else 0) and \
+            info.filter_mask == 0 and info.byte_offset + info.size <= eof
+        if ok and not nfilt:
+            ok = info.size == chunk * item
+        if not ok:
+            raise err(path, f"damaged chunk index (chunk {i}: offset {info.byte_offset}, "
+                            f"{info.size} bytes)")
 
 
 def _classify(dt: np.dtype) -> tuple[str | None, str]:
@@ -230,6 +213,8 @@ def _read_attrs(obj: Any, path: str, limits: Limits) -> dict[str, Any]:
         code, why = _classify(dt)
         if code is None:
             raise err(apath, f"attribute has a non-portable type ({why})")
+        if code == "str":
+            _check_strpad(aid.get_type(), apath)
         try:
             v = obj.attrs[name]
         except (OSError, RuntimeError, KeyError, ValueError, TypeError, UnicodeDecodeError) as e:
@@ -239,24 +224,51 @@ def _read_attrs(obj: Any, path: str, limits: Limits) -> dict[str, Any]:
 
 
 def _attr_value(v: Any, code: str, path: str) -> Any:
-    if isinstance(v, np.ndarray):
-        if code == "str":
-            return [_to_str(x, path) for x in v.tolist()]
-        return [int(x) if code[0] in "iu" else float(x) for x in v.tolist()]
     if code == "str":
+        if isinstance(v, np.ndarray):
+            return [_to_str(x, path) for x in v.tolist()]
         return _to_str(v, path)
-    return int(v) if code[0] in "iu" else float(v)
+    a = np.asarray(v)
+    a = a.astype(a.dtype.newbyteorder("="), copy=False)
+    return a if a.ndim else a[()]
+
+
+#: HDF5 filter ids allowed by the spec: deflate, shuffle, fletcher32
+_FILTERS = {1: "deflate", 2: "shuffle", 3: "fletcher32"}
+
+
+def _check_storage(ds: h5py.Dataset, path: str) -> None:
+    """Refuse filters other than deflate/shuffle/fletcher32 (any layout is fine)."""
+    try:
+        plist = ds.id.get_create_plist()
+        filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+    except Exception as e:
+        raise err(path, f"cannot inspect dataset filters: {_h5msg(e)}") from None
+    for f in filters:
+        if f not in _FILTERS:
+            raise err(path, f"uses HDF5 filter {f}; only deflate, shuffle and fletcher32 are allowed")
+
+
+def _check_strpad(tid: Any, path: str) -> None:
+    try:
+        pad = tid.get_strpad()
+    except Exception as e:
+        raise err(path, f"cannot inspect string type: {_h5msg(e)}") from None
+    if pad not in (h5py.h5t.STR_NULLPAD, h5py.h5t.STR_NULLTERM):
+        raise err(path, "strings must be NUL-padded or NUL-terminated (space padding is not allowed)")
 
 
 def _to_str(x: Any, path: str) -> str:
     if isinstance(x, bytes):
         try:
-            return x.decode("utf-8")
+            x = x.decode("utf-8")
         except UnicodeDecodeError:
             raise err(path, "string is not valid UTF-8") from None
-    if isinstance(x, str):
-        return x
-    raise err(path, "expected a string")
+    if not isinstance(x, str):
+        raise err(path, "expected a string")
+    if "\x00" in x:
+        raise err(path, "string holds a NUL character")
+    return x
 
 
 def _walk(g: h5py.Group, path: str, limits: Limits, depth: int, count: list) -> Group:
@@ -273,7 +285,7 @@ def _walk(g: h5py.Group, path: str, limits: Limits, depth: int, count: list) -> 
         name = _name(name, path)
         mpath = f"{path.rstrip('/')}/{name}"
         count[0] += 1
-        if count[0] > limits.max_members * 4:
+        if count[0] > limits.max_objects:
             raise err(mpath, "file holds too many objects")
         try:
             link = g.get(name, getlink=True)
@@ -302,11 +314,9 @@ def _walk(g: h5py.Group, path: str, limits: Limits, depth: int, count: list) -> 
                 raise err(mpath, "stores its data in external files; not allowed")
             if obj.shape is None:
                 raise err(mpath, "has a null dataspace")
-            comp = obj.compression
-            if comp not in (None, "gzip"):
-                raise err(mpath, f"uses filter {comp!r}; only gzip, shuffle and fletcher32 are allowed")
-            if obj.scaleoffset is not None:
-                raise err(mpath, "uses the scale-offset filter; not allowed")
+            _check_storage(obj, mpath)
+            if h5py.check_string_dtype(obj.dtype) is not None:
+                _check_strpad(obj.id.get_type(), mpath)
             if _read_attrs(obj, mpath, limits):
                 raise err(mpath, "datasets must not carry attributes")
             out.members[name] = H5Data(obj, mpath)

@@ -9,29 +9,41 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import numpy as np
 
 from ..errors import FormatError
-from ..leaves import base as leaf_base
-from ._spec import (DEFAULT_LIMITS, FIXED, PORTABLE, ROOT_ATTRS, ROOT_ORDER, Group, Limits,
-                    err, leaf_param_dtype, np_dtype)
+from ._spec import (DEFAULT_LIMITS, FIXED, GROUP_ATTRS, LEAF_DTYPES, PORTABLE, ROOT_ATTRS,
+                    ROOT_ORDER, Group, Limits, err, leaf_param_dtype, norm_attr, np_dtype)
 from ._validate import parse_json_strict
 from .hdf5 import atomic_write
 
 _INT_LIMITS = {c: (int(np.iinfo(c).min), int(np.iinfo(c).max))
                for c in ("u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8")}
+#: integers of larger magnitude are written as decimal strings (spec J5)
+SAFE_INT = 2**53 - 1
+F4_MAX = float(np.finfo(np.float32).max)
+_BIG_RE = re.compile(r"^-?[1-9][0-9]{15,19}$")
+_FIXED_ATTRS = {**{k: kind for k, (kind, _) in ROOT_ATTRS.items()},
+                **{f"{g}@{k}": kind for g, d in GROUP_ATTRS.items() for k, (kind, _) in d.items()}}
 
 
 def _plain_dtype(parts: tuple[str, ...]) -> tuple[bool, str | None]:
     """(is the dataset at this path a plain array?, its fixed dtype if known)."""
     if len(parts) == 2 and parts[0] in FIXED and parts[1] in FIXED[parts[0]]:
         return True, FIXED[parts[0]][parts[1]][0]
-    if len(parts) == 3 and parts[0] == "leaves" and not parts[1].startswith("x_") \
-            and not parts[2].startswith("x_"):
-        return True, None
+    if len(parts) == 3 and parts[0] == "leaves" and parts[1] in LEAF_DTYPES:
+        if parts[2] == "node":
+            return True, "i8"
+        return True, LEAF_DTYPES[parts[1]].get(parts[2])
     return False, None
+
+
+def _fixed_attr(parts: tuple[str, ...], name: str) -> str | None:
+    key = name if not parts else f"{'/'.join(parts)}@{name}"
+    return _FIXED_ATTRS.get(key)
 
 
 # ---------------------------------------------------------------------------- writing
@@ -42,17 +54,21 @@ def _dump(v: Any) -> str:
         raise FormatError("NaN or Infinity cannot be written to JSON") from None
 
 
-def _data_list(a: Any) -> list:
-    if isinstance(a, list):
+def _data_list(a: Any) -> Any:
+    if isinstance(a, (list, str)):
         return a
     a = np.asarray(a)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
-    return a.tolist()
+    v = a.tolist()
+    if a.dtype.kind in "iu" and a.size and (a.max() > SAFE_INT or a.min() < -SAFE_INT):
+        big = (lambda x: str(x) if abs(x) > SAFE_INT else x)
+        v = [big(x) for x in v] if a.ndim else big(v)
+    return v
 
 
 def _code(a: Any) -> str:
-    if isinstance(a, list):
+    if isinstance(a, (list, str)):
         return "str"
     a = np.asarray(a)
     if a.dtype == np.bool_:
@@ -63,17 +79,28 @@ def _code(a: Any) -> str:
     return code
 
 
+def _attr_json(parts: tuple[str, ...], name: str, v: Any) -> str:
+    v = norm_attr(v)
+    if isinstance(v, (str, list)):
+        return _dump(v)
+    if _fixed_attr(parts, name) == "version":
+        return _dump(_data_list(v))
+    return f'{{"dtype": {_dump(_code(v))}, "data": {_dump(_data_list(v))}}}'
+
+
 def _emit(node: Group, parts: tuple[str, ...], indent: int, out: list[str]) -> None:
     pad = "  " * (indent + 1)
     items: list[str] = []
     if not parts:
         keys = [k for k in ROOT_ATTRS if k in node.attrs] + \
             sorted(k for k in node.attrs if k not in ROOT_ATTRS)
-        items += [f"{pad}{_dump(k)}: {_dump(node.attrs[k])}" for k in keys]
+        items += [f"{pad}{_dump(k if k in ROOT_ATTRS else '@' + k)}: {_attr_json(parts, k, node.attrs[k])}"
+                  for k in keys]
         mkeys = [k for k in ROOT_ORDER if k in node.members] + \
             sorted(k for k in node.members if k not in ROOT_ORDER)
     else:
-        items += [f"{pad}{_dump('@' + k)}: {_dump(node.attrs[k])}" for k in sorted(node.attrs)]
+        items += [f"{pad}{_dump('@' + k)}: {_attr_json(parts, k, node.attrs[k])}"
+                  for k in sorted(node.attrs)]
         mkeys = _member_order(parts, node)
     for k in mkeys:
         m = node.members[k]
@@ -122,86 +149,134 @@ def write_tree(tree: Group, path: str | os.PathLike) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
-def _array(v: Any, code: str | None, path: str, leaf: str | None = None) -> Any:
+def _int(x: Any, path: str) -> int:
+    """An integer token, an integral number (``2.0``) or a decimal string beyond 2^53 - 1."""
+    if isinstance(x, bool) or x is None:
+        raise err(path, "booleans and null are not numbers in this format")
+    if isinstance(x, int):
+        if abs(x) > SAFE_INT:
+            raise err(path, f"integer {x} is beyond 2^53 - 1 and must be written as a string")
+        return x
+    if isinstance(x, float):
+        if not (x == x and abs(x) <= SAFE_INT and x == int(x)):
+            raise err(path, f"must hold integers, found {x!r}")
+        return int(x)
+    if isinstance(x, str):
+        if not _BIG_RE.match(x) or abs(int(x)) <= SAFE_INT:
+            raise err(path, f"string {x[:30]!r} is not an integer beyond 2^53 - 1")
+        return int(x)
+    raise err(path, f"must hold integers, found {type(x).__name__}")
+
+
+def _real(x: Any, path: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise err(path, f"must hold numbers, found {type(x).__name__}")
+    try:
+        return float(x)
+    except OverflowError:
+        raise err(path, "holds numbers that do not fit in a double") from None
+
+
+def _array(v: Any, code: str, path: str, scalar: bool = False) -> Any:
+    """Decode a JSON array (or one value if ``scalar``) of dtype ``code``."""
+    if scalar:
+        vals = [v]
+    elif not isinstance(v, list):
+        raise err(path, f"must be an array, got {type(v).__name__}")
+    else:
+        vals = v
+    if code == "str":
+        if not all(isinstance(x, str) for x in vals):
+            raise err(path, "must hold strings")
+        return vals[0] if scalar else list(vals)
+    if code[0] in "iu":
+        ints = [_int(x, path) for x in vals]
+        lo, hi = _INT_LIMITS[code]
+        if ints and (min(ints) < lo or max(ints) > hi):
+            raise err(path, f"holds integers outside the range of {code} [{lo}, {hi}]")
+        a = np.array(ints, dtype=np_dtype(code))
+    else:
+        a = np.array([_real(x, path) for x in vals], dtype=np.float64)
+        if code == "f4":
+            if (np.abs(a) > F4_MAX).any():
+                raise err(path, f"holds numbers beyond the f4 range (±{F4_MAX!r})")
+            a = a.astype(np.float32)
+        if not np.isfinite(a).all():
+            raise err(path, "holds numbers that are out of range")
+    return a[0] if scalar else a
+
+
+def _legacy_leaf_array(v: Any, path: str) -> Any:
+    """1.0 rule for plain arrays of non-standard leaf tables: dtype from the tokens."""
     if not isinstance(v, list):
         raise err(path, f"must be an array, got {type(v).__name__}")
-    types = set(map(type, v))
-    if code is None:   # leaf-table dataset: dtype from the name and the numbers
-        want = getattr(_leaf_cls(leaf), "param_dtypes", None) if leaf else None
-        name = path.rsplit("/", 1)[-1]
-        if want and name in want and name != "node":
-            code = want[name]
-        else:
-            code = leaf_param_dtype(name, bool(v) and types <= {int})
-    if code == "str":
-        if not types <= {str}:
-            raise err(path, "must be an array of strings")
-        return list(v)
-    if bool in types:
-        raise err(path, "booleans are not numbers in this format")
-    if code[0] in "iu":
-        if not types <= {int}:
-            raise err(path, f"must hold integers ({code}), found {sorted(t.__name__ for t in types)}")
-        lo, hi = _INT_LIMITS[code]
-        try:
-            a = np.array(v, dtype=np_dtype(code))
-        except (OverflowError, ValueError, TypeError):
-            raise err(path, f"holds integers outside the range of {code} [{lo}, {hi}]") from None
-        return a
-    if not types <= {int, float}:
-        raise err(path, f"must hold numbers, found {sorted(t.__name__ for t in types)}")
-    try:
-        a = np.array(v, dtype=np.float64)
-    except (OverflowError, ValueError, TypeError):
-        raise err(path, "holds numbers that do not fit in a double") from None
-    if code == "f4":
-        with np.errstate(over="ignore"):
-            a = a.astype(np.float32)
-    if not np.isfinite(a).all():
-        raise err(path, "holds numbers that are out of range")
-    return a
+    name = path.rsplit("/", 1)[-1]
+    ints = bool(v) and all(type(x) is int for x in v)
+    return _array(v, leaf_param_dtype(name, ints), path)
 
 
-def _leaf_cls(name: str | None) -> Any:
-    try:
-        return leaf_base.leaf_type_by_name(name) if name else None
-    except FormatError:
-        return None
+def _typed(v: dict, path: str, attr: bool) -> Any:
+    dt = v["dtype"]
+    if dt not in PORTABLE:
+        raise err(path, f"dtype {dt!r} is not one of {', '.join(PORTABLE)}")
+    data = v["data"]
+    if attr and not isinstance(data, list):
+        return _array(data, dt, path, scalar=True)
+    return _array(data, dt, path)
 
 
-def _attr(v: Any, path: str) -> Any:
+def _attr(v: Any, path: str, fixed: str | None) -> Any:
     if isinstance(v, dict):
-        raise err(path, "attribute values must be strings, numbers or arrays of them")
-    if isinstance(v, list) and any(isinstance(x, (list, dict)) for x in v):
-        raise err(path, "attribute arrays must be flat")
-    return v
+        if fixed is None and set(v) == {"dtype", "data"}:
+            return _typed(v, path, True)
+        raise err(path, "attribute values are strings, arrays of strings or typed numbers")
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        if any(isinstance(x, (list, dict)) for x in v):
+            raise err(path, "attribute arrays must be flat")
+        if fixed == "version":
+            return _array(v, "u4", path)
+        if all(isinstance(x, str) for x in v):
+            return list(v)
+        if fixed is not None:
+            raise err(path, "must be an array of strings")
+        ints = all(type(x) is int for x in v)        # 1.0 plain numeric form
+        return _array(v, "i8" if ints else "f8", path)
+    if fixed is None and not isinstance(v, bool) and isinstance(v, (int, float)):
+        return _array(v, "i8" if type(v) is int else "f8", path, scalar=True)
+    raise err(path, f"unsupported attribute value {type(v).__name__}")
 
 
-def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits) -> Group:
+def _group(obj: dict, parts: tuple[str, ...], depth: int, limits: Limits,
+           count: list | None = None) -> Group:
     path = "/" + "/".join(parts)
+    count = [0] if count is None else count
     if depth > limits.max_depth:
         raise err(path, "objects nested too deeply")
     g = Group()
     for k, v in obj.items():
-        if not parts and not isinstance(v, dict):
-            g.attrs[k] = _attr(v, f"/@{k}")
-            continue
-        if parts and k.startswith("@"):
-            g.attrs[k[1:]] = _attr(v, f"{path}@{k[1:]}")
+        if k.startswith("@") or (not parts and not isinstance(v, dict)):
+            name = k[1:] if k.startswith("@") else k
+            apath = f"{path}@{name}" if parts else f"/@{name}"
+            g.attrs[name] = _attr(v, apath, _fixed_attr(parts, name))
             continue
         mp = parts + (k,)
         mpath = "/" + "/".join(mp)
+        count[0] += 1
+        if count[0] > limits.max_objects:
+            raise err(mpath, f"file holds more than {limits.max_objects} groups and datasets")
         plain, code = _plain_dtype(mp)
-        if plain:
-            leaf = mp[1] if mp[0] == "leaves" else None
-            g.members[k] = _array(v, code, mpath, leaf)
-        elif isinstance(v, dict) and set(v) == {"dtype", "data"} and mp[0] != "leaves":
-            dt = v["dtype"]
-            if dt not in PORTABLE:
-                raise err(mpath, f"dtype {dt!r} is not one of {', '.join(PORTABLE)}")
-            g.members[k] = _array(v["data"], dt, mpath)
+        if isinstance(v, dict) and set(v) == {"dtype", "data"}:
+            if plain and code is not None:
+                raise err(mpath, "datasets with a dtype fixed by the format are plain arrays")
+            g.members[k] = _typed(v, mpath, False)
+        elif plain and code is not None:
+            g.members[k] = _array(v, code, mpath)
         elif isinstance(v, dict):
-            g.members[k] = _group(v, mp, depth + 1, limits)
+            g.members[k] = _group(v, mp, depth + 1, limits, count)
+        elif isinstance(v, list) and len(mp) == 3 and mp[0] == "leaves":
+            g.members[k] = _legacy_leaf_array(v, mpath)
         elif isinstance(v, list):
             raise err(mpath, 'datasets here need an explicit type: {"dtype": ..., "data": [...]}')
         else:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._progress import Progress
+from ..data import as_data
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..graph import SPN, compile as _compile
 from ..leaves.cltree import ChowLiuLeaf
@@ -51,12 +53,18 @@ class ChowLiuTree(DensityEstimator):
     def fit(self, X, y=None, sample_weight=None) -> "ChowLiuTree":
         """Learn the tree structure and CPTs from ``X`` (n, n_vars) integer codes."""
         self._validate_params()
+        X, names = as_data(X)
+        prog = Progress("chowliu")
+        shape = getattr(X, "shape", ())
+        if len(shape) == 2:
+            prog.update(f"pairwise statistics of {shape[1]} variables over {shape[0]} rows")
         fit = fit_chow_liu(X, self.cardinality, sample_weight, alpha=self.alpha,
                            mi_threshold=self.mi_threshold, n_threads=self.n_threads)
         d = len(fit.cardinality)
         par, cpts = forest_to_tree(fit.parents, fit.cpts)
         leaf = ChowLiuLeaf(np.arange(d), par, cpts)
-        self.spn_: SPN = _compile(leaf, cardinality=fit.cardinality)
+        self.spn_: SPN = _compile(leaf, cardinality=fit.cardinality, var_names=names)
+        prog.close(f"tree over {d} variables")
         self.parents_ = fit.parents
         self.cpts_ = fit.cpts
         self.mi_ = fit.mi

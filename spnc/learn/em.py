@@ -30,6 +30,7 @@ import numpy as np
 from .. import _core
 from .. import stream as _stream
 from . import _em_blocks
+from .._progress import Progress
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, SUM, PRODUCT, _n_threads
 from ..leaves import base as _lb
@@ -419,6 +420,7 @@ class EM(DensityEstimator):
         run: dict | None = None
         t_step = 0
         it = 0
+        prog = Progress("em")
         for it in range(1, int(self.max_iter) + 1):
             t0 = time.perf_counter()
             if self.variant == "online":
@@ -463,9 +465,11 @@ class EM(DensityEstimator):
                     since += 1
             else:
                 best = spn
+            vs = f" valid {hist_v[-1]:.6f}" if hist_v else ""
             if self.verbose:
-                vs = f" valid {hist_v[-1]:.6f}" if hist_v else ""
                 print(f"[EM {self.variant}] pass {it}: train {hist_t[-1]:.6f}{vs} ({time.perf_counter() - t0:.2f} s)")
+            else:
+                prog.update(f"pass {it}/{int(self.max_iter)}: train {hist_t[-1]:.6f}{vs}")
             if Xv is not None and since >= int(self.patience):
                 break
             if self.variant == "online" and len(hist_t) > 1 and abs(hist_t[-1] - hist_t[-2]) < float(self.tol):

@@ -4,12 +4,14 @@ template whose variable splitter, instance splitter and base model are pluggable
 O-SPNs with Chow-Liu tree leaves are configurations of :class:`LearnSPN`."""
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
 
 from ..chowliu import check_codes, resolve_threads
+from .. import _budget
+from .._progress import Progress
+from ..data import as_data, with_names
 from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
@@ -20,12 +22,11 @@ from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_cons
 
 
 class _Progress:
-    """One status line on stderr, refreshed at most twice a second."""
+    """Step timings (``step_seconds_``) and node/row counters, reported through the shared
+    progress helper (stderr when ``progress=True``, else the ``spnc`` logger)."""
 
     def __init__(self, enabled: bool, total_rows: int):
-        self.enabled = enabled
-        self.t0 = time.perf_counter()
-        self.last = 0.0
+        self.report = Progress("learnspn", enabled=True if enabled else None)
         self.nodes = 0
         self.rows = 0
         self.total = total_rows
@@ -42,20 +43,14 @@ class _Progress:
     def step(self, rows: int, nodes: int = 1) -> None:
         self.nodes += nodes
         self.rows += rows
-        if self.enabled:
-            t = time.perf_counter()
-            if t - self.last > 0.5:
-                self.last = t
-                self._print(t, "\r")
+        if self.report.active:
+            self.report.update(self._text())
 
     def done(self) -> None:
-        if self.enabled:
-            self._print(time.perf_counter(), "\n")
+        self.report.close(self._text())
 
-    def _print(self, t: float, end: str) -> None:
-        sys.stderr.write(f"learnspn: {self.nodes} nodes built, {self.rows / max(self.total, 1):.1f}x the "
-                         f"training rows processed, {t - self.t0:.1f} s{end}")
-        sys.stderr.flush()
+    def _text(self) -> str:
+        return f"{self.nodes} nodes built, {self.rows / max(self.total, 1):.1f}x the training rows processed"
 
 
 def learn_structure(ctx: Context, splitter, sum_split, base, *, min_instances: int,
@@ -282,6 +277,8 @@ class LearnSPN(DensityEstimator):
         if continuous:
             if self.cardinality is not None:
                 raise ParameterError("cardinality", "cardinality applies to discrete data only")
+            d = A.shape[1]
+            _budget.check(48.0 * d * d, f"pairwise statistics over {d} real variables", "use fewer columns")
             F = np.ascontiguousarray(A, dtype=np.float64)
             bad = np.argwhere(~np.isfinite(F))
             if bad.size:
@@ -300,8 +297,11 @@ class LearnSPN(DensityEstimator):
     def fit(self, X, y=None) -> "LearnSPN":
         """Learn structure and parameters from the rows of ``X`` (no missing values)."""
         self._validate_params()
+        X, names = as_data(X)
         if auto_names(self):
-            return fit_auto(self, X)
+            fit_auto(self, X)
+            self.spn_ = with_names(self.spn_, names)
+            return self
         data, card, continuous = self._prepare(X)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         splitter = resolve_step("splitter", self.splitter, self, continuous)
@@ -316,7 +316,7 @@ class LearnSPN(DensityEstimator):
         root = learn_structure(ctx, splitter, sum_split, base, min_instances=int(self.min_instances),
                                max_depth=None if self.max_depth is None else int(self.max_depth),
                                progress=progress)
-        spn = _compile(root, n_vars=d, cardinality=card)
+        spn = _compile(root, n_vars=d, cardinality=card, var_names=names)
         self.fit_seconds_ = time.perf_counter() - t0
         self.step_seconds_ = dict(progress.seconds)
         spn.learner = {"name": "learnspn", "version": "1", "params": self._json_params(),

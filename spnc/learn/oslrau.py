@@ -37,6 +37,8 @@ from typing import Iterable
 import numpy as np
 
 from .. import _oslrau
+from .._progress import Progress
+from ..data import as_data, with_names
 from ..errors import DataError
 from ..graph import SPN
 from . import _oslrau_model as _model
@@ -173,6 +175,7 @@ class OSLRAU(DensityEstimator, TreeStore):
         candidate takes the same pass and the best one is kept."""
         self._validate_params()
         self._d = None
+        X, self._names = as_data(X)
         if self.select is None:
             learners = [self]
         else:
@@ -180,9 +183,11 @@ class OSLRAU(DensityEstimator, TreeStore):
             learners = candidates(self)
         bs = self.batch_size
         step = max(1, (1 << 16) // (256 if bs == "auto" else int(bs))) * (256 if bs == "auto" else int(bs))
+        prog = Progress("oslrau", total=X.shape[0] if len(getattr(X, "shape", ())) == 2 else None, unit=" rows")
         for block in _blocks(X, step):
             for est in learners:
                 est.partial_fit(block)
+            prog.update(done=learners[0]._n_seen)
         if getattr(learners[0], "_d", None) is None or learners[0]._n_seen == 0:
             raise DataError("fit got no rows: oSLRAU needs at least one point to learn from")
         if self.select is not None:
@@ -395,7 +400,7 @@ class OSLRAU(DensityEstimator, TreeStore):
         learner state (settings, seed and batch counter, all arrays) for :meth:`resume`."""
         self._need_fit()
         if self._spn is None:
-            self._spn = self._compile()
+            self._spn = with_names(self._compile(), getattr(self, "_names", None))
         return self._spn
 
     def _compile(self) -> SPN:

@@ -18,6 +18,7 @@ Array conventions shared by every method below:
 from __future__ import annotations
 
 import abc
+import re
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,6 +39,11 @@ def register_leaf(cls: type["LeafType"]) -> type["LeafType"]:
         raise ValueError(f"leaf type {cls.name!r} is already registered")
     if cls.code in _BY_CODE or cls.code < 2 or cls.code > 255:
         raise ValueError(f"leaf type {cls.name!r}: code {cls.code} is taken or outside 2..255")
+    # formats/spnc-hdf5.md §4: 8..127 are reserved for the format, 128..255 are vendor codes
+    vendor = re.fullmatch(r"x_[a-z0-9]+_[a-z0-9_]+", cls.name) is not None
+    if (cls.code >= 128) != vendor or 8 <= cls.code < 128:
+        raise ValueError(f"leaf type {cls.name!r}: new leaf types take a vendor code 128..255 "
+                         "and a name 'x_<vendor>_<type>' (formats/spnc-hdf5.md §4)")
     _BY_NAME[cls.name] = cls
     _BY_CODE[cls.code] = cls
     cls.node_class._leaf_type = cls

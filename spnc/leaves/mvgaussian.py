@@ -109,12 +109,20 @@ class MVGaussianLeaves(LeafType):
             self._chol = chol
         return self._chol
 
+    def _lower_cov(self) -> np.ndarray:
+        """The covariances as used (formats/spnc-hdf5.md §5.2): lower triangle mirrored."""
+        cov, ptr = self.params["cov"].astype(np.float64), self.params["cov_ptr"]
+        for i, d in enumerate(np.diff(self.var_ptr).tolist()):
+            c = cov[ptr[i]:ptr[i + 1]].reshape(d, d)
+            c[np.triu_indices(d, 1)] = c.T[np.triu_indices(d, 1)]
+        return cov
+
     def _args(self):
         p = self.params
         if self.chol() is None:
             raise self._bad
         return (self.var_ptr, self.var, p["mean_ptr"], p["mean"].astype(np.float64, copy=False),
-                p["cov_ptr"], p["cov"].astype(np.float64, copy=False), self._chol)
+                p["cov_ptr"], self._lower_cov(), self._chol)
 
     def log_prob(self, XT, out, mode, n_threads):
         K.mvn_log_prob(XT, *self._args(), self.slot, out, mode, n_threads)

@@ -1,0 +1,294 @@
+"""Reading data tables for the console tools, by the rules in docs/cli.md:
+
+* CSV/TSV text (UTF-8, UTF-8 with BOM or UTF-16 with BOM; ``--encoding`` for others), .npy,
+  HDF5 (``--dataset``), Parquet (pandas + pyarrow), ``-`` = text on stdin;
+* a header is taken only when every cell of the first row is a name (not a number and not a
+  missing-value mark), or when ``--header`` says so; ``--no-header`` forces data. A first
+  row mixing numbers and text is a data row, and its text cell an error;
+* errors name the file, the line (text files; comment and blank lines count) or row, and
+  the column.
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import errno
+import io
+import itertools
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stream
+from ..errors import DataError
+
+MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
+_CANDIDATES = (",", ";", "\t", "|", " ")
+_SHOW = {"\t": "tab", " ": "space"}
+
+
+@dataclass
+class Table:
+    """A data matrix (float64, NaN = missing), its column names if the file had them, and
+    where each row came from (for messages)."""
+    X: np.ndarray
+    names: list[str] | None
+    path: str
+    lines: np.ndarray | None = None     # 1-based file line of each row (text files)
+
+    def where(self, r: int, c: int | None = None) -> str:
+        """``path: line L, column C ('name')`` for row ``r`` / column ``c`` (0-based)."""
+        pos = f"line {int(self.lines[r])}" if self.lines is not None else f"row {r + 1}"
+        if c is None:
+            return f"{self.path}: {pos}"
+        col = f"column {c + 1}" + (f" ({self.names[c]!r})" if self.names else "")
+        return f"{self.path}: {pos}, {col}"
+
+    def take(self, cols: list[int], names: list[str] | None) -> "Table":
+        return Table(np.ascontiguousarray(self.X[:, cols]), names, self.path, self.lines)
+
+
+def delimiter_of(path: str, delimiter: str | None) -> str:
+    if delimiter is not None:
+        if delimiter == "":
+            raise DataError("--delimiter must not be empty (give e.g. ',', ';', 'tab' or 'space')")
+        return {"\\t": "\t", "tab": "\t", "space": " ", "whitespace": " "}.get(delimiter, delimiter)
+    ext = os.path.splitext(path)[1].lower()
+    return "\t" if ext in (".tsv", ".tab") else ","
+
+
+def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
+    """The encoding to read ``raw`` with and its number of lines; a byte sequence that is
+    not valid in it is an error naming the line."""
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise DataError(f"unknown --encoding {encoding!r}") from None
+    elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8-sig"
+        if b"\x00" in raw[:4096]:
+            raise DataError(f"{path}: contains NUL bytes: not a text file (UTF-16 without a "
+                            "byte-order mark? give --encoding utf-16-le)")
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        raise DataError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} is not valid {shown} "
+                        "(give --encoding, e.g. --encoding latin-1)") from None
+    return encoding, text.count("\n") + text.count("\r") + 1    # an upper bound on the rows
+
+
+def _isnum(t: str) -> bool:
+    try:
+        float(t)
+        return True
+    except ValueError:
+        return False
+
+
+def _delim_hint(cell: str, d: str) -> str:
+    for cand in _CANDIDATES:
+        if cand != d and cand in cell.strip():
+            parts = [p for p in cell.strip().split(cand if cand != " " else None) if p.strip()]
+            if len(parts) > 1 and all(p.strip() in MISSING or _isnum(p) for p in parts):
+                return f" (the file seems to use {_SHOW.get(cand, repr(cand))} as delimiter: " \
+                       f"give --delimiter {_SHOW.get(cand, repr(cand))})"
+    return ""
+
+
+def read_text(path: str, delimiter: str | None = None, header: bool | None = None,
+              encoding: str | None = None) -> Table:
+    """Read a delimited text table (``path`` ``-`` is stdin)."""
+    d = delimiter_of(path, delimiter)
+    if path == "-":
+        raw, label = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+        label = path
+    enc, n_lines = _decode(raw, label, encoding)
+    # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
+    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label)
+    first_rec = next(records, None)
+    if first_rec is None:
+        raise DataError(f"{label}: no data rows (the file is empty)")
+    line0, toks0 = first_rec
+    first = [t.strip() for t in toks0]
+    if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
+        raise DataError(f"{label}: line {line0} reads 0, 1, ..., {len(first) - 1} like a header of "
+                        "column numbers: give --header to take it as a header, --no-header as data")
+    if header is None:
+        header = not any(t in MISSING or _isnum(t) for t in first)
+    names = None
+    if header:
+        names = first
+        for c, nm in enumerate(names):
+            if not nm:
+                raise DataError(f"{label}: line {line0}: header column {c + 1} has no name")
+            if names.index(nm) != c:
+                raise DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
+                                f"(columns {names.index(nm) + 1} and {c + 1})")
+        if len(names) == 1:
+            hint = _delim_hint(names[0].replace(" ", ""), d) if any(x in names[0] for x in _CANDIDATES) else ""
+            if hint:
+                raise DataError(f"{label}: line {line0}: the header has one column "
+                                f"{names[0][:40]!r}{hint}")
+    else:
+        records = itertools.chain([first_rec], records)
+    width = len(names) if names else len(toks0)
+    ref = f"the header has {width}" if names else f"line {line0} has {width}"
+    # at most one row per line: fill a preallocated matrix block by block
+    X = np.empty((n_lines, width))
+    lines = np.empty(len(X), dtype=np.int64)
+    n, block, per_block = 0, [], max(1, _BLOCK_CELLS // width)
+    for ln, toks in records:
+        if len(toks) != width:
+            hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
+            raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
+        block.append(toks)
+        lines[n + len(block) - 1] = ln
+        if len(block) == per_block:
+            X[n:n + len(block)] = _numbers(block, lines[n:n + len(block)], names, label, d, n == 0)
+            n, block = n + len(block), []
+    if block:
+        X[n:n + len(block)] = _numbers(block, lines[n:n + len(block)], names, label, d, n == 0)
+        n += len(block)
+    if n == 0:
+        raise DataError(f"{label}: has a header but no data rows")
+    if n < len(X) // 2:                            # many blank or comment lines: give memory back
+        X, lines = X[:n].copy(), lines[:n].copy()
+    else:
+        X, lines = X[:n], lines[:n]
+    return Table(X, names, label, lines)
+
+
+_BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
+
+
+def _records(stream, d: str, label: str):
+    """``(line number, cells)`` of the non-blank, non-comment lines of a text stream."""
+    if len(d) == 1 and d != " ":
+        reader = csv.reader(stream, delimiter=d)
+        try:
+            for toks in reader:
+                if not toks or (len(toks) == 1 and not toks[0].strip()) or toks[0].lstrip().startswith("#"):
+                    continue
+                yield reader.line_num, toks
+        except csv.Error as e:
+            raise DataError(f"{label}: line {reader.line_num}: {e}") from None
+    else:
+        for k, ln in enumerate(stream, 1):
+            ln = ln.rstrip("\r\n")
+            if ln.strip() and not ln.lstrip().startswith("#"):
+                yield k, (ln.split() if d == " " else ln.split(d))
+
+
+def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, label: str, d: str,
+             first_block: bool) -> np.ndarray:
+    """One block of cells as float64 (NaN = missing); the first bad cell is an error."""
+    width = len(rows[0])
+    flat = ["nan" if t.strip() in MISSING else t for toks in rows for t in toks]
+    try:
+        return np.array(flat, dtype=np.float64).reshape(len(rows), width)
+    except ValueError:
+        pass
+    for r, toks in enumerate(rows):               # locate the bad cell
+        for c, t in enumerate(toks):
+            s = t.strip()
+            if s in MISSING:
+                continue
+            try:
+                float(s)
+            except ValueError:
+                hint = _delim_hint(s, d) or (
+                    " (the first row mixes names and numbers: give --header if it is a header)"
+                    if r == 0 and first_block and not names else
+                    " (use NaN, ? or an empty cell for missing values)")
+                col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
+                raise DataError(f"{label}: line {lines[r]}, {col}: {s[:40]!r} is not a number{hint}") from None
+    # numpy refused a spelling float() accepts (e.g. '1_000')
+    return np.array([[float(t) if t.strip() not in MISSING else np.nan for t in toks] for toks in rows])
+
+
+def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
+               header: bool | None = None, encoding: str | None = None) -> Table:
+    """Any supported data file as a :class:`Table` with at least one row and column."""
+    tab = _read_any(path, dataset, delimiter, header, encoding)
+    if tab.X.shape[0] == 0:
+        raise DataError(f"{tab.path}: no data rows")
+    if tab.X.shape[1] == 0:
+        raise DataError(f"{tab.path}: no columns")
+    return tab
+
+
+def _read_any(path: str, dataset: str | None, delimiter: str | None, header: bool | None,
+              encoding: str | None) -> Table:
+    if not dataset and path != "-":   # 'file.h5:/path' and Zarr stores (spnc.stream)
+        path, dataset = stream.split_spec(path)
+        if path.rstrip("/").lower().endswith(".zarr"):
+            return Table(stream.load(f"{path}:{dataset}" if dataset else path), None, path)
+    ext = os.path.splitext(path)[1].lower()
+    if path != "-" and not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    if ext == ".npy":
+        try:
+            X = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise DataError(f"{path}: cannot read .npy: {str(e).splitlines()[0] if str(e) else e}") from None
+        return Table(_matrix(X, path), None, path)
+    if ext in (".h5", ".hdf5"):
+        return _read_hdf5(path, dataset)
+    if ext in (".parquet", ".pq"):
+        return _read_parquet(path)
+    return read_text(path, delimiter, header, encoding)
+
+
+def _read_hdf5(path: str, dataset: str | None) -> Table:
+    import h5py
+    if not dataset:
+        raise DataError(f"{path}: HDF5 data needs --dataset NAME")
+    try:
+        with h5py.File(path, "r") as f:
+            if dataset not in f or not isinstance(f[dataset], h5py.Dataset):
+                raise DataError(f"{path}: no dataset {dataset!r}")
+            ds = f[dataset]
+            if ds.dtype.kind not in "iufb" or ds.ndim != 2:
+                raise DataError(f"{path}:{dataset}: need a 2-D numeric dataset, got {ds.dtype} {ds.shape}")
+            names = ds.attrs.get("columns", ds.attrs.get("var_names"))
+            X = np.asarray(ds[()], dtype=np.float64)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read HDF5 data: {e}") from None
+    if names is not None:
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(names).tolist()]
+        if len(names) != X.shape[1]:
+            names = None
+    return Table(X, names, f"{path}:{dataset}")
+
+
+def _read_parquet(path: str) -> Table:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pandas and pyarrow "
+                        "(pip install pandas pyarrow)") from None
+    try:
+        df = pd.read_parquet(path)
+    except ImportError as e:
+        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow): {e}") from None
+    except Exception as e:  # noqa: BLE001 - the engines raise many types on bad files
+        raise DataError(f"{path}: cannot read Parquet: {str(e).splitlines()[0] if str(e) else e}") from None
+    from ..data import as_data
+    X, names = as_data(df, name=path, dtype=np.float64)
+    return Table(X, names, path)
+
+
+def _matrix(X: np.ndarray, path: str) -> np.ndarray:
+    if X.dtype.kind not in "iufb" or X.ndim != 2:
+        raise DataError(f"{path}: need a 2-D numeric array, got {X.dtype} {X.shape}")
+    return np.asarray(X, dtype=np.float64)

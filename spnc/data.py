@@ -1,0 +1,76 @@
+"""Tabular inputs for estimators and queries: numpy arrays and pandas DataFrames.
+
+:func:`as_data` is the one place where a DataFrame becomes an array: its column names are
+kept (learners store them in the model as ``var_names``) and, for a model that has
+``var_names``, a DataFrame's columns are matched to them by name. pandas is optional: it is
+never imported here; a DataFrame is recognised by its attributes.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import DataError
+
+
+def is_frame(X: Any) -> bool:
+    """Whether ``X`` looks like a pandas (or compatible) DataFrame."""
+    return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 2
+
+
+def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
+            dtype: Any = None) -> tuple[Any, list[str] | None]:
+    """``(array, column names)`` for a DataFrame, ``(X, None)`` for anything else.
+
+    DataFrame columns must be numeric or boolean (missing values become NaN). With
+    ``var_names`` (a model's variables) the columns are taken by name in the model's order;
+    a missing variable is an error naming it. Integer columns stay integer (learners treat
+    integer data as discrete) unless some column is real or has missing values."""
+    if not is_frame(X):
+        return (X if dtype is None else np.asarray(X, dtype=dtype)), None
+    cols = [str(c) for c in X.columns]
+    if len(set(cols)) != len(cols):
+        dup = next(c for c in cols if cols.count(c) > 1)
+        raise DataError(f"{name}: column name {dup!r} appears twice")
+    if var_names is not None:
+        missing = [v for v in var_names if v not in cols]
+        if missing:
+            extra = [c for c in cols if c not in set(var_names)]
+            raise DataError(f"{name}: the model's variable{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(repr, missing[:5]))} {'are' if len(missing) > 1 else 'is'} "
+                            f"not among the DataFrame's columns"
+                            + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
+        X = X[list(var_names)]
+        cols = list(var_names)
+    kinds = []
+    for c, dt in zip(cols, X.dtypes):
+        k = getattr(dt, "kind", "O")
+        if k not in "biuf":
+            if str(dt) in ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64",
+                           "Float32", "Float64", "boolean"):
+                k = "f"          # pandas nullable dtypes: missing values become NaN
+            else:
+                raise DataError(f"{name}: column {c!r} has dtype {dt}, not numeric (encode "
+                                "categories as integer codes 0, 1, 2, ...)")
+        kinds.append(k)
+    if dtype is None:
+        dtype = np.int64 if all(k in "biu" for k in kinds) else np.float64
+    try:
+        A = X.to_numpy(dtype=dtype, na_value=np.nan) if dtype == np.float64 else X.to_numpy(dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{name}: cannot convert the DataFrame to numbers: {e}") from None
+    return np.ascontiguousarray(A), cols
+
+
+def with_names(spn, names: Sequence[str] | None):
+    """``spn`` carrying ``names`` as its variable names (unchanged when ``names`` is None)."""
+    if names is None or spn is None or list(names) == list(spn.var_names or []):
+        return spn
+    if len(names) != spn.n_vars:
+        raise DataError(f"{len(names)} column names for a model over {spn.n_vars} variables")
+    from .graph import SPN
+    return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, spn.weight, spn.leaf_tables,
+                           spn.cardinality, var_type=spn.var_type, var_names=list(names), roots=spn.roots,
+                           root_weights=spn.root_weights, combine=spn.combine, stats=spn.stats,
+                           learner=spn.learner)

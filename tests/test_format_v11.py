@@ -1,0 +1,134 @@
+"""Format 1.1 details: JSON Schema agrees with the spec, vendor leaf types with file-local
+codes, fallback loading, JSON number rules."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spnc
+import spnc.io as sio
+from spnc.io import jsonio
+from spnc.io._hash import content_hash
+from spnc.leaves.base import register_leaf
+from spnc.leaves.univariate import Gaussian, GaussianLeaves
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "formats" / "examples"
+
+
+@pytest.fixture(scope="module")
+def validator():
+    jsonschema = pytest.importorskip("jsonschema")
+    return jsonschema.Draft202012Validator(json.loads((ROOT / "formats" / "spnc-model.schema.json").read_text()))
+
+
+def doc() -> dict:
+    return json.loads((EX / "mixed.json").read_text())
+
+
+@pytest.mark.parametrize("edit, ok", [
+    (lambda d: None, True),
+    (lambda d: d["edges"].__setitem__("child", [0, 1, 3.0, 4, 2, 5]), True),      # 2.0 is 2 (J5)
+    (lambda d: d["edges"].__setitem__("child", [0, 1, 3.5, 4, 2, 5]), False),
+    (lambda d: d["leaves"].__setitem__("@x_note", "kept"), True),                  # §9
+    (lambda d: d.__setitem__("learner", {"@name": "em"}), True),                    # P11
+    (lambda d: d.__setitem__("learner", {"@version": "1"}), False),
+    (lambda d: d.__setitem__("x_" + "a" * 126, {"dtype": "u1", "data": [1]}), True),
+    (lambda d: d.__setitem__("x_" + "a" * 127, {"dtype": "u1", "data": [1]}), False),   # T7
+    (lambda d: d.__setitem__("x_v", {"dtype": "u1", "data": [256]}), False),
+    (lambda d: d.__setitem__("x_v", {"dtype": "i8", "data": ["9007199254740993"]}), True),
+    (lambda d: d.__setitem__("x_v", {"dtype": "i8", "data": ["12"]}), False),
+    (lambda d: d.__setitem__("x_v", {"dtype": "f4", "data": [1e39]}), False),
+    (lambda d: d["nodes"].__setitem__("label", ["a"]), False),                      # V4 in 1.1
+    (lambda d: (d.__setitem__("format_version", [1, 4, 0]), d["nodes"].__setitem__("label", ["a"]),
+                d.__setitem__("notes", {"x": 1})), True),                           # newer minor
+    (lambda d: d.__setitem__("format_version", [1, 0, 0]), False),                  # hash in 1.0
+    (lambda d: (d.__setitem__("format_version", [1, 0, 0]), d.pop("content_hash")), True),
+])
+def test_schema_agrees_with_spec(validator, edit, ok):
+    d = doc()
+    edit(d)
+    assert validator.is_valid(d) == ok
+
+
+def test_json_numbers(tmp_path):
+    t = sio.read_validated(EX / "mixed.h5").tree
+    t.attrs["x_big"] = np.array([2**63 - 1, -5], dtype=np.int64)
+    t.members["x_u8"] = np.array([2**64 - 1, 3], dtype=np.uint64)
+    t.attrs["content_hash"] = content_hash(t)
+    text = jsonio.dumps_tree(sio.validate_tree(t).tree)
+    assert '"@x_big": {"dtype": "i8", "data": ["9223372036854775807",-5]}' in text
+    assert '["18446744073709551615",3]' in text
+    back = sio.validate_tree(jsonio.loads_tree(text)).tree
+    assert sio.trees_equal(back, sio.validate_tree(t).tree)
+
+
+class _XGauss(Gaussian):
+    __slots__ = ()
+
+
+@pytest.fixture(scope="module")
+def vendor_type():
+    @register_leaf
+    class XTestGauss(GaussianLeaves):      # a vendor leaf type: x_<vendor>_<type>, code >= 128
+        name, code, node_class = "x_test_gauss", 130, _XGauss
+    return XTestGauss
+
+
+def test_registry_ranges():
+    with pytest.raises(ValueError, match="vendor code"):
+        register_leaf(type("Bad", (GaussianLeaves,), {"name": "poisson", "code": 9, "node_class": _XGauss}))
+    with pytest.raises(ValueError, match="vendor code"):
+        register_leaf(type("Bad", (GaussianLeaves,), {"name": "poisson", "code": 140, "node_class": _XGauss}))
+
+
+def test_vendor_codes_are_file_local(tmp_path, vendor_type):
+    m = spnc.compile(spnc.Sum([_XGauss(0, 0.0, 1.0), _XGauss(0, 1.0, 2.0)], [0.3, 0.7]))
+    sio.save(m, tmp_path / "v.h5")
+    t = sio.read_validated(tmp_path / "v.h5").tree
+    assert t.attrs["required_features"] == ["leaf:x_test_gauss"]
+    kind = t.members["nodes"].members["kind"]
+    kn = t.members["nodes"].attrs["kind_names"]
+    assert kn[130] == "x_test_gauss"
+    # another writer numbered the same type 200: read by name, not by code
+    t2 = copy.deepcopy(t)
+    t2.members["nodes"].members["kind"] = np.where(kind == 130, 200, kind).astype(np.uint8)
+    t2.members["nodes"].attrs["kind_names"] = kn[:130] + [""] * 70 + ["x_test_gauss"]
+    t2.attrs["content_hash"] = content_hash(t2)
+    sio.write_tree(sio.validate_tree(t2).tree, tmp_path / "v200.h5")
+    X = np.array([[0.5], [np.nan], [-1.0]])
+    assert np.array_equal(sio.load(tmp_path / "v200.h5").log_likelihood(X), m.log_likelihood(X))
+
+
+def test_fallback_is_used_only_by_readers_that_lack_the_type(tmp_path, vendor_type):
+    """§10.2: spnc knows x_test_gauss and evaluates it; the reference reader does not and
+    evaluates the fallback node instead."""
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(ROOT / "formats" / "conformance"))
+    try:
+        from make_suite import insert_vendor
+    finally:
+        sys.path.pop(0)
+    from spnc.io._model import tree_from_model
+    with_fb = spnc.compile(spnc.Sum([spnc.Gaussian(0, 5.0, 1.0), spnc.Gaussian(0, 1.0, 1.0)], [0.5, 0.5]))
+    t = tree_from_model(with_fb)
+    fb = int(t.members["leaves"].members["gaussian"].members["node"][0])
+    insert_vendor(t, fb, "x_test_gauss", 130, {"mean": np.array([0.0]), "std": np.array([1.0])})
+    t.attrs["required_features"], t.attrs["optional_features"] = [], ["leaf:x_test_gauss"]
+    t.attrs["content_hash"] = content_hash(t)
+    sio.write_tree(sio.validate_tree(t).tree, tmp_path / "fb.h5")
+    X = np.array([[0.5], [np.nan], [4.0]])
+    known = spnc.compile(spnc.Sum([_XGauss(0, 0.0, 1.0), spnc.Gaussian(0, 1.0, 1.0)], [0.5, 0.5]))
+    m = sio.load(tmp_path / "fb.h5")
+    assert m.n_nodes == known.n_nodes                    # the fallback-only node is dropped
+    np.testing.assert_allclose(m.log_likelihood(X), known.log_likelihood(X), rtol=1e-12)
+    spec = importlib.util.spec_from_file_location("rr", ROOT / "formats" / "reference_reader.py")
+    rr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rr)
+    np.testing.assert_allclose(rr.Model(tmp_path / "fb.h5").log_likelihood(X),
+                               with_fb.log_likelihood(X), rtol=1e-12)
