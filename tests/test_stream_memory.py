@@ -42,9 +42,9 @@ CHILD = textwrap.dedent("""
     EM(init=init, **kw).fit(small)
     fit_chow_liu(small)
 
-    def vm():
+    def vm(field="VmSize"):
         for line in open("/proc/self/status"):
-            if line.startswith("VmSize:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     limit = vm() + int(headroom)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -58,8 +58,9 @@ CHILD = textwrap.dedent("""
     cl = fit_chow_liu(spec, alpha=0.5)
     spnc.save(em.spn_, out_model)
     np.savez(out_cl, parents=cl.parents, mi=cl.mi, cardinality=cl.cardinality, *cl.cpts)
-    print(json.dumps({"limit": limit, "vm_peak": vm(), "headroom": int(headroom),
-                      "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    # VmPeak / VmHWM: peak address space / resident memory of this program (reset by exec)
+    print(json.dumps({"limit": limit, "vm_peak": vm("VmPeak"), "rss_peak": vm("VmHWM"),
+                      "headroom": int(headroom)}))
 """)
 
 
