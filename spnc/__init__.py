@@ -22,6 +22,7 @@ __all__ = [
     "SPN", "compile", "Sum", "Product", "Leaf", "Node",
     "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator", "ChowLiuLeaf",
     "SpncError", "StructureError", "ScopeError", "DataError", "FormatError", "ParameterError",
-    "save", "load", "to_dot",
+    "save", "load", "to_dot", "mixture", "product",
 ]
 from .io import load, save, to_dot  # noqa: E402
+from .compose import mixture, product  # noqa: E402

@@ -17,6 +17,8 @@ examples:
   spnc-convert model.h5 model.dot           drawing (one way)
   spnc-convert model.h5 model.svg --max-depth 4   render with Graphviz dot
   spnc-convert --validate-only model.h5     check a file, write nothing
+  spnc-convert model.deeprob.json model.h5  import (DeeProb-kit, SPFlow, sparc-pc files)
+  spnc-convert model.h5 out.txt --to spflow-text   export, format named
 
 exit status: 0 success, 2 bad input (one line "spnc-convert: error: ...")
 """
@@ -29,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="model file (.h5, .hdf5 or .json)")
     p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf)")
+    p.add_argument("--from", dest="from_format", metavar="FMT", default=None,
+                   help="input format (default: from the extension): hdf5, json or a foreign "
+                   "format (spflow-text, spflow-json, deeprob-json, sparc-json)")
+    p.add_argument("--to", dest="to_format", metavar="FMT", default=None,
+                   help="output format (default: from the extension), as for --from")
     p.add_argument("--validate-only", action="store_true",
                    help="check the input (format, structure, parameters) and write nothing")
     p.add_argument("--max-nodes", type=int, default=500, help="DOT: draw at most this many nodes (default 500)")
@@ -44,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .. import io
-    v = io.read_validated(args.input)
+    from ..io import importers
+    v = importers.read_validated_any(args.input, args.from_format)
     if args.validate_only:
         from ..io._model import model_from_validated
         model_from_validated(v)
@@ -71,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: note: drew {args.max_nodes} of {v.n_nodes} nodes (--max-nodes)",
                   file=sys.stderr)
         return 0
-    io.write_tree(v.tree, args.output)
+    importers.write_tree_any(v, args.output, args.to_format)
     return 0
 
 

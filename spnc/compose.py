@@ -1,0 +1,208 @@
+"""Composition of models from any learner or file: mixtures over the same variables and
+products over disjoint ones.
+
+>>> import spnc
+>>> m = spnc.mixture([a, b, c], X=X_train)      # root weights fitted by EM on X_train
+>>> p = spnc.product([over_ab, over_cd])        # variables matched by name if named
+
+Where every model carries ``var_names`` variables are matched by name (a model's columns
+are reordered to the first model's order); otherwise by index. Shared sub-networks stay
+shared; the inputs are not modified.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import DataError, ParameterError, ScopeError, StructureError
+from .graph import SPN, compile
+from .leaves import ChowLiuLeaf, MultivariateGaussian
+from .nodes import Leaf, Node, Product, Sum
+
+__all__ = ["mixture", "product"]
+
+
+def _check_models(models: Sequence[Any], what: str) -> list[SPN]:
+    models = list(models)
+    if not models:
+        raise ParameterError("models", f"{what} needs at least one model")
+    for i, m in enumerate(models):
+        if not isinstance(m, SPN):
+            raise ParameterError("models", f"models[{i}] is a {type(m).__name__}, not a compiled spnc.SPN")
+    return models
+
+
+def _named(models: list[SPN]) -> bool:
+    return all(m.var_names is not None for m in models)
+
+
+def _graph(spn: SPN, perm: np.ndarray | None) -> Node:
+    """Construction objects of ``spn`` (a mixture of roots becomes a sum) with variable v
+    renamed ``perm[v]``."""
+    root = spn.to_nodes()
+    if isinstance(root, list):
+        if spn.combine != "mixture":
+            raise StructureError("a bag of independent models (combine='independent') cannot be composed")
+        root = Sum(root, spn.root_weights)
+    if perm is None:
+        return root
+    new: dict[int, Node] = {}
+    stack, seen, order = [root], set(), []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        if isinstance(n, (Sum, Product)):
+            stack.extend(n.children)
+    for n in order:
+        if isinstance(n, Leaf):
+            new[id(n)] = _move_leaf(n, perm)
+    for n in order:
+        if isinstance(n, (Sum, Product)):
+            n.children = [new.get(id(c), c) for c in n.children]
+    return new.get(id(root), root)
+
+
+def _move_leaf(leaf: Leaf, perm: np.ndarray) -> Leaf:
+    if isinstance(leaf, MultivariateGaussian):
+        return MultivariateGaussian(perm[leaf.vars], leaf.mean, leaf.cov)
+    if isinstance(leaf, ChowLiuLeaf):
+        new = perm[leaf.vars]
+        order = np.argsort(new)
+        pos = np.empty(len(order), dtype=np.int64)
+        pos[order] = np.arange(len(order))
+        par = [int(pos[p]) if p >= 0 else -1 for p in leaf.parents[order]]
+        return ChowLiuLeaf(new[order], par, [leaf.cpts[j] for j in order])
+    if hasattr(leaf, "var") and len(leaf.scope) == 1:
+        leaf.var = int(perm[leaf.var])
+        return leaf
+    raise StructureError(f"cannot rename the variables of a {type(leaf).__name__} leaf")
+
+
+def _card_of(models: list[SPN], perms: list[np.ndarray | None], n_vars: int) -> np.ndarray:
+    """Cardinality of each output variable; the models that use a variable must agree."""
+    card = np.full(n_vars, -1, dtype=np.int64)
+    who = np.full(n_vars, -1, dtype=np.int64)
+    for k, (m, perm) in enumerate(zip(models, perms)):
+        used = m.node_scope(int(m.roots[0]))
+        for v in used:
+            g = int(v if perm is None else perm[v])
+            c = int(m.cardinality[v])
+            if card[g] >= 0 and card[g] != c:
+                name = m.var_names[v] if m.var_names is not None else f"variable {g}"
+                raise ScopeError(f"{name!r}: cardinality {c} in models[{k}] but {card[g]} in models[{who[g]}]")
+            card[g], who[g] = c, k
+    card[card < 0] = 0
+    return card
+
+
+def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=None, *,
+            max_iter: int = 200, tol: float = 1e-9) -> SPN:
+    """A sum node over ``models`` (all over the same variables).
+
+    ``weights`` are used as given (normalised); without them they are fitted on the rows
+    of ``X`` by EM on the root weights only (each model's own parameters stay fixed), or
+    set uniform when ``X`` is None too. Returns a new single-root :class:`SPN`."""
+    models = _check_models(models, "mixture")
+    base = models[0]
+    perms: list[np.ndarray | None] = [None]
+    if _named(models):
+        pos = {n: i for i, n in enumerate(base.var_names)}
+        for k, m in enumerate(models[1:], 1):
+            if sorted(m.var_names) != sorted(base.var_names):
+                extra = sorted(set(m.var_names) ^ set(base.var_names))[:5]
+                raise ScopeError(f"models[{k}] has other variables than models[0] (e.g. {extra})")
+            perms.append(np.array([pos[n] for n in m.var_names], dtype=np.int64))
+        names = list(base.var_names)
+    else:
+        for k, m in enumerate(models[1:], 1):
+            if m.n_vars != base.n_vars:
+                raise ScopeError(f"models[{k}] has {m.n_vars} variables, models[0] {base.n_vars}; "
+                                 "give the models var_names to match them by name")
+            perms.append(None)
+        names = None
+    card = _card_of(models, perms, base.n_vars)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ParameterError("weights", f"weights must be {len(models)} finite non-negative "
+                                 "numbers with a positive total")
+        w = w / w.sum()
+    elif X is not None:
+        parts = [m if p is None else _relabelled(m, p, card, names) for m, p in zip(models, perms)]
+        w = fit_weights(parts, X, max_iter=max_iter, tol=tol)
+    else:
+        w = np.full(len(models), 1.0 / len(models))
+    root = Sum([_graph(m, p) for m, p in zip(models, perms)], w)
+    return compile(root, cardinality=card, var_names=names, normalize=False)
+
+
+def _relabelled(m: SPN, perm: np.ndarray, card: np.ndarray, names: list[str] | None) -> SPN:
+    return compile(_graph(m, perm), cardinality=card, var_names=names, normalize=False)
+
+
+def fit_weights(models: Sequence[SPN], X, *, max_iter: int = 200, tol: float = 1e-9) -> np.ndarray:
+    """Maximum-likelihood mixture weights of fixed ``models`` on the rows of ``X`` (EM on
+    the weights: one inference pass per model, then iterations on the n x K matrix)."""
+    X = models[0]._check_X(X)
+    if X.shape[0] == 0:
+        raise DataError("X has no rows")
+    L = np.column_stack([m.log_likelihood(X) for m in models])
+    if not np.all(np.isfinite(L).any(axis=1)):
+        r = int(np.flatnonzero(~np.isfinite(L).any(axis=1))[0])
+        raise DataError(f"row {r} has zero probability under every model")
+    K = L.shape[1]
+    w = np.full(K, 1.0 / K)
+    prev = -np.inf
+    for _ in range(max_iter):
+        with np.errstate(divide="ignore"):
+            a = L + np.log(w)
+        m = a.max(axis=1, keepdims=True)
+        ll_rows = m[:, 0] + np.log(np.exp(a - m).sum(axis=1))
+        ll = float(ll_rows.mean())
+        w = np.exp(a - ll_rows[:, None]).mean(axis=0)
+        w /= w.sum()
+        if ll - prev < tol:
+            break
+        prev = ll
+    return w
+
+
+def product(models: Sequence[SPN]) -> SPN:
+    """A product node over ``models`` with disjoint variables.
+
+    With ``var_names`` on every model, the result's variables are the union of the names
+    in the order the models list them; otherwise variable indices are shared and the
+    models' scopes must be disjoint."""
+    models = _check_models(models, "product")
+    if _named(models):
+        names: list[str] | None = []
+        owner: dict[str, int] = {}
+        perms: list[np.ndarray | None] = []
+        for k, m in enumerate(models):
+            p = []
+            for n in m.var_names:
+                if n in owner:
+                    raise ScopeError(f"variable {n!r} is in models[{owner[n]}] and models[{k}]; "
+                                     "a product needs disjoint variables")
+                owner[n] = k
+                p.append(len(names))
+                names.append(n)
+            perms.append(np.array(p, dtype=np.int64))
+        n_vars = len(names)
+    else:
+        names, perms = None, [None] * len(models)
+        seen: dict[int, int] = {}
+        for k, m in enumerate(models):
+            for v in m.node_scope(int(m.roots[0])):
+                if int(v) in seen:
+                    raise ScopeError(f"variable {int(v)} is in models[{seen[int(v)]}] and models[{k}]; "
+                                     "a product needs disjoint variables (or var_names to tell them apart)")
+                seen[int(v)] = k
+        n_vars = max(m.n_vars for m in models)
+    card = _card_of(models, perms, n_vars)
+    root = Product([_graph(m, p) for m, p in zip(models, perms)])
+    return compile(root, cardinality=card, var_names=names, normalize=False)

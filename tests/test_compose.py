@@ -1,0 +1,138 @@
+"""spnc.mixture / spnc.product and spnc-compose."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.cli import compose as cli
+
+
+def bern_model(ps, names=None, vars_=None):
+    vars_ = list(range(len(ps))) if vars_ is None else vars_
+    return spnc.compile(spnc.Product([spnc.Bernoulli(v, p) for v, p in zip(vars_, ps)]), var_names=names)
+
+
+def all_states(n):
+    return np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+
+
+def test_mixture_with_given_weights_is_the_weighted_sum():
+    a, b = bern_model([0.2, 0.7]), bern_model([0.9, 0.1])
+    m = spnc.mixture([a, b], weights=[1, 3])
+    X = np.vstack([all_states(2), [[np.nan, 1.0]]])
+    want = np.log(0.25 * np.exp(a.log_likelihood(X)) + 0.75 * np.exp(b.log_likelihood(X)))
+    np.testing.assert_allclose(m.log_likelihood(X), want, atol=1e-12)
+    assert np.isclose(np.exp(m.log_likelihood(all_states(2))).sum(), 1.0)
+
+
+def test_mixture_weights_fitted_on_data_are_maximum_likelihood():
+    a, b = bern_model([0.2, 0.7, 0.5]), bern_model([0.9, 0.1, 0.3])
+    X = np.vstack([a.sample(300, seed=1), b.sample(700, seed=2)])
+    m = spnc.mixture([a, b], X=X)
+    w = m.weight[m.child_ptr[m.root]:m.child_ptr[m.root + 1]]
+    # the EM fixed point is the maximum of the (concave) log-likelihood in w: compare a grid
+    la, lb = a.log_likelihood(X), b.log_likelihood(X)
+    grid = np.linspace(0.001, 0.999, 999)
+    ll = [np.mean(np.logaddexp(np.log(g) + la, np.log(1 - g) + lb)) for g in grid]
+    assert abs(w[0] - grid[int(np.argmax(ll))]) < 2e-3
+    assert m.log_likelihood(X).mean() >= max(la.mean(), lb.mean())
+
+
+def test_mixture_matches_variables_by_name():
+    a = bern_model([0.2, 0.7], names=["x", "y"])
+    b = bern_model([0.7, 0.2], names=["y", "x"])      # the same distribution, columns swapped
+    m = spnc.mixture([a, b], weights=[0.5, 0.5])
+    assert m.var_names == ["x", "y"]
+    X = all_states(2)
+    np.testing.assert_allclose(m.log_likelihood(X), a.log_likelihood(X), atol=1e-12)
+    with pytest.raises(spnc.ScopeError, match="other variables"):
+        spnc.mixture([a, bern_model([0.5, 0.5], names=["x", "z"])])
+
+
+def test_mixture_renames_multivariate_leaves():
+    cl = spnc.ChowLiuLeaf([0, 1, 2], [-1, 0, 1], [[[0.3, 0.7]], [[0.9, 0.1], [0.2, 0.8]], [[0.6, 0.4], [0.1, 0.9]]])
+    a = spnc.compile(cl, var_names=["a", "b", "c"])
+    b = spnc.compile(cl, var_names=["c", "a", "b"])
+    m = spnc.mixture([a, b], weights=[0.5, 0.5])
+    X = all_states(3)
+    want = np.logaddexp(np.log(0.5) + a.log_likelihood(X), np.log(0.5) + b.log_likelihood(X[:, [2, 0, 1]]))
+    np.testing.assert_allclose(m.log_likelihood(X), want, atol=1e-12)
+    mv = spnc.MultivariateGaussian([0, 1], [0.0, 1.0], [[1.0, 0.3], [0.3, 2.0]])
+    g1, g2 = spnc.compile(mv, var_names=["u", "v"]), spnc.compile(mv, var_names=["v", "u"])
+    Y = np.random.default_rng(0).normal(size=(5, 2))
+    np.testing.assert_allclose(spnc.mixture([g1, g2], weights=[1, 0]).log_likelihood(Y), g1.log_likelihood(Y))
+    np.testing.assert_allclose(spnc.mixture([g1, g2], weights=[0, 1]).log_likelihood(Y),
+                               g2.log_likelihood(Y[:, [1, 0]]))
+
+
+def test_product_over_disjoint_variables():
+    a = bern_model([0.2, 0.7], names=["x", "y"])
+    b = spnc.compile(spnc.Gaussian(0, 1.0, 2.0), var_names=["z"])
+    p = spnc.product([a, b])
+    assert p.var_names == ["x", "y", "z"]
+    X = np.array([[0.0, 1.0, 0.3], [1.0, np.nan, -2.0]])
+    np.testing.assert_allclose(p.log_likelihood(X), a.log_likelihood(X[:, :2]) + b.log_likelihood(X[:, 2:]))
+    with pytest.raises(spnc.ScopeError, match="disjoint"):
+        spnc.product([a, bern_model([0.5], names=["y"])])
+    # without names: variable indices are shared, scopes must be disjoint
+    c = bern_model([0.4], vars_=[2])
+    q = spnc.product([bern_model([0.2, 0.7]), c])
+    assert q.n_vars == 3
+    with pytest.raises(spnc.ScopeError, match="disjoint"):
+        spnc.product([bern_model([0.2, 0.7]), bern_model([0.5])])
+
+
+def test_shared_structure_stays_shared_and_inputs_are_untouched():
+    shared = spnc.Bernoulli(1, 0.3)
+    a = spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(0, 0.1), shared]),
+                               spnc.Product([spnc.Bernoulli(0, 0.8), shared])], [0.4, 0.6]))
+    before = a.weight.copy()
+    m = spnc.mixture([a, a], weights=[0.5, 0.5])
+    assert m.n_nodes == 2 * a.n_nodes + 1
+    np.testing.assert_array_equal(a.weight, before)
+
+
+def test_bad_arguments():
+    a = bern_model([0.2])
+    with pytest.raises(spnc.ParameterError):
+        spnc.mixture([])
+    with pytest.raises(spnc.ParameterError, match="weights"):
+        spnc.mixture([a, a], weights=[1, -1])
+    with pytest.raises(spnc.ParameterError):
+        spnc.product([a, "model.h5"])
+    with pytest.raises(spnc.ScopeError, match="variables"):
+        spnc.mixture([a, bern_model([0.2, 0.3])])
+
+
+def test_spnc_compose_command(tmp_path, capsys):
+    a = bern_model([0.2, 0.7], names=["x", "y"])
+    b = bern_model([0.9, 0.1], names=["y", "x"])
+    spnc.save(a, tmp_path / "a.h5")
+    from spnc.io import importers
+    importers.save(b, tmp_path / "b.deeprob.json")    # foreign inputs work too (names are lost)
+    spnc.save(b, tmp_path / "b.h5")
+    X = np.vstack([a.sample(200, seed=1), b.sample(100, seed=2)[:, [1, 0]]])
+    np.savetxt(tmp_path / "d.csv", X, delimiter=",", fmt="%d", header="x,y", comments="")
+    assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "b.h5"), "-o", str(tmp_path / "m.h5"),
+                     "--data", str(tmp_path / "d.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "mixture: mean LL" in out
+    m = spnc.load(tmp_path / "m.h5")
+    assert m.log_likelihood(X).mean() >= max(a.log_likelihood(X).mean(), b.log_likelihood(X[:, [1, 0]]).mean())
+    # one input without names: variables are matched by index, the output written as SPFlow text
+    assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "b.deeprob.json"), "-o",
+                     str(tmp_path / "m2.spflow"), "--weights", "0.5,0.5"]) == 0
+    m2 = importers.load(tmp_path / "m2.spflow")
+    np.testing.assert_allclose(m2.log_likelihood(X), np.logaddexp(
+        np.log(0.5) + a.log_likelihood(X), np.log(0.5) + b.log_likelihood(X)), atol=1e-12)
+    assert cli.main(["mix", str(tmp_path / "a.h5"), "-o", str(tmp_path / "m3.h5"), "--weights", "x"]) == 2
+    assert "--weights" in capsys.readouterr().err
+    c = spnc.compile(spnc.Gaussian(0, 0.0, 1.0), var_names=["z"])
+    spnc.save(c, tmp_path / "c.json")
+    assert cli.main(["product", str(tmp_path / "a.h5"), str(tmp_path / "c.json"), "-o",
+                     str(tmp_path / "p.json")]) == 0
+    assert spnc.load(tmp_path / "p.json").var_names == ["x", "y", "z"]
+    assert cli.main(["product", str(tmp_path / "a.h5"), str(tmp_path / "a.h5"), "-o", str(tmp_path / "q.h5")]) == 2
