@@ -68,8 +68,7 @@ def _run(args: argparse.Namespace) -> int:
             except ValueError:
                 raise DataError(f"--weights {args.weights!r}: not comma-separated numbers") from None
         if args.data:
-            X, names = _data.read_table(args.data, dataset=args.dataset)
-            X = _data.align_columns(X, names, models[0].var_names, models[0].n_vars, args.data)
+            X = _read(args.data, args, models[0])
         out = mixture(models, weights=w, X=X)
         ws = out.weight[out.child_ptr[out.root]:out.child_ptr[out.root + 1]]
         print(f"{PROG}: weights " + " ".join(f"{x:.4f}" for x in ws))
@@ -87,12 +86,8 @@ def _em(args: argparse.Namespace, models: list):
     if len(models) != 1 or not args.data:
         raise DataError("em takes one model and --data")
     m = models[0]
-    X, names = _data.read_table(args.data, dataset=args.dataset)
-    X = _data.align_columns(X, names, m.var_names, m.n_vars, args.data)
-    Xv = None
-    if args.valid:
-        Xv, vn = _data.read_table(args.valid, dataset=args.dataset)
-        Xv = _data.align_columns(Xv, vn, m.var_names, m.n_vars, args.valid)
+    X = _read(args.data, args, m)
+    Xv = _read(args.valid, args, m) if args.valid else None
     em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha).fit(X, X_valid=Xv)
     out = em.spn_
     msg = (f"{PROG}: EM {em.n_iter_} passes; train mean LL {m.log_likelihood(X).mean():.4f} -> "
@@ -101,6 +96,11 @@ def _em(args: argparse.Namespace, models: list):
         msg += f"; valid {m.log_likelihood(Xv).mean():.4f} -> {out.log_likelihood(Xv).mean():.4f} (best pass kept)"
     print(msg)
     return out
+
+
+def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
+    """Rows of ``path`` in ``model``'s variable order (columns matched by name)."""
+    return _data.match_columns(_data.read_table(path, dataset=args.dataset), model.var_names, model.n_vars).X
 
 
 def _mean_ll(model, X: np.ndarray, names: list[str] | None) -> float:
