@@ -20,6 +20,7 @@ import numpy as np
 from . import _budget
 from . import _counts as _K
 from . import _mi as _MI
+from . import stream as _stream
 from ._threads import effective_n_threads
 from .errors import DataError
 
@@ -237,7 +238,9 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
 
     Parameters
     ----------
-    X : array (n_rows, n_vars) of integer codes ``0..cardinality[j]-1`` (no NaN).
+    X : array (n_rows, n_vars) of integer codes ``0..cardinality[j]-1`` (no NaN); or a
+        block source (HDF5/Zarr dataset, ``"file.h5:/path"``, iterable of row blocks,
+        Dask array), counted block by block (:mod:`spnc.chowliu_blocks`).
     cardinality : states per variable; inferred as ``max(2, max + 1)`` when omitted.
     sample_weight : non-negative weights per row (EM soft counts); zero-weight rows are
         ignored, an all-zero vector is an error.
@@ -254,6 +257,10 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
     >>> fit.parents.tolist()
     [-1, 0, -1]
     """
+    if _stream.is_streamed(X):   # a file, an iterable of blocks or a Dask array
+        from .chowliu_blocks import fit_chow_liu_blocks
+        return fit_chow_liu_blocks(X, cardinality, sample_weight, alpha=alpha, mi_threshold=mi_threshold,
+                                   n_threads=n_threads)
     codes, card, bits = check_codes(X, cardinality)
     n, d = codes.shape
     w = check_weights(sample_weight, n)

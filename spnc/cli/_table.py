@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import stream
 from ..errors import DataError
 
 MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
@@ -228,6 +229,10 @@ def read_table(path: str, *, dataset: str | None = None, delimiter: str | None =
 
 def _read_any(path: str, dataset: str | None, delimiter: str | None, header: bool | None,
               encoding: str | None) -> Table:
+    if not dataset and path != "-":   # 'file.h5:/path' and Zarr stores (spnc.stream)
+        path, dataset = stream.split_spec(path)
+        if path.rstrip("/").lower().endswith(".zarr"):
+            return Table(stream.load(f"{path}:{dataset}" if dataset else path), None, path)
     ext = os.path.splitext(path)[1].lower()
     if path != "-" and not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)

@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 
 from .. import _infer
+from .. import stream as _stream
 from .._kinds import MARGINAL, MAX, SUM
+from . import _em_blocks
 from .._progress import Progress
 from .._sweep import CHUNK_VALUES, Sweep
 from .._threads import effective_n_threads
@@ -160,21 +162,26 @@ class EM(DensityEstimator):
 
     def fit(self, X, y=None, X_valid=None, sample_weight=None) -> "EM":
         """Run EM from the parameters of ``init`` on the rows of ``X`` (``X_valid``: stop
-        early on it and keep the best model). Returns ``self``."""
+        early on it and keep the best model). Returns ``self``. ``X`` may also be a block
+        source (HDF5/Zarr dataset, ``"file.h5:/path"``, list of row blocks) or a Dask
+        array: each E-step then streams it (:mod:`spnc.learn._em_blocks`)."""
         self._validate_params()
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
-        X = model._check_X(X)
-        if X.shape[0] == 0:
-            raise DataError("X has no rows")
+        if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
+            X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)
+        else:
+            X = model._check_X(X)
+            if X.shape[0] == 0:
+                raise DataError("X has no rows")
+            w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            if w.shape != (X.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise DataError(f"sample_weight must be {X.shape[0]} finite non-negative values")
+            wsum = float(w.sum())
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
-        w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if w.shape != (X.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise DataError(f"sample_weight must be {X.shape[0]} finite non-negative values")
         spn = model.copy()
         self._setup(spn)
-        wsum = float(w.sum())
         hist_t: list[float] = []
         hist_v: list[float] = []
         self.rejected_ = 0
@@ -267,6 +274,8 @@ class EM(DensityEstimator):
     def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True) -> dict:
         """Edge counts, node counts, leaf statistics and the objective (sum of weighted
         log-likelihoods; max-product values for hard EM) in one pass over row chunks."""
+        if not isinstance(X, np.ndarray):   # a block source or a Dask array
+            return _em_blocks.estep(self, spn, X, w, hard, stats)
         nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
         handlers = {k: _stats_for(t, self.alpha, self.min_std, nt) for k, t in spn.leaf_tables.items() if len(t)}
         leaf_stats = {k: h.zero() for k, h in handlers.items() if h is not None}

@@ -1,0 +1,83 @@
+"""EM's E-step over data read block by block (files, iterables of blocks, Dask arrays).
+
+Expected counts are sums over rows: each block runs the in-memory E-step
+(:meth:`EM._estep`) and the per-block statistics are added (in block order locally, in a
+fixed tree over the chunks on Dask); the M-step then works from the totals as usual. The
+parameters equal the in-memory ones to the order of floating-point additions. Leaf types
+without streaming statistics (``em_stats`` returning None) need all rows at once and are
+refused; the online variant draws rows at random and needs the data in memory.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from .. import stream as _stream
+from ..errors import DataError, ParameterError
+
+#: leaf statistics that are not sums over rows (the centre of centred moments)
+_NOT_ADDED = ("center",)
+
+
+def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]:
+    """(source, weights or None, total weight) for :meth:`EM.fit` on a streamed ``X``."""
+    if em.variant == "online":
+        raise ParameterError("variant", "variant='online' draws rows at random and needs X in memory; "
+                                        "use 'soft' or 'hard' to stream X from a file or a Dask array")
+    for k, t in model.leaf_tables.items():
+        if len(t) and _stats_of(em, t) is None:
+            raise DataError(f"EM over streamed data needs streaming statistics for every leaf type; "
+                            f"leaf type {k!r} has none (load X into memory)")
+    src = X if _stream.is_dask(X) else _stream.open_source(X)
+    if not _stream.is_dask(src) and not src.reiterable:
+        raise DataError("EM makes several passes over X, but X is a one-shot iterator; pass a list of "
+                        "blocks, a dataset or a callable returning a fresh iterator")
+    n = src.shape[0] if _stream.is_dask(src) else src.n_rows
+    if n is None:
+        n = sum(b.shape[0] for _, b in src.blocks())
+    if n == 0:
+        raise DataError("X has no rows")
+    if sample_weight is None:
+        return src, None, float(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise DataError(f"sample_weight must be {n} finite non-negative values")
+    return src, w, float(w.sum())
+
+
+def _stats_of(em, table):
+    from .em import _stats_for
+    return _stats_for(table, em.alpha, em.min_std)
+
+
+def _estep_block(block: np.ndarray, r0: int, ctx: tuple) -> dict:
+    em, spn, w, hard, stats = ctx
+    try:
+        Xb = spn._check_X(block)
+        wb = np.ones(Xb.shape[0]) if w is None else w[r0:r0 + Xb.shape[0]]
+        if wb.shape[0] != Xb.shape[0]:
+            raise DataError(f"sample_weight has {len(w)} entries but X has more rows")
+        est = em._estep(spn, Xb, wb, hard, stats)
+    except DataError as e:
+        raise DataError(f"rows from {r0}: {e}") from None
+    est["kept"] = {}
+    return est
+
+
+def add_estep(a: dict | None, b: dict | None) -> dict | None:
+    """Sum of two E-step results (leaf centres are the same in both and kept)."""
+    if a is None or b is None:
+        return b if a is None else a
+    leaf = {k: {f: (v if f in _NOT_ADDED else v + b["leaf"][k][f]) for f, v in s.items()}
+            for k, s in a["leaf"].items()}
+    return {"objective": a["objective"] + b["objective"], "edge_counts": a["edge_counts"] + b["edge_counts"],
+            "node_counts": a["node_counts"] + b["node_counts"], "leaf": leaf, "kept": {}}
+
+
+def estep(em, spn, src, w, hard: bool, stats: bool) -> dict:
+    """The E-step statistics of ``spn`` over all blocks of ``src``."""
+    light = copy.copy(em)
+    light.init = None          # the starting model stays on the client
+    return _stream.map_reduce(_estep_block, src, (light, spn, w, hard, stats), add_estep)

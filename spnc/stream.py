@@ -1,0 +1,349 @@
+"""Rows in blocks with bounded memory: block sources, sums over blocks, outputs written
+block by block.
+
+A *block source* delivers the rows of a 2-D table in order, a block of rows at a time:
+
+* an array in memory, an h5py dataset, a Zarr array or a memory-mapped ``.npy`` file
+  (anything with ``shape`` and row slicing): blocks of ``block_rows`` rows;
+* a spec string ``"file.h5:/path"`` (HDF5), ``"file.zarr"`` / ``"file.zarr:/path"`` (Zarr)
+  or ``"file.npy"`` (memory-mapped);
+* any iterable of row blocks (arrays of shape (m, d)). A one-shot iterator allows one
+  pass only; a list of arrays or a callable returning a fresh iterator allows several.
+
+Statistics that are sums over rows are computed by :func:`reduce_blocks`: a function maps
+each block to a small result (arrays, floats, dicts or tuples of them), and the results
+are added in block order. The same block functions run on a Dask cluster
+(:mod:`spnc.dask`), where a ``dask.array`` is the source.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from .errors import DataError
+
+#: bytes of input per block when the caller gives no block size (float64 after conversion)
+BLOCK_BYTES = 32 << 20
+
+
+def split_spec(path: str) -> tuple[str, str | None]:
+    """``"data.h5:/train"`` -> ``("data.h5", "/train")``; a plain path -> ``(path, None)``.
+    Only a ``:`` after an ``.h5``/``.hdf5``/``.zarr`` name separates a dataset."""
+    for ext in (".h5:", ".hdf5:", ".zarr:"):
+        k = path.lower().rfind(ext)
+        if k >= 0:
+            k += len(ext) - 1
+            return path[:k], path[k + 1:] or None
+    return path, None
+
+
+def is_streamed(X: Any) -> bool:
+    """True for inputs that should be read block by block rather than loaded: block
+    sources, spec strings, h5py datasets, Zarr arrays, Dask arrays, iterators, generators
+    and callables. Numpy arrays, lists of rows and other array-likes are not."""
+    if isinstance(X, (BlockSource, str, os.PathLike)):
+        return True
+    if isinstance(X, np.ndarray):
+        return False
+    mod = type(X).__module__ or ""
+    if mod.startswith(("h5py", "zarr", "dask")):
+        return True
+    if callable(X) or isinstance(X, Iterator):
+        return True
+    return isinstance(X, list) and len(X) > 0 and all(np.ndim(b) == 2 for b in X)
+
+
+def is_dask(X: Any) -> bool:
+    return (type(X).__module__ or "").startswith("dask") and hasattr(X, "chunks")
+
+
+class BlockSource:
+    """Rows of a 2-D table in blocks of at most ``block_rows`` rows, in order.
+
+    ``n_rows`` (None when unknown until read), ``n_cols``, ``reiterable`` (several passes
+    allowed) and ``blocks()`` yielding ``(row0, block)`` with ``block`` a numpy array."""
+
+    n_rows: int | None = None
+    n_cols: int | None = None
+    reiterable: bool = True
+    name: str = "X"
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "BlockSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ArraySource(BlockSource):
+    """Row slabs of an array, h5py dataset or Zarr array (only one slab in memory)."""
+
+    def __init__(self, A, block_rows: int | None = None, name: str = "X", owner=None):
+        shape = tuple(A.shape)
+        if len(shape) != 2:
+            raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {shape}")
+        self.A, self.n_rows, self.n_cols, self.name, self._owner = A, shape[0], shape[1], name, owner
+        self.block_rows = int(block_rows) if block_rows else default_block_rows(shape[1])
+
+    def blocks(self):
+        for r0 in range(0, self.n_rows, self.block_rows):
+            yield r0, np.asarray(self.A[r0:r0 + self.block_rows])
+
+    def close(self) -> None:
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
+
+
+class IterableSource(BlockSource):
+    """Blocks from an iterable of arrays, or from a callable returning a fresh iterable."""
+
+    def __init__(self, it, name: str = "X"):
+        self._it, self.name = it, name
+        self.reiterable = callable(it) or not isinstance(it, Iterator)
+        self._used = False
+
+    def blocks(self):
+        if self._used and not self.reiterable:
+            raise DataError(f"{self.name} is a one-shot iterator and was already read; pass a list of "
+                            "blocks, a dataset or a callable returning a fresh iterator for several passes")
+        self._used = True
+        r0 = 0
+        for b in (self._it() if callable(self._it) else self._it):
+            b = np.asarray(b)
+            if b.ndim != 2:
+                raise DataError(f"{self.name}: every block must be 2-D (rows, n_vars), got shape {b.shape} "
+                                f"at row {r0}")
+            if self.n_cols is None:
+                self.n_cols = b.shape[1]
+            elif b.shape[1] != self.n_cols:
+                raise DataError(f"{self.name}: the block at row {r0} has {b.shape[1]} columns, "
+                                f"the first had {self.n_cols}")
+            yield r0, b
+            r0 += b.shape[0]
+        self.n_rows = r0
+
+
+def default_block_rows(n_cols: int) -> int:
+    return max(1024, BLOCK_BYTES // (8 * max(int(n_cols), 1)) // 64 * 64)
+
+
+def open_source(X, block_rows: int | None = None, name: str = "X") -> BlockSource:
+    """A :class:`BlockSource` over ``X`` (see the module docstring for what ``X`` may be).
+    Files opened from a spec string are closed by ``close()`` or a ``with`` block."""
+    if isinstance(X, BlockSource):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        return _open_path(os.fspath(X), block_rows)
+    if is_dask(X):
+        raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
+    if hasattr(X, "shape") and hasattr(X, "__getitem__"):
+        return ArraySource(X, block_rows, name)
+    if callable(X) or isinstance(X, Iterable):
+        return IterableSource(X, name)
+    raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
+                    f"blocks; got {type(X).__name__}")
+
+
+def _open_path(path: str, block_rows: int | None) -> BlockSource:
+    file, ds = split_spec(path)
+    ext = os.path.splitext(file)[1].lower()
+    if not os.path.exists(file):
+        raise DataError(f"{file}: no such file or directory")
+    if ext == ".npy":
+        try:
+            return ArraySource(np.load(file, mmap_mode="r", allow_pickle=False), block_rows, path)
+        except ValueError as e:
+            raise DataError(f"{file}: cannot read .npy: {e}") from None
+    if ext in (".h5", ".hdf5"):
+        import h5py
+        if not ds:
+            raise DataError(f"{file}: name the dataset, as in '{file}:/path/to/data'")
+        try:
+            f = h5py.File(file, "r")
+        except OSError as e:
+            raise DataError(f"{file}: cannot open HDF5 file: {e}") from None
+        if ds not in f or not isinstance(f[ds], h5py.Dataset):
+            f.close()
+            raise DataError(f"{file}: no dataset {ds!r}")
+        d = f[ds]
+        if d.dtype.kind not in "iufb" or d.ndim != 2:
+            f.close()
+            raise DataError(f"{path}: need a 2-D numeric dataset, got {d.dtype} {d.shape}")
+        return ArraySource(d, block_rows, path, owner=f)
+    if ext == ".zarr":
+        try:
+            import zarr
+        except ImportError:
+            raise DataError(f"{file}: reading Zarr needs the zarr package (pip install 'pyspnc[zarr]')") from None
+        z = zarr.open(file, mode="r")
+        if ds:
+            z = z[ds]
+        if not hasattr(z, "shape") or len(z.shape) != 2:
+            raise DataError(f"{path}: need a 2-D Zarr array")
+        return ArraySource(z, block_rows, path)
+    raise DataError(f"{path}: unknown data file type (streaming reads .h5/.hdf5:/path, .zarr and .npy)")
+
+
+# ------------------------------------------------------------------ sums over blocks
+def add(a: Any, b: Any) -> Any:
+    """Sum of two block results of the same shape: arrays and floats add, dicts and tuples
+    add entry by entry, ``None`` is the neutral element."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, dict):
+        return {k: add(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+    if isinstance(a, (tuple, list)):
+        return type(a)(add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def reduce_blocks(fn: Callable, source: BlockSource, ctx: Any = None, combine: Callable = add) -> Any:
+    """``combine`` over the blocks of ``source`` of ``fn(block, row0, ctx)``, in block order."""
+    total = None
+    for r0, b in source.blocks():
+        total = combine(total, fn(b, r0, ctx))
+    return total
+
+
+def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, client=None,
+               block_rows: int | None = None) -> Any:
+    """:func:`reduce_blocks` over any source; a Dask array runs on its chunks (locally or on
+    ``client``, see :mod:`spnc.dask`)."""
+    if is_dask(X):
+        from . import dask as _dask
+        return _dask.map_reduce(fn, X, ctx, combine, client=client)
+    src = open_source(X, block_rows)
+    try:
+        return reduce_blocks(fn, src, ctx, combine)
+    finally:
+        if src is not X:
+            src.close()
+
+
+# ------------------------------------------------------------------ outputs to files
+class _Writer:
+    """Rows appended block by block to ``out.npy`` or ``out.h5[:/dataset]`` through a
+    temporary file in the same directory, renamed over ``out`` only when complete."""
+
+    def __init__(self, out: str, dataset: str = "log_likelihood"):
+        file, ds = split_spec(out)
+        self.file, self.ds = file, (ds or dataset)
+        self.ext = os.path.splitext(file)[1].lower()
+        if self.ext not in (".npy", ".h5", ".hdf5"):
+            raise DataError(f"{out}: outputs are written as .npy or .h5/.hdf5")
+        d = os.path.dirname(os.path.abspath(file))
+        self.tmp = os.path.join(d, f".{os.path.basename(file)}.{os.getpid()}.tmp")
+        self.n, self.shape1, self.h = 0, None, None
+
+    def write(self, block: np.ndarray) -> None:
+        block = np.asarray(block, dtype=np.float64)
+        if self.h is None:
+            self.shape1 = block.shape[1:]
+            if self.ext == ".npy":
+                self.h = open(self.tmp, "wb")
+                self.h.write(b"\0" * _NPY_HEADER)
+            else:
+                import h5py
+                self.h = h5py.File(self.tmp, "w")
+                self.dset = self.h.create_dataset(self.ds, shape=(0,) + self.shape1, maxshape=(None,) + self.shape1,
+                                                  dtype="f8", chunks=True)
+        if self.ext == ".npy":
+            self.h.write(np.ascontiguousarray(block, dtype="<f8").tobytes())
+        else:
+            self.dset.resize(self.n + len(block), axis=0)
+            self.dset[self.n:] = block
+        self.n += len(block)
+
+    def commit(self) -> None:
+        if self.h is None:
+            self.write(np.zeros(0))
+        if self.ext == ".npy":
+            self.h.seek(0)
+            self.h.write(_npy_header((self.n,) + self.shape1))
+        self.h.close()
+        os.replace(self.tmp, self.file)
+
+    def abort(self) -> None:
+        if self.h is not None:
+            self.h.close()
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
+_NPY_HEADER = 128
+
+
+def _npy_header(shape: tuple) -> bytes:
+    """A version-1.0 ``.npy`` header of exactly ``_NPY_HEADER`` bytes (float64, C order)."""
+    d = "{'descr': '<f8', 'fortran_order': False, 'shape': %r, }" % (tuple(shape),)
+    d = d.ljust(_NPY_HEADER - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode("latin1")
+
+
+def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_rows: int | None = None,
+                dataset: str = "result") -> int:
+    """Write ``fn(block)`` for every block of ``X`` to ``out`` (``.npy`` or
+    ``file.h5[:/dataset]``), atomically; returns the number of rows written."""
+    src = open_source(X, block_rows)
+    w = _Writer(out, dataset)
+    try:
+        for _, b in src.blocks():
+            w.write(fn(b))
+        w.commit()
+    except BaseException:
+        w.abort()
+        raise
+    finally:
+        if src is not X:
+            src.close()
+    return w.n
+
+
+def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
+                           block_rows: int | None = None) -> int:
+    """``spn.log_likelihood`` of every row of ``X`` (any block source) written block by
+    block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
+    ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
+    return map_to_file(lambda b: spn.log_likelihood(b, n_threads=n_threads), X, out,
+                       block_rows=block_rows, dataset="log_likelihood")
+
+
+def load(X, dtype=np.float64) -> np.ndarray:
+    """All rows of a source in one array (for data that fits in memory)."""
+    src = open_source(X)
+    try:
+        parts = [np.asarray(b, dtype=dtype) for _, b in src.blocks()]
+    finally:
+        if src is not X:
+            src.close()
+    if not parts:
+        raise DataError(f"{getattr(src, 'name', 'X')}: no rows")
+    return np.concatenate(parts)
+
+
+def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.ndarray:
+    """``spn.log_likelihood`` over a block source or Dask array, gathered in memory (one
+    float per row)."""
+    if is_dask(X):
+        from . import dask as _dask
+        return _dask.log_likelihood(spn, X, client=client, n_threads=n_threads)
+    parts = []
+    src = open_source(X)
+    try:
+        for _, b in src.blocks():
+            parts.append(spn.log_likelihood(b, n_threads=n_threads))
+    finally:
+        if src is not X:
+            src.close()
+    return np.concatenate(parts) if parts else np.zeros(0)

@@ -1,0 +1,177 @@
+"""Block sources, outputs written block by block, streaming Chow-Liu and streaming EM:
+results equal the in-memory path (exactly for integer counts, else to reduction order)."""
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import spnc
+from spnc import stream
+from spnc.chowliu import fit_chow_liu
+from spnc.errors import DataError, ParameterError
+from spnc.learn.chowliu import ChowLiuTree
+from spnc.learn.em import EM
+
+from conftest import random_spn
+from test_em import MODELS, data_for
+
+
+def _h5(tmp_path, X, name="data.h5", ds="/grp/X"):
+    p = tmp_path / name
+    with h5py.File(p, "w") as f:
+        f.create_dataset(ds, data=X, chunks=(min(len(X), 256), X.shape[1]))
+    return f"{p}:{ds}"
+
+
+def _blocks(X, m):
+    return [X[i:i + m] for i in range(0, len(X), m)]
+
+
+# ---------------------------------------------------------------------- sources
+def test_split_spec_and_sources(tmp_path):
+    assert stream.split_spec("a/b.h5:/x/y") == ("a/b.h5", "/x/y")
+    assert stream.split_spec("c:/data/b.hdf5") == ("c:/data/b.hdf5", None)
+    assert stream.split_spec("t.csv") == ("t.csv", None)
+    X = np.arange(30.0).reshape(10, 3)
+    spec = _h5(tmp_path, X)
+    for src in (X, spec, _blocks(X, 4), lambda: iter(_blocks(X, 3))):
+        s = stream.open_source(src, block_rows=4)
+        got = np.concatenate([b for _, b in s.blocks()])
+        again = np.concatenate([b for _, b in s.blocks()])
+        s.close()
+        assert np.array_equal(got, X) and np.array_equal(again, X)
+    once = stream.open_source(iter(_blocks(X, 4)))
+    list(once.blocks())
+    with pytest.raises(DataError, match="one-shot"):
+        list(once.blocks())
+    with pytest.raises(DataError, match="no dataset"):
+        stream.open_source(str(tmp_path / "data.h5") + ":/nope")
+    with pytest.raises(DataError, match="name the dataset"):
+        stream.open_source(str(tmp_path / "data.h5"))
+    with pytest.raises(DataError, match="columns"):
+        list(stream.open_source([X, X[:, :2]]).blocks())
+    assert stream.is_streamed(spec) and stream.is_streamed(_blocks(X, 4))
+    assert not stream.is_streamed(X) and not stream.is_streamed([[0, 1], [1, 0]])
+
+
+def test_zarr_source(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    X = np.random.default_rng(0).integers(0, 2, size=(500, 6)).astype(np.uint8)
+    z = zarr.open(str(tmp_path / "d.zarr"), mode="w", shape=X.shape, chunks=(100, 6), dtype="u1")
+    z[:] = X
+    a = fit_chow_liu(X)
+    b = fit_chow_liu(str(tmp_path / "d.zarr"))
+    assert np.array_equal(a.parents, b.parents) and np.array_equal(a.mi, b.mi)
+
+
+@pytest.mark.parametrize("ext", [".npy", ".h5"])
+def test_log_likelihood_to_file(tmp_path, ext):
+    spn = spnc.compile(random_spn(np.random.default_rng(1), [2, 3, 2, 4], depth=3))
+    X = spn.sample(1000, seed=3)
+    X[::7, 1] = np.nan
+    out = str(tmp_path / ("ll" + ext))
+    n = stream.log_likelihood_to_file(spn, _h5(tmp_path, X), out, block_rows=128)
+    assert n == 1000
+    got = np.load(out) if ext == ".npy" else h5py.File(out, "r")["log_likelihood"][()]
+    assert np.array_equal(got, spn.log_likelihood(X))
+    assert np.array_equal(stream.log_likelihood(spn, _blocks(X, 300)), spn.log_likelihood(X))
+    # an iterable of unknown length, and nothing left behind when a block fails
+    stream.log_likelihood_to_file(spn, iter(_blocks(X, 333)), str(tmp_path / "it.npy"))
+    assert np.array_equal(np.load(tmp_path / "it.npy"), spn.log_likelihood(X))
+    bad = _blocks(X, 400)
+    bad[-1] = bad[-1].copy()
+    bad[-1][0, 0] = 7.0
+    with pytest.raises(DataError):
+        stream.log_likelihood_to_file(spn, bad, str(tmp_path / "bad.npy"))
+    assert sorted(p.name for p in tmp_path.iterdir() if "bad" in p.name) == []
+
+
+# ---------------------------------------------------------------------- Chow-Liu
+def _same_fit(a, b, exact):
+    assert np.array_equal(a.parents, b.parents)
+    assert np.array_equal(a.cardinality, b.cardinality)
+    eq = np.array_equal if exact else (lambda x, y: np.allclose(x, y, rtol=1e-12, atol=1e-15))
+    assert eq(a.mi, b.mi)
+    for x, y in zip(a.cpts, b.cpts):
+        assert eq(x, y)
+
+
+def _tree_data(rng, n, card):
+    X = np.zeros((n, len(card)), dtype=np.int64)
+    X[:, 0] = rng.integers(0, card[0], n)
+    for j in range(1, len(card)):
+        p = X[:, rng.integers(0, j)]
+        X[:, j] = np.where(rng.random(n) < 0.7, p % card[j], rng.integers(0, card[j], n))
+    return X
+
+
+@pytest.mark.parametrize("card", [[2] * 9, [2, 3, 4, 2, 5, 3, 2]])
+@pytest.mark.parametrize("weights", [None, "const", "random"])
+def test_chow_liu_blocks_equal_in_memory(tmp_path, card, weights):
+    rng = np.random.default_rng(len(card))
+    X = _tree_data(rng, 3001, card).astype(np.uint8)
+    w = None if weights is None else (np.full(3001, 2.5) if weights == "const" else rng.random(3001))
+    if weights == "random":
+        w[::11] = 0.0
+    ref = fit_chow_liu(X, sample_weight=w, alpha=0.5)
+    _same_fit(ref, fit_chow_liu(_h5(tmp_path, X), sample_weight=w, alpha=0.5), exact=weights != "random")
+    _same_fit(ref, fit_chow_liu(_blocks(X.astype(np.float64), 500), sample_weight=w, alpha=0.5),
+              exact=weights != "random")
+    _same_fit(fit_chow_liu(X, card, alpha=0.1), fit_chow_liu(_blocks(X, 777), card, alpha=0.1), exact=True)
+
+
+def test_chow_liu_tree_estimator_on_file(tmp_path):
+    X = _tree_data(np.random.default_rng(5), 2000, [2, 3, 2, 3])
+    a = ChowLiuTree(alpha=1.0).fit(X)
+    b = ChowLiuTree(alpha=1.0).fit(_h5(tmp_path, X))
+    assert np.array_equal(a.score_samples(X), b.score_samples(X))
+    with pytest.raises(DataError, match="rows from 1000"):
+        Y = X.copy()
+        Y[1500, 2] = -1
+        fit_chow_liu(_blocks(Y, 1000))
+    with pytest.raises(DataError, match="one-shot"):
+        fit_chow_liu(iter(_blocks(X, 500)))     # non-binary with inferred cardinality: two passes
+    with pytest.raises(DataError, match="sample_weight has 5"):
+        fit_chow_liu(_blocks(X, 500), sample_weight=np.ones(5))
+
+
+# ---------------------------------------------------------------------- EM
+@pytest.mark.parametrize("kind", ["discrete", "gaussian", "mvgaussian"])
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+def test_em_blocks_equal_in_memory(tmp_path, kind, variant):
+    init = MODELS[kind](3)
+    X = data_for(kind, n=2500, seed=1)
+    X[::13, 0] = np.nan
+    w = np.random.default_rng(2).random(len(X))
+    kw = dict(init=init, max_iter=4, tol=-np.inf, variant=variant, alpha=0.1, batch_size=512)
+    ref = EM(**kw).fit(X, sample_weight=w)
+    got = EM(**kw).fit(_h5(tmp_path, X), sample_weight=w)
+    assert np.allclose(got.history_["train"], ref.history_["train"], rtol=1e-11)
+    a, b = ref.spn_, got.spn_
+    assert np.allclose(a.weight, b.weight, rtol=1e-9, atol=1e-13)
+    for k, t in a.leaf_tables.items():
+        for name, v in t.to_arrays().items():
+            assert np.allclose(v, b.leaf_tables[k].to_arrays()[name], rtol=1e-9, atol=1e-12), (k, name)
+
+
+def test_em_blocks_refusals(tmp_path):
+    from test_em import cltree_model
+    X = data_for("discrete", n=200)
+    with pytest.raises(ParameterError, match="variant"):
+        EM(init=MODELS["discrete"](3), variant="online").fit(_blocks(X, 50))
+    with pytest.raises(DataError, match="one-shot"):
+        EM(init=MODELS["discrete"](3)).fit(iter(_blocks(X, 50)))
+    with pytest.raises(DataError, match="cltree"):
+        EM(init=cltree_model(1)).fit(_blocks(data_for("cltree", n=200), 50))
+
+
+def test_cli_reads_hdf5_spec(tmp_path):
+    from spnc.cli import evaluate, learn
+    X = _tree_data(np.random.default_rng(2), 400, [2, 2, 2, 2]).astype(np.float64)
+    spec = _h5(tmp_path, X)
+    model = str(tmp_path / "m.h5")
+    assert learn.main([spec, "--learner", "chowliu", "-o", model, "-q"]) == 0
+    assert evaluate.main([model, spec, "--out-ll", str(tmp_path / "ll.npy"), "--quiet"]) == 0
+    assert np.allclose(np.load(tmp_path / "ll.npy"), spnc.load(model).log_likelihood(X))
+    assert evaluate.main([model, str(tmp_path / "data.h5") + ":/nope", "--quiet"]) == 2
