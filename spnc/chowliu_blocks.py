@@ -157,8 +157,8 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
                 if const:
                     C, total = C * scale if scale != 1.0 else C, n * scale
                 nt = _cl.resolve_threads(n_threads, float(len(card)) ** 2)
-                mi = _cl._K.mi_from_cooc(C, total, float(alpha), nt)
-                parents = _cl._K.prim_max_forest(mi, max(float(mi_threshold), _cl.MI_EPS))
+                mi = _cl._MI.mi_from_cooc(C, total, float(alpha), nt)
+                parents = _cl._MI.prim_max_forest(mi, max(float(mi_threshold), _cl.MI_EPS))
                 return _cl.ChowLiuFit(parents, _cl._binary_cpts(C, total, parents, float(alpha)), card, mi)
             if not _stream.is_dask(src) and not src.reiterable:
                 raise DataError("non-binary data needs a second pass, but X is a one-shot iterator; pass the "
@@ -176,8 +176,8 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
         if const:
             C, total = C * scale if scale != 1.0 else C, n * scale
         nt = _cl.resolve_threads(n_threads, float(len(card)) ** 2)
-        mi = _cl._K.mi_from_onehot(C, off, card, total, float(alpha), nt)
-        parents = _cl._K.prim_max_forest(mi, max(float(mi_threshold), _cl.MI_EPS))
+        mi = _cl._MI.mi_from_onehot(C, off, card, total, float(alpha), nt)
+        parents = _cl._MI.prim_max_forest(mi, max(float(mi_threshold), _cl.MI_EPS))
         cpts = _cl.cpts_from_counts(_onehot_tables(C, off, card, parents), float(alpha))
         return _cl.ChowLiuFit(parents, cpts, card, mi)
     finally:
