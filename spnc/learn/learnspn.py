@@ -8,15 +8,15 @@ import time
 
 import numpy as np
 
-from ..chowliu import check_codes, resolve_threads
-from .. import _budget
+from ..chowliu import resolve_threads
 from .._progress import Progress
 from ..data import as_data, with_names
-from ..errors import DataError, ParameterError
+from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._training import prepare
 from .base import DensityEstimator
 from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_constraint
 
@@ -266,26 +266,10 @@ class LearnSPN(DensityEstimator):
 
     def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
         A = np.asarray(X)
-        if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
-            raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
-        if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
-            raise DataError(f"X must be numeric, got dtype {A.dtype}")
-        continuous = self.data_type == "continuous"
-        if self.data_type == "auto" and np.issubdtype(A.dtype, np.floating):
-            fin = np.isfinite(A)
-            continuous = bool(fin.all() and np.any(A != np.round(A)))
+        data, card, continuous = prepare(A, self.data_type, self.cardinality, "LearnSPN")
         if continuous:
-            if self.cardinality is not None:
-                raise ParameterError("cardinality", "cardinality applies to discrete data only")
-            d = A.shape[1]
-            _budget.check(48.0 * d * d, f"pairwise statistics over {d} real variables", "use fewer columns")
-            F = np.ascontiguousarray(A, dtype=np.float64)
-            bad = np.argwhere(~np.isfinite(F))
-            if bad.size:
-                r, c = bad[0]
-                raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
-            return F, np.zeros(A.shape[1], dtype=np.int64), True
-        codes, card, _ = check_codes(A, self.cardinality)
+            return data, card, True
+        codes = data
         if self.leaves == "bernoulli" and np.any(card != 2):
             c = int(np.flatnonzero(card != 2)[0])
             r = int(np.flatnonzero(np.asarray(A[:, c]) > 1)[0]) if np.any(np.asarray(A[:, c]) > 1) else 0

@@ -7,11 +7,12 @@ import time
 
 import numpy as np
 
-from ..chowliu import check_codes, resolve_threads
-from ..errors import DataError, ParameterError
+from ..chowliu import resolve_threads
+from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from ._prometheus_build import Builder, Settings
+from ._training import prepare
 from .base import DensityEstimator
 from .em import EM
 from .structure import Context, resolve_step, step_constraint
@@ -143,32 +144,11 @@ class Prometheus(DensityEstimator):
         self.n_threads = n_threads
         self.verbose = verbose
 
-    def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
-        A = np.asarray(X)
-        if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
-            raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
-        if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
-            raise DataError(f"X must be numeric, got dtype {A.dtype}")
-        continuous = self.data_type == "continuous"
-        if self.data_type == "auto" and np.issubdtype(A.dtype, np.floating):
-            continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))
-        if not continuous:
-            codes, card, _ = check_codes(A, self.cardinality)
-            return codes, card, False
-        if self.cardinality is not None:
-            raise ParameterError("cardinality", "Prometheus: cardinality applies to discrete data only")
-        F = np.ascontiguousarray(A, dtype=np.float64)
-        bad = np.argwhere(~np.isfinite(F))
-        if bad.size:
-            r, c = bad[0]
-            raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
-        return F, np.zeros(A.shape[1], dtype=np.int64), True
-
     def fit(self, X, y=None, X_valid=None) -> "Prometheus":
         """Learn structure and parameters from the rows of ``X``; ``X_valid`` (optional)
         picks the best refinement pass."""
         self._validate_params()
-        data, card, continuous = self._prepare(X)
+        data, card, continuous = prepare(X, self.data_type, self.cardinality, "Prometheus")
         if self.affinity == "mi" and continuous:
             raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
         n, d = data.shape

@@ -1,0 +1,35 @@
+"""Training data for the top-down learners (LearnSPN, Prometheus): one matrix, checked,
+as discrete codes or as finite reals."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _budget
+from ..chowliu import check_codes
+from ..errors import DataError, ParameterError
+
+
+def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``(data, cardinality, continuous)``. ``data_type="auto"``: float data with a
+    non-integer value is continuous, anything else discrete codes."""
+    A = np.asarray(X)
+    if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
+        raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
+    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
+        raise DataError(f"X must be numeric, got dtype {A.dtype}")
+    continuous = data_type == "continuous"
+    if data_type == "auto" and np.issubdtype(A.dtype, np.floating):
+        continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))
+    if not continuous:
+        codes, card, _ = check_codes(A, cardinality)
+        return codes, card, False
+    if cardinality is not None:
+        raise ParameterError("cardinality", f"{learner}: cardinality applies to discrete data only")
+    d = A.shape[1]
+    _budget.check(48.0 * d * d, f"pairwise statistics over {d} real variables", "use fewer columns")
+    F = np.ascontiguousarray(A, dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(F))
+    if bad.size:
+        r, c = bad[0]
+        raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+    return F, np.zeros(d, dtype=np.int64), True
