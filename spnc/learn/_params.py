@@ -9,6 +9,8 @@ import math
 import numbers
 from typing import Any, Callable
 
+import numpy as np
+
 from ..errors import ParameterError
 
 
@@ -63,6 +65,22 @@ CALLABLE = Constraint(callable, "a callable")
 RANDOM_STATE = Interval(int, 0, 2**64 - 1)
 N_THREADS = Constraint(lambda v: _is_int(v) and v != 0, "a non-zero integer (-1: all cores)")
 ARRAY_LIKE = Constraint(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes)), "a sequence")
+
+
+def json_value(v: Any) -> Any:
+    """A hyper-parameter as a JSON value: numpy scalars and arrays as Python ones,
+    non-finite floats as strings (JSON has no inf/nan), other objects as their repr."""
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    return repr(v)
 
 
 def validate_params(est) -> None:

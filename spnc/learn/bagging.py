@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
-from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval
+from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval, json_value
 from .base import DensityEstimator
 from .merge import Merge
 
@@ -158,7 +158,7 @@ class BaggedSPN(DensityEstimator):
         ens.learner = {"name": "bagged", "version": "1",
                        "params": {"base_learner": type(self.base_learner).__name__, "n_bags": int(self.n_bags),
                                   "random_state": self.random_state, "merged": self.merge is not None},
-                       "bag_params": [{k: _jsonable(v) for k, v in d.items()} for d in self.bag_params_],
+                       "bag_params": [{k: json_value(v) for k, v in d.items()} for d in self.bag_params_],
                        "bag_weights": w.tolist()}
         self.ensemble_ = ens
         self.merge_ = None
@@ -171,11 +171,3 @@ class BaggedSPN(DensityEstimator):
         self.spn_ = spn
         self.fit_seconds_ = time.perf_counter() - t0
         return self
-
-
-def _jsonable(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (bool, int, float, str)) or v is None:
-        return v
-    return repr(v)

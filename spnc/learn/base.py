@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import DataError, ParameterError
 from ..graph import SPN
-from ._params import validate_params
+from ._params import json_value, validate_params
 
 
 class DensityEstimator:
@@ -30,6 +30,10 @@ class DensityEstimator:
 
     def _validate_params(self) -> None:
         validate_params(self)
+
+    def _json_params(self, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The hyper-parameters as JSON values, for ``spn_.learner["params"]``."""
+        return {k: json_value(v) for k, v in self.get_params().items() if k not in exclude}
 
     def __sklearn_tags__(self):
         # called by scikit-learn only, so it is installed; spnc itself does not need it

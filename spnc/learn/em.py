@@ -20,9 +20,7 @@ responsibilities of that table kept for the pass (n x its leaves).
 """
 from __future__ import annotations
 
-import math
 import time
-from typing import Any
 
 import numpy as np
 
@@ -368,7 +366,7 @@ class EM(DensityEstimator):
         return merged
 
     def _finish(self, spn: SPN, counts: np.ndarray) -> SPN:
-        params = {k: _jsonable(getattr(self, k)) for k in self._param_names() if k not in ("init", "freeze")}
+        params = self._json_params(exclude=("init", "freeze"))
         params["freeze"] = None if self.freeze is None else np.asarray(self.freeze).ravel().tolist()
         params["n_iter"] = int(self.n_iter_)
         stats = dict(spn.stats)
@@ -398,16 +396,6 @@ def _mix(run: dict | None, est: dict, eta: float, scale: float) -> dict:
         out["leaf"][k] = {a: (v if a == "center" else comb(None if prev is None else prev[a], v))
                           for a, v in s.items()}
     return out
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else str(float(v))  # JSON has no inf/nan
-    return v
 
 
 def _copy_private(src: _lb.LeafType, dst: _lb.LeafType) -> None:

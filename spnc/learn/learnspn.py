@@ -309,15 +309,3 @@ class LearnSPN(DensityEstimator):
         self.cardinality_ = card
         self.n_features_in_ = d
         return self
-
-    def _json_params(self) -> dict:
-        out = {}
-        for k, v in self.get_params().items():
-            if isinstance(v, np.ndarray):
-                v = v.tolist()
-            elif isinstance(v, (np.integer, np.floating)):
-                v = v.item()
-            elif not (v is None or isinstance(v, (bool, int, float, str, list, tuple))):
-                v = repr(v)
-            out[k] = v
-        return out

@@ -34,7 +34,6 @@ included — so merging never lowers the validation log-likelihood.
 from __future__ import annotations
 
 import time
-from typing import Sequence
 
 import numpy as np
 

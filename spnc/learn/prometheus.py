@@ -206,18 +206,6 @@ class Prometheus(DensityEstimator):
             opts.update(variant="hard")
         return EM(**opts).fit(X, X_valid=Xv).spn_
 
-    def _json_params(self) -> dict:
-        out = {}
-        for k, v in self.get_params().items():
-            if isinstance(v, np.ndarray):
-                v = v.tolist()
-            elif isinstance(v, (np.integer, np.floating)):
-                v = v.item()
-            elif not (v is None or isinstance(v, (bool, int, float, str, list, tuple))):
-                v = repr(v)
-            out[k] = v
-        return out
-
 
 class _NoSplit:
     """``n_clusters=1``: no clustering, one decomposition chain per call."""
