@@ -24,19 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
+import _bench  # noqa: E402,F401  (threads, import path; before numpy)
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import DEFAULT_DATA, ROOT, SETS, load  # noqa: E402
 from spnc._kinds import LEAF, SUM  # noqa: E402
 from spnc.learn import LearnSPN  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
-SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
 # published test log-likelihoods. LearnSPN: Gens & Domingos (2013), the same fixed
 # train/valid/test splits as here (not paper 004's 10-fold figures).
 LEARNSPN = {"nltcs": -6.11, "plants": -12.97, "baudio": -40.50, "jester": -53.48, "bnetflix": -57.33,
@@ -63,11 +56,6 @@ GRIDS = {
                  criterion=["info_gain", "mi_score"]),
 }
 QUICK = {name: {k: v[:1] for k, v in g.items()} for name, g in GRIDS.items()}
-
-
-def load(root: Path, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",", dtype=np.uint8)
-                 for s in ("train", "valid", "test"))
 
 
 def layers(spn) -> int:

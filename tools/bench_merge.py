@@ -23,24 +23,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
-for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
+import _bench  # noqa: E402  (threads, import path; before numpy)
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import DEFAULT_DATA, SETS  # noqa: E402
 from spnc.learn import EM, BaggedSPN, LearnSPN, Merge  # noqa: E402
 from spnc.learn.merge import n_parameters  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
-SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
 # Rahman & Gogate, Table 2 (L-SPN / O-SPN): T-LL, G-LL, |T|, |G|, T-time, G-time
 PAPER2 = {
     "lspn": {"nltcs": (-6.03, -6.04, 5498, 3988, 5.37, 396.69), "plants": (-12.80, -12.69, 65132, 47802, 68.44, 17775.76),
@@ -61,8 +52,7 @@ SMALL = ([0.001, 0.01], [5, 7, 10])         # tree grid unless --full-grid (time
 
 
 def load(root: Path, name: str):
-    return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",").astype(np.float64)
-                 for s in ("train", "valid", "test"))
+    return _bench.load(root, name, dtype=np.float64)
 
 
 def grid(kind: str, leaves: str, quick: bool, full: bool = False):

@@ -17,25 +17,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
+import _bench  # noqa: E402,F401  (threads, import path; before numpy)
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import DEFAULT_DATA, SETS, load  # noqa: E402
 from spnc._kinds import SUM  # noqa: E402
 from spnc.learn import EM, LearnSPN  # noqa: E402
 from spnc.learn.treespn import TreeSPN  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
-SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
 TREESPN = {"nltcs": -6.01, "plants": -12.30, "baudio": -39.76, "jester": -52.59, "bnetflix": -56.12,
            "accidents": -29.86}
 # (n_trees, max_depth) from the paper's grid {5, 20, 30} x {2, 4, 6}; g_factor 5.4 and 1.35
@@ -43,11 +35,6 @@ TREESPN = {"nltcs": -6.01, "plants": -12.30, "baudio": -39.76, "jester": -52.59,
 SHAPES = [(5, 2), (20, 4), (30, 6)]
 G_FACTORS = [5.4]
 EM_ALPHAS = [0.1, 1.0]
-
-
-def load(root: Path, name: str):
-    return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",", dtype=np.uint8)
-                 for s in ("train", "valid", "test"))
 
 
 def model_size(spn) -> dict:

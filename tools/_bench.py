@@ -1,0 +1,26 @@
+"""Set-up shared by the benchmarks on the binary sets: one thread per library (timings
+are single-threaded unless a script says otherwise), spnc importable from the
+repository, and the fixed train/valid/test splits of ``../shared/data/binary``.
+Import it before numpy."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
+
+
+def load(root: Path, name: str, dtype=np.uint8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train, valid, test)`` of the binary set ``name`` under ``root``."""
+    return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",", dtype=dtype)
+                 for s in ("train", "valid", "test"))
