@@ -162,7 +162,7 @@ def test_merge_compresses_an_ospn_and_creates_sharing(trees):
 
 
 @pytest.mark.parametrize("distance", ["kl", "hellinger"])
-@pytest.mark.parametrize("refit", ["counts", "hard_em"])
+@pytest.mark.parametrize("refit", ["counts", "hard_em", "em"])
 def test_merge_options(trees, distance, refit):
     X, Xv, models = trees
     tree = models["latent", "chowliu"]
