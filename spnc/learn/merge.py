@@ -131,12 +131,16 @@ class _Round:
     def refit(self, spn: SPN, kept: list[int]) -> SPN:
         if not kept:
             return spn
+        free = descendants(spn, kept)
         if self.est.refit == "em":
-            free = descendants(spn, kept)
-            return EM(init=spn, max_iter=int(self.est.max_iter), freeze=np.flatnonzero(~free),
+            if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
+                # a kept member may give probability 0 to rows its partner explained;
+                # one smoothed counting pass first, so EM can use every row
+                spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt)[0]
+            return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
                       n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
-        return hard_refit(spn, self.X, descendants(spn, kept), alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
+        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
 
     def chowliu_check(self, spn: SPN, kept: list[int]) -> dict:
         """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree."""
