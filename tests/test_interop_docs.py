@@ -48,11 +48,14 @@ def test_worked_example_runs_and_the_composed_model_wins(tmp_path, monkeypatch, 
     assert final > max(parts.values()), (final, parts)
     assert parts["merged.h5"] >= parts["mix.h5"]
     assert spnc.load("merged.h5").n_nodes < spnc.load("mix.h5").n_nodes / 2
-    # the numbers in the table of docs/interop.md are these
+    # the numbers in the table of docs/interop.md are these (to the last printed digit:
+    # thread counts change EM's reduction order, so a rounding boundary may move)
     doc = (ROOT / "docs" / "interop.md").read_text()
-    assert f"**{final:.4f}**" in doc
+    bold = np.array([float(x) for x in re.findall(r"\*\*(-\d+\.\d{4})\*\*", doc)])
+    shown = np.array([float(x) for x in re.findall(r"-\d+\.\d{4}", doc)])
+    assert np.abs(bold - final).min() <= 2e-4, (final, bold)
     for v in parts.values():
-        assert f"{v:.4f}" in doc
+        assert np.abs(shown - v).min() <= 2e-4, (v, shown)
     back = importers.load("refined.deeprob.json")
     np.testing.assert_allclose(back.log_likelihood(Xv[:200]), spnc.load("refined.h5").log_likelihood(Xv[:200]),
                                rtol=0, atol=1e-9)
