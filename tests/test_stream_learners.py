@@ -94,3 +94,11 @@ def test_streamed_learner_errors(tmp_path, binary):
         LearnSPN(min_instances=200, sample_rows=500, random_state=0).fit(_h5(tmp_path, X))
     ok = LearnSPN(min_instances=200, sample_rows=500, random_state=0, cardinality=[3] + [2] * 7)
     assert ok.fit(_h5(tmp_path, X)).spn_.cardinality[0] == 3
+
+
+def test_oslrau_reads_a_file_spec(tmp_path):
+    from spnc.learn.oslrau import OSLRAU
+    X = np.random.default_rng(3).normal(size=(3000, 3)) @ np.array([[1, .8, 0], [0, .6, 0], [0, 0, 1.]])
+    a = OSLRAU(random_state=0).fit(X)
+    b = OSLRAU(random_state=0).fit(_h5(tmp_path, X))
+    assert np.array_equal(a.score_samples(X), b.score_samples(X))
