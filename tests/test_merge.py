@@ -13,7 +13,7 @@ from spnc.learn.merge import identical_merge, node_marginals, pairwise_distance
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, eval_linear, random_spn
+from conftest import all_states, eval_linear, random_spn, shared_data
 
 
 def _data(seed=0, n=900, d=7):
@@ -162,7 +162,7 @@ def test_merge_compresses_an_ospn_and_creates_sharing(trees):
 
 
 @pytest.mark.parametrize("distance", ["kl", "hellinger"])
-@pytest.mark.parametrize("refit", ["counts", "hard_em"])
+@pytest.mark.parametrize("refit", ["counts", "hard_em", "em"])
 def test_merge_options(trees, distance, refit):
     X, Xv, models = trees
     tree = models["latent", "chowliu"]
@@ -288,3 +288,17 @@ def test_estimators_clone_with_scikit_learn(trees):
     assert c.get_params()["distance"] == "kl" and c.init is not None
     b = clone(BaggedSPN(LearnSPN(min_instances=20), n_bags=2, merge=Merge()))
     assert b.n_bags == 2 and isinstance(b.base_learner, LearnSPN)
+
+
+@pytest.mark.slow
+def test_soft_em_refit_explains_every_training_row():
+    """Merging an O-SPN hard can leave a kept member that gives probability 0 to rows its
+    partner explained (nltcs, threshold 0.4); the EM refit smooths by counting first
+    instead of failing."""
+    d = shared_data("binary", "nltcs.train.data").parent
+    X, Xv = (np.loadtxt(d / f"nltcs.{s}.data", delimiter=",") for s in ("train", "valid"))
+    tree = LearnSPN(sum_split="observed", leaves="chowliu", min_instances=10, alpha=1.0, random_state=0,
+                    splitter="mi_components", mi_threshold=0.001, max_depth=5, criterion="info_gain").fit(X).spn_
+    m = Merge(init=tree, epsilon=[0.2, 0.4], refit="em", max_iter=3).fit(X, X_valid=Xv)
+    assert np.isfinite(m.spn_.log_likelihood(X)).all()
+    assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import _oslrau
 from .. import stream as _stream
+from .._kinds import LEAF, PRODUCT, SUM
 from .._progress import Progress
 from ..data import as_data, with_names
 from ..errors import DataError
@@ -48,7 +49,6 @@ from ._oslrau_store import _DTYPES, TreeStore
 from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 
-SUM, PRODUCT, LEAF = 0, 1, 2
 #: the authors' code: new leaves' variances floored at 1e-4, later updates unfloored
 PAPER_FLOOR = {"variance_floor": "creation", "min_var": 1e-4}
 #: ``select="auto"``: the default floor and the paper's, each with and without spacing
