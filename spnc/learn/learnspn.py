@@ -337,7 +337,7 @@ class LearnSPN(DensityEstimator):
             spn = refine_params(spn, rows, mode, n_iter=self.refine_iter,
                                 alpha=0.0 if continuous else float(self.alpha), min_std=self.min_std,
                                 random_state=self.random_state, n_threads=self.n_threads,
-                                verbose=bool(self.progress), X_valid=X_valid)
+                                verbose=False, X_valid=X_valid)
         self.fit_seconds_ = time.perf_counter() - t0
         self.step_seconds_ = dict(progress.seconds)
         spn.learner = {"name": "learnspn", "version": "1", "params": self._json_params(),
