@@ -1,5 +1,5 @@
-"""Streaming EM and Chow-Liu over a file at least twice the memory limit of the process
-that learns from it.
+"""Streaming EM, Chow-Liu and LearnSPN (structure on a sample, a counting pass over all
+rows) over a file at least twice the memory limit of the process that learns from it.
 
 The learner runs in a subprocess whose whole address space is capped (``RLIMIT_AS``, set
 before it imports anything) at ``LIMIT``: its measured size after start-up plus
@@ -39,6 +39,8 @@ HEADROOM = 96 << 20        # bytes the learner may use beyond its start-up size 
 N_VARS = 64
 BASE_ROWS = 1 << 16        # rows of X0
 EM_KW = dict(max_iter=1, tol=-np.inf, alpha=0.5, n_threads=1)   # two passes: E-step, final objective
+# LearnSPN: structure on a sample, one hard-EM pass (counts) over all rows
+LS_KW = dict(min_instances=2000, sample_rows=20000, refine="hard", refine_iter=1, random_state=0, n_threads=1)
 # a small baseline: no BLAS or OpenMP thread pools, few malloc arenas
 CHILD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
              "MALLOC_ARENA_MAX": "2"}
@@ -53,15 +55,17 @@ CHILD = textwrap.dedent("""
     import spnc
     from spnc.chowliu import fit_chow_liu
     from spnc.learn.em import EM
+    from spnc.learn.learnspn import LearnSPN
 
-    spec, model_path, out_em, out_cl, file_bytes, kw = sys.argv[2:]
-    kw = json.loads(kw)
+    spec, model_path, out_em, out_cl, file_bytes, kw, ls_kw = sys.argv[2:]
+    kw, ls_kw = json.loads(kw), json.loads(ls_kw)
     m = np.load(model_path)
     init = spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(j, float(q)) for j, q in enumerate(row)])
                                   for row in m["q"]], m["w"].tolist()))
     small = init.sample(500, seed=0).astype(np.uint8)   # warm-up: code paths loaded
     EM(init=init, **kw).fit(small)
     fit_chow_liu(small)
+    LearnSPN(**dict(ls_kw, sample_rows=None)).fit(small)
 
     def vm(field):
         for line in open("/proc/self/status"):
@@ -78,9 +82,12 @@ CHILD = textwrap.dedent("""
         pass
     em = EM(init=init, **kw).fit(spec)
     cl = fit_chow_liu(spec, alpha=0.5)
+    ls = LearnSPN(**ls_kw).fit(spec).spn_
     np.savez(out_em, weight=em.spn_.weight, **{f"{k}.{f}": v for k, t in em.spn_.leaf_tables.items()
                                                 for f, v in t.to_arrays().items()})
     np.savez(out_cl, parents=cl.parents, mi=cl.mi, cardinality=cl.cardinality, *cl.cpts)
+    np.savez(out_em.replace(".npz", "_ls.npz"), kind=ls.kind, child=ls.child, weight=ls.weight,
+             **{f"{k}.{f}": v for k, t in ls.leaf_tables.items() for f, v in t.to_arrays().items()})
     # VmPeak / VmHWM: peak address space / resident memory of this program (reset by exec)
     print(json.dumps({"limit": limit, "vm_peak": vm("VmPeak"), "rss_peak": vm("VmHWM"),
                       "history": em.history_["train"].tolist()}))
@@ -97,7 +104,7 @@ def _run_child(args: list[str], limit: int) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow          # ~20 s of CPU: two EM passes and a Chow-Liu pass over 500 MB
+@pytest.mark.slow          # ~30 s of CPU: four EM passes and a Chow-Liu pass over 500 MB
 def test_streaming_em_and_chow_liu_under_memory_limit(tmp_path):
     rng = np.random.default_rng(0)
     p = rng.uniform(0.1, 0.9, size=(2, N_VARS))          # two latent classes
@@ -110,7 +117,7 @@ def test_streaming_em_and_chow_liu_under_memory_limit(tmp_path):
     path = tmp_path / "big.h5"
     spec = f"{path}:/X"
     args = [spec, str(tmp_path / "init.npz"), str(tmp_path / "em.npz"), str(tmp_path / "cl.npz"), "0",
-            json.dumps(EM_KW)]
+            json.dumps(EM_KW), json.dumps(LS_KW)]
 
     limit = _run_child(args, 0)["vm_peak"] + HEADROOM
     reps = -(-2 * limit // X0.nbytes) + 1
@@ -133,6 +140,20 @@ def test_streaming_em_and_chow_liu_under_memory_limit(tmp_path):
     got = np.load(tmp_path / "em.npz")
     assert np.allclose(got["weight"], ref.weight, rtol=1e-9, atol=1e-13)
     for k, t in ref.leaf_tables.items():
+        for name, v in t.to_arrays().items():
+            assert np.allclose(v, got[f"{k}.{name}"], rtol=1e-9, atol=1e-13)
+    # LearnSPN: the structure from the sampled rows, then hard EM on all rows (as X0 weighted)
+    from spnc.learn.learnspn import LearnSPN
+    from spnc.learn._sample import sample_index
+    with h5py.File(path, "r") as f:
+        S = f["X"][sample_index(reps * BASE_ROWS, LS_KW["sample_rows"], LS_KW["random_state"])]
+    plain = LearnSPN(**dict(LS_KW, sample_rows=None, refine="none")).fit(S).spn_
+    ls_ref = EM(init=plain, variant="hard", max_iter=1, alpha=0.1, min_std=1e-2, n_threads=1).fit(
+        X0.astype(np.float64), sample_weight=w).spn_
+    got = np.load(tmp_path / "em_ls.npz")
+    assert np.array_equal(got["kind"], ls_ref.kind) and np.array_equal(got["child"], ls_ref.child)
+    assert np.allclose(got["weight"], ls_ref.weight, rtol=1e-9, atol=1e-13)
+    for k, t in ls_ref.leaf_tables.items():
         for name, v in t.to_arrays().items():
             assert np.allclose(v, got[f"{k}.{name}"], rtol=1e-9, atol=1e-13)
     cl = np.load(tmp_path / "cl.npz")
