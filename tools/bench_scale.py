@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -74,6 +75,8 @@ def main() -> None:
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 27,
                          "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 1 << 26})
     from distributed import Client, LocalCluster
+    # the set-up ships the data to the workers once, inside the graph; that is intended here
+    warnings.filterwarnings("ignore", message="Sending large graph")
 
     truth, init = model(a.vars, 0), model(a.vars, 1)
     X = truth.sample(a.rows, seed=0)
