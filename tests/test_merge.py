@@ -269,6 +269,24 @@ def test_bagged_spn_merged_as_a_whole(small):
     assert bag.spn_.n_nodes <= bag.ensemble_.n_nodes
 
 
+def test_bagged_spn_weights(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
+    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
+    fits = {w: BaggedSPN(base, n_bags=3, param_distributions=pd, weights=w, random_state=7).fit(X, X_valid=Xv)
+            for w in ("train", "uniform", "valid")}
+    assert np.allclose(fits["uniform"].bag_weights_, 1 / 3)
+    # the same bags; validation weights are the maximum-likelihood mixture on X_valid
+    models = [spnc.compile(c, n_vars=X.shape[1]) for c in fits["train"].ensemble_.to_nodes().children]
+    L = np.column_stack([m.log_likelihood(Xv) for m in models])
+    mix = lambda w: np.log(np.exp(L) @ w).mean()  # noqa: E731
+    best = mix(fits["valid"].bag_weights_)
+    assert best >= max(mix(fits["train"].bag_weights_), mix(fits["uniform"].bag_weights_)) - 1e-9
+    assert fits["valid"].spn_.log_likelihood(Xv).mean() == pytest.approx(best, abs=1e-9)
+    with pytest.raises(spnc.DataError, match="X_valid"):
+        BaggedSPN(base, n_bags=2, weights="valid").fit(X)
+
+
 def test_bagged_spn_bad_parameters(small):
     X, _ = small
     with pytest.raises(ParameterError, match="param_distributions"):
