@@ -3,10 +3,11 @@
 Each bag fits a copy of the base learner on a bootstrap sample of the training rows, its
 hyper-parameters drawn at random from ``param_distributions`` (random search, as in the
 paper). The bags become the children of one latent sum node, weighted by their training
-likelihood (the paper) or by EM on validation rows, so the ensemble is a single SPN that can be saved, queried and merged as a
-whole (``merge=Merge(...)``). Bags run in parallel processes; every bag's seed, sample and
+likelihood (the paper) or by EM on validation rows, so the ensemble is a single SPN that can
+be saved, queried and merged as a whole (``merge=Merge(...)``). Bags run in parallel
+processes, or as tasks on a Dask cluster (``backend="dask"``); every bag's seed, sample and
 hyper-parameters come from ``random_state`` alone and bags use one kernel thread each, so
-the result is the same for any ``n_jobs``.
+the result is the same for any ``n_jobs`` and either backend.
 """
 from __future__ import annotations
 
@@ -48,6 +49,18 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray) -> tuple[
     return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
 
 
+def _fit_bags_dask(cls: type, plans: list, X: np.ndarray) -> list:
+    """The bags as tasks on the current ``dask.distributed`` client, in plan order."""
+    from .. import dask as _dask
+    client = _dask.current_client()
+    if client is None:
+        raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
+                                        "(distributed.Client() for a local cluster, or a scheduler address)")
+    Xf = client.scatter(X, broadcast=True, hash=False)
+    futs = [client.submit(_fit_bag, cls, p, Xf, rows, pure=False) for p, rows in plans]
+    return client.gather(futs)
+
+
 def _is_dist_table(v) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) for k in v)
 
@@ -69,6 +82,10 @@ class BaggedSPN(DensityEstimator):
     merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
         to the whole ensemble with ``X_valid``.
     n_jobs : worker processes (None or 1: in this process; -1: all cores).
+    backend : ``"processes"`` (``n_jobs`` local processes) or ``"dask"``: one task per bag
+        on the current ``dask.distributed`` client (``Client()`` for a local cluster,
+        ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
+        per worker; ``n_jobs`` is then ignored.
     random_state : seed of the samples, the draws and the bags' own seeds.
     verbose : one line per bag when > 0.
 
@@ -84,19 +101,21 @@ class BaggedSPN(DensityEstimator):
         "weights": [Options("train", "uniform", "valid")],
         "merge": [Instance(Merge), None],
         "n_jobs": [Interval(int, 1), Constraint(lambda v: v == -1 and not isinstance(v, bool), "-1"), None],
+        "backend": [Options("processes", "dask")],
         "random_state": [RANDOM_STATE, None],
         "verbose": [Interval(int, 0), BOOL],
     }
 
     def __init__(self, base_learner: DensityEstimator | None = None, n_bags: int = 40, param_distributions=None,
-                 weights: str = "train", merge: Merge | None = None, n_jobs: int | None = None, random_state: int | None = None,
-                 verbose: int = 0):
+                 weights: str = "train", merge: Merge | None = None, n_jobs: int | None = None,
+                 backend: str = "processes", random_state: int | None = None, verbose: int = 0):
         self.base_learner = base_learner
         self.n_bags = n_bags
         self.param_distributions = param_distributions
         self.weights = weights
         self.merge = merge
         self.n_jobs = n_jobs
+        self.backend = backend
         self.random_state = random_state
         self.verbose = verbose
 
@@ -138,7 +157,9 @@ class BaggedSPN(DensityEstimator):
         cls = type(self.base_learner)
         jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
         results: list = [None] * len(plans)
-        if jobs <= 1:
+        if self.backend == "dask":
+            results = _fit_bags_dask(cls, plans, X)
+        elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
                 results[i] = _fit_bag(cls, p, X, rows)
                 if self.verbose:
