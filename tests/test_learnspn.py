@@ -217,7 +217,8 @@ def check_valid(spn):
 
 @pytest.mark.parametrize("splitter", SPLITTERS)
 @pytest.mark.parametrize("sum_split,leaves", [("latent", "univariate"), ("latent", "chowliu"),
-                                              ("observed", "univariate"), ("observed", "chowliu")])
+                                              ("observed", "univariate"), ("observed", "chowliu"),
+                                              ("latent", "chowliu_bic")])
 def test_every_configuration_is_normalised_and_valid(splitter, sum_split, leaves):
     rng = np.random.default_rng(11)
     X = planted(rng, n=600, blocks=((0, 1, 2), (3, 4, 5, 6, 7)))
@@ -260,6 +261,14 @@ def test_learning_beats_independence_and_chow_liu_leaves_help_on_a_chain():
     clt = LearnSPN(leaves="chowliu", min_instances=4000, random_state=0).fit(tr).score(te)
     assert lspn > indep + 1.0
     assert clt > lspn
+    # BIC pruning keeps the strong links of the chain, and on 40 rows of independent
+    # columns drops the spurious edges a full tree fits to noise
+    bic = LearnSPN(leaves="chowliu_bic", min_instances=4000, random_state=0).fit(tr).score(te)
+    assert bic > lspn
+    noise = (rng.random((2040, 12)) < 0.5).astype(np.uint8)
+    full, pruned = (LearnSPN(leaves=lv, min_instances=100, random_state=0).fit(noise[:40]).score(noise[40:])
+                    for lv in ("chowliu", "chowliu_bic"))
+    assert pruned > full
 
 
 def test_continuous_data_gives_a_density():
