@@ -38,6 +38,7 @@ DEPTHS = [2, 4, 6]
 EM_ALPHAS = [0.1, 1.0]          # EM from a LearnSPN initialisation
 TREE_EM_ALPHAS = [0.1, 1.0, 4.0]  # TreeSPN's EM pseudo-count, chosen on validation
 TREE_EM_PASSES = 10             # EM passes per TreeSPN fit (patience 2)
+TREE_ALPHAS = [10.0, 0.1]       # smoothing of the starting trees (the first is used while searching)
 
 
 def model_size(spn) -> dict:
@@ -75,11 +76,11 @@ def em_from_learnspn(root: Path, sets: list[str], chosen: dict, seed: int) -> li
     return rows
 
 
-def tree_fit(name, tr, va, te, seed, p, k, h, em_alpha=1.0, stage="") -> tuple[dict, TreeSPN]:
+def tree_fit(name, tr, va, te, seed, p, k, h, ta, em_alpha=1.0, stage="") -> tuple[dict, TreeSPN]:
     t = time.perf_counter()
-    m = TreeSPN(n_trees=k, max_depth=h, g_factor=g_factor_for(p), em_alpha=em_alpha, em_max_iter=TREE_EM_PASSES,
-                patience=2, random_state=seed, n_threads=1).fit(tr, X_valid=va)
-    r = {"set": name, "stage": stage, "p": p, "n_trees": k, "max_depth": h, "em_alpha": em_alpha,
+    m = TreeSPN(n_trees=k, max_depth=h, g_factor=g_factor_for(p), tree_alpha=ta, em_alpha=em_alpha,
+                em_max_iter=TREE_EM_PASSES, patience=2, random_state=seed, n_threads=1).fit(tr, X_valid=va)
+    r = {"set": name, "stage": stage, "p": p, "n_trees": k, "max_depth": h, "tree_alpha": ta, "em_alpha": em_alpha,
          "fit_seconds": time.perf_counter() - t, **scores(m.spn_, m.structure_, va, te), "em_passes": len(m.history_["valid"]),
          **model_size(m.spn_)}
     print(json.dumps(r), flush=True)
@@ -93,29 +94,38 @@ def scores(spn, start, va, te) -> dict:
             "structure_test_ll": float(start.log_likelihood(te).mean())}
 
 
-def treespn(root: Path, sets: list[str], seed: int) -> list[dict]:
+def treespn(root: Path, sets: list[str], seed: int, done: list[dict] = ()) -> list[dict]:
     """Coarse-to-fine search of the paper's grid on validation, one axis at a time:
-    p at (20 trees, depth 4); depth at (p, 20 trees); n_trees at (p, depth); then EM's
-    pseudo-count from the chosen structure. 7 TreeSPN fits and 2 EM reruns per set."""
+    p at (20 trees, depth 4); depth at (p, 20 trees); n_trees at (p, depth), all with
+    starting trees smoothed by ``TREE_ALPHAS[0]``; then the starting trees' smoothing; then
+    EM's pseudo-count from the chosen structure. 8 TreeSPN fits and 2 EM reruns per set.
+    Fits found in ``done`` (earlier rows, same seed) are reused, not repeated."""
     rows = []
     for name in sets:
         tr, va, te = load(root, name)
-        runs = {}
+        runs = {(r["p"], r["n_trees"], r["max_depth"], r.get("tree_alpha", 10.0)):
+                ({k: v for k, v in r.items() if k != "chosen"}, None)
+                for r in done if r["set"] == name and r["stage"] != "em_alpha"}
+        rows.extend(r for r, _ in runs.values())
 
-        def run(p, k, h, stage):
-            if (p, k, h) not in runs:
-                r, m = tree_fit(name, tr, va, te, seed, p, k, h, stage=stage)
-                runs[(p, k, h)] = (r, m)
+        def run(p, k, h, ta, stage):
+            if (p, k, h, ta) not in runs:
+                r, m = tree_fit(name, tr, va, te, seed, p, k, h, ta, stage=stage)
+                runs[(p, k, h, ta)] = (r, m)
                 rows.append(r)
-            return runs[(p, k, h)][0]
+            return runs[(p, k, h, ta)][0]
 
         def best(keys):
             return max(keys, key=lambda key: runs[key][0]["valid_ll"])
 
-        p = best([(q, 20, 4) for q in P_VALUES if run(q, 20, 4, "p")])[0]
-        h = best([(p, 20, d) for d in DEPTHS if run(p, 20, d, "depth")])[2]
-        k = best([(p, j, h) for j in N_TREES if run(p, j, h, "n_trees")])[1]
-        r0, m = runs[(p, k, h)]
+        ta = TREE_ALPHAS[0]
+        p = best([(q, 20, 4, ta) for q in P_VALUES if run(q, 20, 4, ta, "p")])[0]
+        h = best([(p, 20, d, ta) for d in DEPTHS if run(p, 20, d, ta, "depth")])[2]
+        k = best([(p, j, h, ta) for j in N_TREES if run(p, j, h, ta, "n_trees")])[1]
+        ta = best([(p, k, h, a) for a in TREE_ALPHAS if run(p, k, h, a, "tree_alpha")])[3]
+        r0, m = runs[(p, k, h, ta)]
+        if m is None:      # reused row: the structure is refitted (same seed, same model)
+            m = tree_fit(name, tr, va, te, seed, p, k, h, ta, stage=r0["stage"])[1]
         cands = [r0]
         for a in TREE_EM_ALPHAS:
             if a == r0["em_alpha"]:
@@ -151,20 +161,21 @@ def markdown(em_rows: list[dict], tree_rows: list[dict]) -> str:
               "Columns: *test LL* spnc (fixed train/valid/test split, model chosen on validation);",
               "*paper* Desana & Schnörr, Table 1 (TreeSPN column); *before EM* the chosen structure",
               "with its initial trees and weights; *EM gain (valid)* validation LL after EM minus before.", "",
-              "| set | test LL | paper | before EM | EM gain (valid) | p | n_trees | depth | EM alpha | EM passes "
-              "| tree leaves | edges | tree CPT entries |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| set | test LL | paper | before EM | EM gain (valid) | p | n_trees | depth | tree alpha | EM alpha "
+              "| EM passes | tree leaves | edges | tree CPT entries |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in [r for r in tree_rows if r.get("chosen")]:
             L.append(f"| {r['set']} | **{r['test_ll']:.3f}** | {TREESPN.get(r['set'], '–')} | "
                      f"{r['structure_test_ll']:.3f} | {r['valid_ll'] - r['structure_valid_ll']:+.3f} | {r['p']} | "
-                     f"{r['n_trees']} | {r['max_depth']} | {r['em_alpha']} | {r['em_passes']} | "
-                     f"{r.get('tree_leaves', 0)} | {r['edges']} | {r.get('tree_params', 0)} |")
+                     f"{r['n_trees']} | {r['max_depth']} | {r.get('tree_alpha', 10.0)} | {r['em_alpha']} | "
+                     f"{r['em_passes']} | {r.get('tree_leaves', 0)} | {r['edges']} | {r.get('tree_params', 0)} |")
         L += ["", "Every configuration tried (in search order; *stage* names the axis searched):", "",
-              "| set | stage | p | n_trees | depth | EM alpha | valid LL | valid before EM | test LL | "
+              "| set | stage | p | n_trees | depth | tree alpha | EM alpha | valid LL | valid before EM | test LL | "
               "test before EM | EM passes | edges | s |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in tree_rows:
-            L.append(f"| {r['set']} | {r['stage']} | {r['p']} | {r['n_trees']} | {r['max_depth']} | {r['em_alpha']} | "
+            L.append(f"| {r['set']} | {r['stage']} | {r['p']} | {r['n_trees']} | {r['max_depth']} | "
+                     f"{r.get('tree_alpha', 10.0)} | {r['em_alpha']} | "
                      f"{r['valid_ll']:.3f} | {r['structure_valid_ll']:.3f} | {r['test_ll']:.3f} | "
                      f"{r['structure_test_ll']:.3f} | {r['em_passes']} | {r['edges']} | {r['fit_seconds']:.0f} |")
         L.append("")
@@ -194,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     old = json.loads(a.from_json.read_text()) if a.from_json else {}
     others = lambda key: [r for r in old.get(key, []) if r["set"] not in a.sets]  # noqa: E731 (rows of other sets)
     em_rows = old.get("em", []) if a.no_em else others("em") + em_from_learnspn(a.data, a.sets, chosen, a.seed)
-    tree_rows = old.get("treespn", []) if a.no_treespn else others("treespn") + treespn(a.data, a.sets, a.seed)
+    tree_rows = (old.get("treespn", []) if a.no_treespn
+                 else others("treespn") + treespn(a.data, a.sets, a.seed, old.get("treespn", [])))
     if a.json:
         a.json.write_text(json.dumps({"em": em_rows, "treespn": tree_rows}, indent=1))
     text = markdown(em_rows, tree_rows)

@@ -83,11 +83,13 @@ class TreeSPN(DensityEstimator):
 
     The paper's independence thresholds p = 0.1, 0.01, 0.001 are ``g_factor`` 1.353,
     3.317, 5.414 (:func:`g_factor_for`). The initial trees are fitted to their groups
-    with a strong smoothing ``tree_alpha`` (default 10 per CPT entry), so the starting
-    model is under-fitted and EM, stopped on validation, decides how far the trees
-    sharpen: fitted with the learner's small ``alpha``, the 20-30 trees of a sum node
-    already fit their groups so closely that every EM pass lowered the validation
-    log-likelihood. ``em_alpha`` is EM's pseudo-count (choose it on validation).
+    with smoothing ``tree_alpha`` (default 10 per CPT entry; None: the learner's
+    ``alpha``), so the starting model is under-fitted and EM, stopped on validation,
+    decides how far the trees sharpen. With many trees per sum node on large sets EM can
+    still lower the validation log-likelihood from the first pass (the trees are fitted
+    to the rows they are then made responsible for); EM then returns the start.
+    ``tree_alpha`` and ``em_alpha`` (EM's pseudo-count) are best chosen on validation
+    (``tools/bench_treespn.py``).
 
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
     ``history_`` (EM's train/valid log-likelihood per pass)."""
