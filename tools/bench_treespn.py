@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in json.loads(a.learnspn_json.read_text())["binary"]:
             if r["learner"] == "gvs":
                 chosen[r["set"]] = r["params"]
-    old = json.loads(a.from_json.read_text()) if a.from_json else {}
+    old = json.loads(a.from_json.read_text()) if a.from_json and a.from_json.exists() else {}
     others = lambda key: [r for r in old.get(key, []) if r["set"] not in a.sets]  # noqa: E731 (rows of other sets)
     em_rows = old.get("em", []) if a.no_em else others("em") + em_from_learnspn(a.data, a.sets, chosen, a.seed)
     tree_rows = (old.get("treespn", []) if a.no_treespn
