@@ -81,7 +81,8 @@ def tree_fit(name, tr, va, te, seed, p, k, h, ta, em_alpha=1.0, stage="") -> tup
     m = TreeSPN(n_trees=k, max_depth=h, g_factor=g_factor_for(p), tree_alpha=ta, em_alpha=em_alpha,
                 em_max_iter=TREE_EM_PASSES, patience=2, random_state=seed, n_threads=1).fit(tr, X_valid=va)
     r = {"set": name, "stage": stage, "p": p, "n_trees": k, "max_depth": h, "tree_alpha": ta, "em_alpha": em_alpha,
-         "fit_seconds": time.perf_counter() - t, **scores(m.spn_, m.structure_, va, te), "em_passes": len(m.history_["valid"]),
+         "fit_seconds": time.perf_counter() - t, **scores(m.spn_, m.structure_, va, te),
+         "em_passes": int(m.n_iter_),
          **model_size(m.spn_)}
     print(json.dumps(r), flush=True)
     return r, m
@@ -134,7 +135,7 @@ def treespn(root: Path, sets: list[str], seed: int, done: list[dict] = ()) -> li
             em = EM(init=m.structure_, max_iter=TREE_EM_PASSES, alpha=a, patience=2, random_state=seed,
                     n_threads=1).fit(tr, X_valid=va)
             r = dict(r0, stage="em_alpha", em_alpha=a, fit_seconds=time.perf_counter() - t,
-                     **scores(em.spn_, m.structure_, va, te), em_passes=len(em.history_["valid"]), **model_size(em.spn_))
+                     **scores(em.spn_, m.structure_, va, te), em_passes=int(em.n_iter_), **model_size(em.spn_))
             print(json.dumps(r), flush=True)
             rows.append(r)
             cands.append(r)

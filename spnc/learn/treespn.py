@@ -92,7 +92,7 @@ class TreeSPN(DensityEstimator):
     (``tools/bench_treespn.py``).
 
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
-    ``history_`` (EM's train/valid log-likelihood per pass)."""
+    ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes)."""
 
     _parameter_constraints = {
         "n_trees": [Interval(int, 1)],
@@ -158,5 +158,6 @@ class TreeSPN(DensityEstimator):
         spn.learner = learner
         self.spn_ = spn
         self.history_ = em.history_
+        self.n_iter_ = em.n_iter_
         self.n_features_in_ = ls.n_features_in_
         return self
