@@ -7,7 +7,7 @@ import pytest
 
 import spnc
 from spnc import ParameterError
-from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, Prometheus, TreeSPN
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
 from spnc.learn.base import DensityEstimator
 
 from conftest import shared_data
@@ -37,6 +37,17 @@ def test_bad_parameter_names_itself(cls, param, value):
     with pytest.raises(ParameterError, match=rf"{cls.__name__}: {param} must be") as err:
         est.fit(X)
     assert err.value.param == param
+
+
+@pytest.mark.parametrize("cls", [*ESTIMATORS, Merge, BaggedSPN])
+def test_validation_rows_passed_by_position_are_refused(cls):
+    """fit(X, X_valid) would bind the rows to the unused target y and skip validation."""
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 4)).astype(float)
+    est = cls()
+    if "init" in est.get_params():
+        est.set_params(init=spnc.compile(spnc.Product([spnc.Bernoulli(v, .5) for v in range(4)])))
+    with pytest.raises(spnc.DataError, match="2-D y.*X_valid="):
+        est.fit(X, X[:20])
 
 
 def test_em_needs_a_starting_model():

@@ -305,6 +305,7 @@ class LearnSPN(DensityEstimator):
     def fit(self, X, y=None, X_valid=None) -> "LearnSPN":
         """Learn structure and parameters from the rows of ``X`` (no missing values);
         ``X_valid`` (optional) picks the best refinement pass."""
+        self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")

@@ -8,7 +8,6 @@ import numpy as np
 
 from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
-from ..errors import DataError
 from ..leaves.cltree import ChowLiuLeaf
 from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
@@ -138,8 +137,7 @@ class TreeSPN(DensityEstimator):
     def fit(self, X, y=None, X_valid=None) -> "TreeSPN":
         """Learn the structure on ``X``, then run EM (stopping on ``X_valid`` when given)."""
         self._validate_params()
-        if y is not None and np.ndim(y) == 2:   # fit(X, X_valid) would silently skip validation
-            raise DataError("TreeSPN.fit got a 2-D y; pass validation rows as X_valid=...")
+        self._no_target(y)
         split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share,
                                  init=self.tree_init, tree_alpha=self.tree_alpha)
         ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
