@@ -201,7 +201,9 @@ class Prometheus(DensityEstimator):
                     alpha=0.0 if continuous else float(self.alpha), random_state=self.random_state,
                     n_threads=self.n_threads, verbose=int(self.verbose) > 1)
         if mode == "running_average":
-            opts.update(variant="online", step_decay=1.0, batch_size=max(64, X.shape[0] // 10))
+            # one batch per pass: a first batch of a few rows would replace the count-based
+            # statistics at step 1 and collapse the leaves it barely reaches
+            opts.update(variant="online", step_decay=1.0, batch_size=X.shape[0])
         elif mode == "hard":
             opts.update(variant="hard")
         return EM(**opts).fit(X, X_valid=Xv).spn_
