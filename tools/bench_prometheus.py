@@ -98,6 +98,7 @@ def continuous(sets, folds, frac: float = 1.0, peers: bool = True) -> list[dict]
             res["prometheus"].append(m.score(te))
             secs["prometheus"].append(m.wall_)
             info.append({"fold": k, **cfg, "valid": v, "test": res["prometheus"][-1], **sizes(m)})
+            print(json.dumps({"fold_of": name, "fraction": frac, **info[-1], "seconds": m.wall_}), flush=True)
             if not peers:
                 continue
             best = (None, -np.inf)
