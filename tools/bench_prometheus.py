@@ -12,8 +12,8 @@ Protocols. Continuous: fold K of ``continuous/NAME/NAME.K.data`` is the test set
 other nine the training set; hyper-parameters are chosen on the last tenth of the
 training set (an inner split: the model trained on the first nine tenths, its EM stopped
 on that tenth, is the one tested). Binary: the fixed train/valid/test splits (the paper
-used 10-fold CV; here validation chooses the settings and stops EM). Low data: the first
-10/20/40 % of each training set (inner split as above). Images: a 784-pixel binary set
+used 10-fold CV; here validation chooses the settings and stops EM). Low data: a random 10/20/40 %
+of each training set (seeded by K; inner split as above). Images: a 784-pixel binary set
 drawn from a known mixture of product-of-Bernoulli "digit" templates with local
 correlations; sampled and full affinity graphs learn the same data.
 
@@ -90,7 +90,9 @@ def continuous(sets, folds, frac: float = 1.0, peers: bool = True) -> list[dict]
         info = []
         for k in folds:
             train = np.concatenate([f for j, f in enumerate(F) if j != k - 1])
-            train = train[:max(20, int(frac * len(train)))]
+            if frac < 1.0:     # a random subset: a prefix would be nearly the same rows for every K
+                keep = np.random.default_rng(k).permutation(len(train))[:max(20, int(frac * len(train)))]
+                train = train[np.sort(keep)]
             cut = int(0.9 * len(train))
             tr, va, te = train[:cut], train[cut:], F[k - 1]
             m, cfg, v = fit_select(tr, va, CONT_GRID, {"min_instances": 50 if len(tr) < 5000 else 500,
