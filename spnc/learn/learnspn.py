@@ -172,7 +172,8 @@ class LearnSPN(DensityEstimator):
         data), ``"observed"`` (O-SPN: condition on one variable), or an
         :class:`~spnc.learn.structure.InstanceSplitter`.
     leaves : base model, ``"univariate"`` (naive factorisation), ``"bernoulli"`` (the same,
-        insisting on 0/1 data), ``"chowliu"`` (Chow-Liu tree leaves), or a
+        insisting on 0/1 data), ``"chowliu"`` (Chow-Liu tree leaves), ``"chowliu_bic"``
+        (Chow-Liu forests whose edges must pay for themselves under BIC), or a
         :class:`~spnc.learn.structure.BaseModel`.
     g_factor : GVS/RGVS threshold rho: dependent when ``G >= 2 * dof * g_factor``.
     entropy_threshold : EBVS/EBVS-AE threshold eta, in bits.
