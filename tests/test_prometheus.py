@@ -138,6 +138,16 @@ def test_continuous_refinements_and_leaves():
     assert "mvgaussian" in mv.spn_.leaf_tables
 
 
+def test_whole_scope_auto_follows_the_data_type():
+    X = _real(n=600, d=4)
+    kw = dict(n_clusters=3, min_instances=80, random_state=0, refine="none")
+    auto, on = Prometheus(**kw).fit(X).spn_, Prometheus(whole_scope=True, **kw).fit(X).spn_
+    assert auto.n_edges == on.n_edges > Prometheus(whole_scope=False, **kw).fit(X).spn_.n_edges
+    B = _binary(n=600, d=5)
+    kw["min_instances"] = 100
+    assert Prometheus(**kw).fit(B).spn_.n_edges == Prometheus(whole_scope=False, **kw).fit(B).spn_.n_edges
+
+
 def test_deterministic_per_random_state():
     X = _binary(seed=4)
     a = Prometheus(random_state=7, min_instances=150).fit(X).spn_

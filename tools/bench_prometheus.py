@@ -12,8 +12,8 @@ Protocols. Continuous: fold K of ``continuous/NAME/NAME.K.data`` is the test set
 other nine the training set; hyper-parameters are chosen on the last tenth of the
 training set (an inner split: the model trained on the first nine tenths, its EM stopped
 on that tenth, is the one tested). Binary: the fixed train/valid/test splits (the paper
-used 10-fold CV; here validation chooses the settings and stops EM). Low data: the first
-10/20/40 % of each training set (inner split as above). Images: a 784-pixel binary set
+used 10-fold CV; here validation chooses the settings and stops EM). Low data: a random 10/20/40 %
+of each training set (seeded by K; inner split as above). Images: a 784-pixel binary set
 drawn from a known mixture of product-of-Bernoulli "digit" templates with local
 correlations; sampled and full affinity graphs learn the same data.
 
@@ -46,7 +46,7 @@ BIN_TARGET = {"nltcs": -6.01, "plants": -12.81, "baudio": -39.80, "jester": -52.
               "accidents": -27.91}
 LOWDATA_PAPER = {0.1: -1.73, 0.2: -1.32, 0.4: -0.98}
 #: validation grids (every combination is fitted)
-CONT_GRID = dict(n_clusters=[2, 5, 10], refine=["em"])
+CONT_GRID = dict(n_clusters=[2, 5, 10], refine=["running_average"], whole_scope=[False, True], min_std=[0.01, 0.1])
 BIN_GRID = dict(max_products=[4], max_depth=[3, 4], n_clusters=[2])
 FIXED = dict(random_state=0, n_threads=1)
 
@@ -90,14 +90,17 @@ def continuous(sets, folds, frac: float = 1.0, peers: bool = True) -> list[dict]
         info = []
         for k in folds:
             train = np.concatenate([f for j, f in enumerate(F) if j != k - 1])
-            train = train[:max(20, int(frac * len(train)))]
+            if frac < 1.0:     # a random subset: a prefix would be nearly the same rows for every K
+                keep = np.random.default_rng(k).permutation(len(train))[:max(20, int(frac * len(train)))]
+                train = train[np.sort(keep)]
             cut = int(0.9 * len(train))
             tr, va, te = train[:cut], train[cut:], F[k - 1]
-            m, cfg, _ = fit_select(tr, va, CONT_GRID, {"min_instances": 50 if len(tr) < 5000 else 500,
+            m, cfg, v = fit_select(tr, va, CONT_GRID, {"min_instances": 50 if len(tr) < 5000 else 500,
                                                        "refine_iter": 15})
             res["prometheus"].append(m.score(te))
             secs["prometheus"].append(m.wall_)
-            info.append({"fold": k, **cfg, **sizes(m)})
+            info.append({"fold": k, **cfg, "valid": v, "test": res["prometheus"][-1], **sizes(m)})
+            print(json.dumps({"fold_of": name, "fraction": frac, **info[-1], "seconds": m.wall_}), flush=True)
             if not peers:
                 continue
             best = (None, -np.inf)
@@ -236,11 +239,19 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", nargs="+", choices=["sampled", "full"], default=["sampled", "full"])
     ap.add_argument("--max-depth", nargs="+", type=int, default=BIN_GRID["max_depth"], help="binary: depths to try")
     ap.add_argument("--refine", nargs="+", default=CONT_GRID["refine"], help="continuous refinements to try")
+    ap.add_argument("--whole-scope", nargs="+", type=int, choices=[0, 1], default=[0, 1],
+                    help="continuous: whole_scope values to try (0/1)")
+    ap.add_argument("--min-std", nargs="+", type=float, default=CONT_GRID["min_std"],
+                    help="continuous: min_std values to try")
+    ap.add_argument("--no-peers", action="store_true", help="continuous: Prometheus only")
+    ap.add_argument("--clusters", nargs="+", type=int, default=CONT_GRID["n_clusters"],
+                    help="continuous: n_clusters values to try")
     a = ap.parse_args(argv)
-    CONT_GRID["refine"] = a.refine
+    CONT_GRID.update(refine=a.refine, whole_scope=[bool(w) for w in a.whole_scope], n_clusters=a.clusters,
+                     min_std=a.min_std)
     BIN_GRID["max_depth"] = a.max_depth
     if a.mode == "continuous":
-        continuous(a.sets or list(CONT_TARGET), a.folds)
+        continuous(a.sets or list(CONT_TARGET), a.folds, peers=not a.no_peers)
     elif a.mode == "binary":
         binary(a.sets or list(BIN_TARGET))
     elif a.mode == "lowdata":

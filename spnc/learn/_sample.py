@@ -107,7 +107,9 @@ def refine_params(spn, rows: Rows, mode: str, *, n_iter: int, alpha: float, min_
     opts = dict(init=spn, max_iter=int(n_iter), min_std=float(min_std), alpha=float(alpha),
                 random_state=random_state, n_threads=n_threads, verbose=verbose, variant=EM_VARIANTS[mode])
     if mode == "running_average":
-        opts.update(step_decay=1.0, batch_size=max(64, rows.n_rows // 10))
+        # one step per pass: a first batch of a few rows would replace the count-based
+        # statistics at step 1 and collapse the leaves it barely reaches
+        opts.update(step_decay=1.0, batch_size=max(1, rows.n_rows))
     Xv = None if X_valid is None else np.asarray(X_valid, dtype=np.float64)
     try:
         return EM(**opts).fit(full, X_valid=Xv).spn_

@@ -55,8 +55,9 @@ class Prometheus(DensityEstimator):
         one ``"multivariate"`` leaf over the block.
     whole_scope : each cluster also keeps its whole scope, learned again on its rows (one
         more clustering) as one more child of the sum: deeper mixtures where the chain runs
-        out of edges (few variables). False is Alg. 1 as printed; True is also the
-        choice of the SPFlow legacy implementation.
+        out of edges (few variables). False is Alg. 1 as printed; ``"auto"`` is True for
+        continuous data, where validation chose it in every fold of abalone, banknote and
+        qu (``docs/benchmarks-prometheus.md``), and False for discrete data.
     share : the scope table. ``"model"``: every scope that recurses is one sum node in the
         whole model, learned on the union of the rows of the clusters of one layer that
         ask for it and reused by deeper layers (fewest nodes). ``"cluster"``: one table
@@ -66,8 +67,9 @@ class Prometheus(DensityEstimator):
     max_depth : at most this many sum layers (None: until the rows or variables run out).
     refine : ``"auto"`` (``"running_average"`` for real data, as the paper, ``"em"`` for
         discrete data and for streamed ``X``), ``"em"`` (soft EM), ``"running_average"``
-        (stepwise EM with step 1/t: every pass's statistics averaged with all earlier ones;
-        needs ``X`` in memory), ``"hard"`` (hard EM) or ``"none"`` (counts only).
+        (stepwise EM with step 1/t, one step per pass: every pass's statistics averaged with
+        all earlier ones; needs ``X`` in memory), ``"hard"`` (hard EM) or ``"none"`` (counts
+        only).
     refine_iter : passes of the refinement; with ``X_valid`` in :meth:`fit` the best
         model on it is kept (the count-based model competes too).
     alpha : Laplace smoothing of discrete leaves and mutual information.
@@ -110,7 +112,7 @@ class Prometheus(DensityEstimator):
         "sampled": [BOOL, Options("auto")],
         "leaf_vars": [Interval(int, 1)],
         "base_leaves": [Options("univariate", "multivariate")],
-        "whole_scope": [BOOL],
+        "whole_scope": [BOOL, Options("auto")],
         "share": [Options("model", "cluster")],
         "min_instances": [Interval(int, 1)],
         "max_depth": [Interval(int, 0), None],
@@ -128,7 +130,7 @@ class Prometheus(DensityEstimator):
 
     def __init__(self, n_clusters: int = 2, clustering="latent", *, n_restarts: int = 3, n_iter: int = 15,
                  affinity: str = "auto", max_products: int | None = 4, sampled="auto", leaf_vars: int = 1,
-                 base_leaves: str = "univariate", whole_scope: bool = False, share: str = "model",
+                 base_leaves: str = "univariate", whole_scope="auto", share: str = "model",
                  min_instances: int = 100, max_depth: int | None = 4,
                  refine: str = "auto", refine_iter: int = 30, alpha: float = 0.1, min_std: float = 1e-2,
                  data_type: str = "auto", cardinality=None, sample_rows: int | None = None,
@@ -182,7 +184,8 @@ class Prometheus(DensityEstimator):
         sample_above = {True: 1, False: None, "auto": SAMPLE_ABOVE}[self.sampled if self.sampled == "auto"
                                                                    else bool(self.sampled)]
         cfg = Settings(affinity, self.max_products, int(self.leaf_vars), self.base_leaves,
-                       int(self.min_instances), self.max_depth, sample_above, bool(self.whole_scope),
+                       int(self.min_instances), self.max_depth, sample_above,
+                       continuous if self.whole_scope == "auto" else bool(self.whole_scope),
                        self.share)
         builder = Builder(ctx, splitter, cfg)
         root = builder.build()
