@@ -69,7 +69,8 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
         spans[table.name] = (base, base + len(lp))
         base += len(lp)
     logp = np.concatenate(parts) if parts else np.zeros(1)
-    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix, spans
+    skip = graph_of(spn).prod_only_[:N].astype(bool) & (var >= 0)
+    return _graph.LeafStates(var, off, logp, miss, nst, best, skip), matrix, spans
 
 
 class Sweep:
@@ -93,8 +94,9 @@ class Sweep:
         self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
         m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
         # linear sweeps keep a mantissa and an exponent per value
-        per = {"plan": 2 * self.graph.n_slots, "all": spn.n_nodes, "backward": 3 * spn.n_nodes}[workspace]
-        self.ws = np.empty((nt, max(per, 1) * BLOCK))
+        per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
+               "backward": _infer.backward_ws(self.graph)}[workspace]
+        self.ws = np.empty((nt, max(per, BLOCK)))
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
 
     def acts(self) -> np.ndarray:

@@ -1,0 +1,261 @@
+/* The node loops of spnc's sweeps over one block of SPNC_B rows (see _kernels.h for the
+ * block kernels they inline). Each sweep is one cloned function, so the per-node kernels
+ * are inlined and specialised for the CPU instead of being called through the loader.
+ *
+ * Inline discrete leaves (a state table per leaf) are read straight from the data by
+ * their product parents; a leaf whose parents are all products is never materialised.
+ * Sum nodes can write each edge's share of the sum, w_c S_c / S_n, to T (rows of SPNC_B,
+ * sum edges in order): the backward pass and sampling then need no node value at all,
+ * so the forward keeps only the live set of nodes (the plan of plan_slots) in cache.
+ */
+#ifndef SPNC_SWEEPS_H
+#define SPNC_SWEEPS_H
+
+#include "_kernels.h"
+
+typedef struct {
+    int64_t n_nodes;
+    const uint8_t *kind;           /* 0 sum, 1 product, >= 2 leaf */
+    const int64_t *child_ptr;
+    const int32_t *child;
+    const double *logw, *wm, *we;
+    const double *ew;              /* exp(logw), as the sampler's exp gives it */
+    const int64_t *leaf_slot;
+    const int64_t *toff;           /* sum node: its first edge's row in T */
+    const int64_t *sidx;           /* sum node: its index among the sums */
+    const int32_t *pslot;          /* backward slot of each node */
+    const uint8_t *first;          /* edge: the parent is the child's first (highest) writer */
+    const uint8_t *alias;          /* node shares the slot of its only parent, a product */
+    const uint8_t *skip;           /* inline leaf read only by products: no slot written */
+    /* inline discrete leaves */
+    const int32_t *var;            /* -1: not inline */
+    const int64_t *off;
+    const double *logp, *miss, *lm, *le;
+    const int32_t *nst, *best;
+    /* the chunk */
+    const double *XT, *L;
+    int64_t m;
+} spnc_net;
+
+/* Add (log domain) leaf c's log-values for rows col0.. to s. */
+static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int64_t c, int64_t col0)
+{
+    const double *restrict x = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict lp = g->logp + g->off[c];
+    const double miss = g->miss[c];
+    int j;
+    if (g->nst[c] == 2) {
+        const double a0 = lp[0], a1 = lp[1];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = x[j];
+            double y = v == 1.0 ? a1 : a0;
+            s[j] += v == v ? y : miss;
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j++) {
+            double v = x[j];
+            int32_t st = (int32_t)(v == v ? v : 0.0);
+            double y = lp[st];
+            s[j] += v == v ? y : miss;
+        }
+    }
+}
+
+/* Multiply (linear domain) leaf c's values into (m, x); missing -> 1 = 0.5 * 2^1. */
+static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x, const spnc_net *g,
+                                          int64_t c, int64_t col0)
+{
+    const double *restrict xv = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict sm = g->lm + g->off[c];
+    const double *restrict se = g->le + g->off[c];
+    int j;
+    if (g->nst[c] == 2) {
+        const double a0 = sm[0], a1 = sm[1], b0 = se[0], b1 = se[1];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            double a = v == 1.0 ? a1 : a0, b = v == 1.0 ? b1 : b0;
+            m[j] *= v == v ? a : 0.5;
+            x[j] += v == v ? b : 1.0;
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            int32_t st = (int32_t)(v == v ? v : 0.0);
+            double a = sm[st], b = se[st];
+            m[j] *= v == v ? a : 0.5;
+            x[j] += v == v ? b : 1.0;
+        }
+    }
+}
+
+/* Log-domain product: children in slots (cs) or inline leaves read from the data. */
+static SPNC_INLINE void spnc_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
+                                       int64_t a, int64_t k, const int32_t *restrict cs, int64_t col0)
+{
+    double s[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+    for (e = 0; e < k; e++) {
+        int64_t c = g->child[a + e];
+        if (g->var[c] >= 0) {
+            spnc_leaf_add(s, g, c, col0);
+        } else {
+            const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
+            for (j = 0; j < SPNC_B; j++) s[j] += v[j];
+        }
+    }
+    for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+}
+
+static SPNC_INLINE void spnc_lin_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
+                                           int64_t a, int64_t k, const int32_t *restrict cs, int64_t col0)
+{
+    double m[SPNC_B], x[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) { m[j] = 1.0; x[j] = 0.0; }
+    for (e = 0; e < k; e++) {
+        int64_t c = g->child[a + e];
+        if (g->var[c] >= 0) {
+            spnc_lin_leaf_mul(m, x, g, c, col0);
+        } else {
+            const double *restrict cm = W + (int64_t)cs[a + e] * 2 * SPNC_B;
+            const double *restrict ce = cm + SPNC_B;
+            for (j = 0; j < SPNC_B; j++) { m[j] *= cm[j]; x[j] += ce[j]; }
+        }
+        if ((e & 511) == 511)  /* mantissas >= 0.5 each: renormalise before 2^-1022 */
+            for (j = 0; j < SPNC_B; j++) spnc_lin_norm(m + j, x + j, m[j], x[j]);
+    }
+    for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, m[j], x[j]);
+}
+
+/* Forward sweep in the log domain, sum-product (mode 0) or max-product (mode 1): node n's
+ * values at W + ns[n] * SPNC_B, children's slots cs per edge. With T (mode 0), sums write
+ * their edges' shares; with arg (mode 1), sums write their arg-max edge per row (SPNC_B
+ * int32 per sum, at sidx). */
+SPNC_CLONES
+static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
+                             const int32_t *ns, double *T, int32_t *arg)
+{
+    int64_t n;
+    for (n = 0; n < g->n_nodes; n++) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *out = W + (int64_t)ns[n] * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->skip && g->skip[n]) continue;
+            if (g->var[n] >= 0) {
+                int j;
+                for (j = 0; j < SPNC_B; j++) out[j] = 0.0;
+                spnc_leaf_add(out, g, n, col0);
+            } else {
+                memcpy(out, g->L + g->leaf_slot[n] * g->m + col0, SPNC_B * sizeof(double));
+            }
+        } else if (g->kind[n] == 1) {
+            spnc_prod_node(out, W, g, a, k, cs, col0);
+        } else if (mode == 0) {
+            spnc_sum_block(out, W, cs + a, g->logw + a, k, T ? T + g->toff[n] * SPNC_B : NULL);
+        } else {
+            spnc_max_block(out, W, cs + a, g->logw + a, k, arg ? arg + g->sidx[n] * SPNC_B : NULL);
+        }
+    }
+}
+
+/* Sum-product forward sweep in the linear domain (mantissas then exponents per slot). */
+SPNC_CLONES
+static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,
+                             const int32_t *ns, double *T)
+{
+    int64_t n;
+    for (n = 0; n < g->n_nodes; n++) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *out = W + (int64_t)ns[n] * 2 * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->skip && g->skip[n]) continue;
+            if (g->var[n] >= 0) {
+                const int64_t o = g->off[n];
+                spnc_lin_states_block(out, g->XT + (int64_t)g->var[n] * g->m + col0, g->lm + o, g->le + o,
+                                      0.5, 1.0);
+            } else {
+                spnc_lin_from_log(out, g->L + g->leaf_slot[n] * g->m + col0);
+            }
+        } else if (g->kind[n] == 1) {
+            spnc_lin_prod_node(out, W, g, a, k, cs, col0);
+        } else {
+            spnc_lin_sum_block(out, W, cs + a, g->wm + a, g->we + a, k, T ? T + g->toff[n] * SPNC_B : NULL);
+        }
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+/* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
+ * in the backward slots pslot: a node whose only parent is a product shares its slot, so
+ * products copy nothing to such children. Parents push to children: rho_c = sum over parents
+ * of rho_p (products) or rho_p T_e (sums); the first (highest) parent writes, the others add.
+ * Accumulates, weighted by wt: edge_acc[e] (sum edges), node_acc[n]; writes leaf_resp
+ * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
+ * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
+SPNC_CLONES
+static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *wt,
+                          double *edge_acc, double *node_acc, double *dotc, double *leaf_resp,
+                          double *all_post, double *state_acc)
+{
+    int64_t n;
+    int j;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const int64_t ps = g->pslot[n];
+        const double *restrict pn = P + ps * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict t = T + g->toff[n] * SPNC_B;
+            for (e = 0; e < k; e++) {
+                double *restrict pc = P + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                const double *restrict te = t + e * SPNC_B;
+                double acc = 0.0;
+                if (g->first[a + e]) {
+                    for (j = 0; j < SPNC_B; j++) { double v = pn[j] * te[j]; pc[j] = v; acc += v * wt[j]; }
+                } else {
+                    for (j = 0; j < SPNC_B; j++) { double v = pn[j] * te[j]; pc[j] += v; acc += v * wt[j]; }
+                }
+                edge_acc[a + e] += acc;
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
+                else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
+            }
+        } else {
+            if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
+            if (state_acc && g->var[n] >= 0) {
+                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
+                double *restrict sa = state_acc + g->off[n];
+                const int32_t ns = g->nst[n];
+                if (ns <= 8) {
+                    int32_t st;
+                    for (st = 0; st < ns; st++) {
+                        const double sv = (double)st;
+                        double acc = 0.0;
+                        for (j = 0; j < SPNC_B; j++) acc += x[j] == sv ? pn[j] * wt[j] : 0.0;
+                        sa[st] += acc;
+                    }
+                } else {
+                    for (j = 0; j < SPNC_B; j++)
+                        if (x[j] == x[j]) sa[(int64_t)x[j]] += pn[j] * wt[j];
+                }
+            }
+        }
+        if (!g->alias[n]) {
+            double acc = 0.0;
+            for (j = 0; j < SPNC_B; j++) acc += pn[j] * wt[j];
+            dotc[ps] = acc;
+        }
+        node_acc[n] += dotc[ps];
+        if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+    }
+}
+
+#endif
