@@ -9,6 +9,7 @@ univariate leaves, which the sweep evaluates itself instead of reading a leaf ma
 import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport qsort
+from libc.math cimport exp
 
 from spnc._kinds cimport SUM, PRODUCT, LEAF
 
@@ -21,6 +22,11 @@ cdef enum ScopeCode:
     C_DUP_CHILD = 4      # a child listed twice under a sum (extra = child)
 
 SCOPE_OK, SCOPE_EMPTY, SCOPE_OVERLAP, SCOPE_MISMATCH, SCOPE_DUP_CHILD = C_OK, C_EMPTY, C_OVERLAP, C_MISMATCH, C_DUP_CHILD
+
+
+#: backward sweeps keep one share per sum edge and row while the sum edges are at most this
+#: many per node, else every node's value (two per node and row in the linear domain)
+SHARES_PER_NODE = 2
 
 
 cdef class Graph:
@@ -75,18 +81,15 @@ cdef class Graph:
         self.sidx_ = np.ascontiguousarray(np.cumsum(is_sum) - is_sum, dtype=np.int64)
         self.c.n_sum_edges = int(sum_deg.sum())
         self.c.n_sums = int(is_sum.sum())
-        with np.errstate(under="ignore"):
-            self.ew_ = np.ascontiguousarray(np.exp(np.minimum(self.logw_, 0.0)) if n_edges else np.zeros(1))
+        self.c.shares = self.c.n_sum_edges <= SHARES_PER_NODE * self.c.n_nodes
         self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.c.n_pslots = plan_backward(
             self.kind_, self.child_ptr_, self.child_[:n_edges], np.ascontiguousarray(keep, dtype=np.int64))
         cdef const int64_t[::1] to = self.toff_
         cdef const int64_t[::1] si = self.sidx_
-        cdef const double[::1] ew = self.ew_
         cdef const int32_t[::1] ps = self.pslot_
         cdef const uint8_t[::1] fi = self.first_
         cdef const uint8_t[::1] al = self.alias_
-        self.c.toff, self.c.sidx, self.c.ew, self.c.pslot, self.c.first, self.c.alias = \
-            &to[0], &si[0], &ew[0], &ps[0], &fi[0], &al[0]
+        self.c.toff, self.c.sidx, self.c.pslot, self.c.first, self.c.alias = &to[0], &si[0], &ps[0], &fi[0], &al[0]
 
     def __repr__(self):
         return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
@@ -95,6 +98,20 @@ cdef class Graph:
     def linear(self):
         """True if sum-product sweeps run in the linear domain (see choose_linear)."""
         return bool(self.c.linear)
+
+    @property
+    def shares(self):
+        """True if backward sweeps keep each sum edge's share (else every node's value)."""
+        return bool(self.c.shares)
+
+    @shares.setter
+    def shares(self, value):
+        self.c.shares = bool(value)
+
+    @property
+    def n_pslots(self):
+        """Slots of the backward and selection sweeps (see plan_backward)."""
+        return self.c.n_pslots
 
     @property
     def n_slots(self):
@@ -127,6 +144,13 @@ cdef class LeafStates:
         cdef const double[::1] lm = self.lm_
         cdef const double[::1] le = self.le_
         self.c.lm, self.c.le = &lm[0], &le[0]
+        self.prob_ = np.empty(len(self.logp_))
+        cdef double[::1] pr = self.prob_
+        cdef const double[::1] lpv = self.logp_
+        cdef Py_ssize_t i
+        for i in range(pr.shape[0]):
+            pr[i] = exp(lpv[i])   # libm, as the sampler always used
+        self.c.prob = &pr[0]
         cdef const int32_t[::1] v = self.var_
         cdef const int64_t[::1] o = self.off_
         cdef const double[::1] lp = self.logp_

@@ -27,7 +27,6 @@ cdef extern from "_sweeps.h" nogil:
         const double *logw
         const double *wm
         const double *we
-        const double *ew
         const int64_t *leaf_slot
         const int64_t *toff
         const int64_t *sidx
@@ -41,6 +40,7 @@ cdef extern from "_sweeps.h" nogil:
         const double *miss
         const double *lm
         const double *le
+        const double *prob
         const int32_t *nst
         const int32_t *best
         const double *XT
@@ -50,11 +50,13 @@ cdef extern from "_sweeps.h" nogil:
                           const int32_t *ns, double *T, int32_t *arg)
     void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
                           double *T)
-    void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *wt,
-                       double *edge_acc, double *node_acc, double *dotc, double *leaf_resp,
-                       double *all_post, double *state_acc)
-    void spnc_sum_select_max(uint8_t *A, const double *W, int64_t n, const int32_t *ch,
-                             const double *logw, int64_t k, double *edge_acc, const double *row_w)
+    void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
+                       int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                       double *leaf_resp, double *all_post, double *state_acc)
+    void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
+                     const int32_t *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                     double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
+                     double *out_XT)
     double spnc_exp_nonpos(double x)
     double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
 
@@ -93,10 +95,11 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     read are not materialised (forward-only sweeps, whose workspace is the plan's)."""
     cdef spnc_net c
     c.n_nodes = g.n_nodes
-    c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we, c.ew = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we, g.ew
+    c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
     c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
+    c.prob = s.prob
     c.XT = &XT[0, 0]
     c.L = &L[0, 0]
     c.m = XT.shape[1]
@@ -175,7 +178,9 @@ cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] ro
 def backward_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`backward` needs."""
     cdef const GraphC *g = &graph.c
-    return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B + g.n_pslots
+    if g.shares:
+        return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B + g.n_pslots
+    return (2 * g.n_nodes + g.n_pslots + 1) * SPNC_B + g.n_pslots
 
 
 def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -190,7 +195,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds :func:`backward_ws`
     doubles per thread: the forward plan's values (the live nodes only), each sum edge's
     share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
-    slots. With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
+    slots. Models whose sums have more edges than twice the nodes keep every node's value
+    instead of the shares (``Graph.shares``). With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
     posterior to the count of the observed state (EM's sufficient statistics, no
     responsibilities matrix needed)."""
     cdef const GraphC *g = &graph.c
@@ -201,6 +207,9 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef bint linear = g.linear
     cdef bint want_states = state_acc is not None
     cdef const int64_t[::1] start = graph.start_
+    cdef bint shares = g.shares
+    cdef const int32_t *cs = g.child_slot if shares else g.child
+    cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W
     cdef double *T
     cdef double *P
@@ -208,81 +217,29 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
-        T = W + 2 * g.n_slots * SPNC_B
-        P = T + g.n_sum_edges * SPNC_B
+        if shares:
+            T = W + 2 * g.n_slots * SPNC_B
+            P = T + g.n_sum_edges * SPNC_B
+        else:
+            T = NULL
+            P = W + 2 * N * SPNC_B
         dotc = P + g.n_pslots * SPNC_B
         col0 = b * SPNC_B
         if linear:
-            spnc_forward_lin(&net, col0, W, g.child_slot, g.node_slot, T)
+            spnc_forward_lin(&net, col0, W, cs, ns, T)
         else:
-            spnc_forward_log(&net, col0, W, MARGINAL, g.child_slot, g.node_slot, T, NULL)
+            spnc_forward_log(&net, col0, W, MARGINAL, cs, ns, T, NULL)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
-        _mix_roots(W, g.node_slot, roots, root_logw, &ll[col0], P, g.pslot, linear)
-        spnc_backward(&net, col0, P, T, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
+        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, linear)
+        spnc_backward(&net, col0, P, T, W, linear, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
                       &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                       &state_acc[t, 0] if want_states else NULL)
 
 
-cdef void _sample_sum(uint8_t *A, const double *W, const GraphC *g, Py_ssize_t i, bint evidence,
-                      uint64_t seed, int64_t row0) noexcept nogil:
-    """At sum node i, activate for each active row a child drawn with probability
-    w_c S_c / S_i (w_c without evidence, where every S is 1), keyed by (seed, row, i)."""
-    cdef int64_t a = g.child_ptr[i], k = g.child_ptr[i + 1] - a, e, pick, last
-    cdef Py_ssize_t j
-    cdef double u, cum, p
-    for j in range(SPNC_B):
-        if A[i * SPNC_B + j]:
-            u = spnc_rand_uniform(seed, row0 + j, i, 0)
-            cum = 0.0
-            pick = -1
-            last = -1
-            for e in range(k):
-                if evidence:
-                    p = W[g.child[a + e] * SPNC_B + j] + g.logw[a + e] - W[i * SPNC_B + j]
-                else:
-                    p = g.logw[a + e]
-                p = spnc_exp_nonpos(p if p < 0.0 else 0.0)
-                if p > 0.0:
-                    last = e
-                cum = cum + p
-                if cum >= u:
-                    pick = e
-                    break
-            if pick < 0:
-                pick = last
-            if pick >= 0:
-                A[g.child[a + pick] * SPNC_B + j] = 1
-
-
-cdef void _fill_states(const StatesC *s, Py_ssize_t n, const uint8_t *A, const spnc_net *d, double *out_XT,
-                       Py_ssize_t col0, int mode, uint64_t seed, int64_t row0) noexcept nogil:
-    """Missing variable of inline leaf n on the rows where it is active: its most probable
-    state (MAX) or a state drawn from its table keyed by (seed, row, n) (MARGINAL)."""
-    cdef Py_ssize_t j
-    cdef int64_t o = s.off[n], k = s.nst[n], st, pick, last
-    cdef const double *x = d.XT + s.var[n] * d.m + col0
-    cdef double *y = out_XT + s.var[n] * d.m + col0
-    cdef double u, cum, p
-    for j in range(SPNC_B):
-        if not A[j] or x[j] == x[j]:
-            continue
-        if mode == MAX:
-            y[j] = s.best[n]
-            continue
-        u = spnc_rand_uniform(seed, row0 + col0 + j, n, 0)
-        cum = 0.0
-        pick = -1
-        last = -1
-        for st in range(k):
-            p = exp(s.logp[o + st])
-            if p > 0.0:
-                last = st
-            cum = cum + p
-            if u <= cum and p > 0.0:
-                pick = st
-                break
-        y[j] = pick if pick >= 0 else last
+def select_ws(Graph graph) -> int:
+    """Doubles of workspace per thread that :func:`select` needs."""
+    return (graph.c.n_nodes + graph.c.n_sums // 2 + 2) * SPNC_B
 
 
 def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -302,32 +259,40 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     discrete leaves on the chosen tree write their missing variables there themselves (the
     leaf tables' ``fill`` is then only needed for the others)."""
     cdef const GraphC *g = &graph.c
-    cdef const StatesC *s = &states.c
-    cdef spnc_net net = _net(g, s, XT, L, False)
+    cdef bint sampling = mode != MAX
+    cdef spnc_net net = _net(g, &states.c, XT, L, not sampling)
     cdef Py_ssize_t N = g.n_nodes, R = roots.shape[0]
-    cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, j, t, col0, e
-    cdef int64_t a, k, pick
-    cdef bint want_active = leaf_active.shape[0] > 0, want_resp = leaf_resp.shape[0] > 0
+    cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, j, t, col0
+    cdef int64_t pick
     cdef bint count = edge_acc.shape[0] > 0
-    cdef bint fill = out_XT is not None
-    cdef double *oxt = &out_XT[0, 0] if fill else NULL
-    cdef double best, v, acc
+    cdef uint8_t *la = &leaf_active[0, 0] if leaf_active.shape[0] > 0 else NULL
+    cdef double *lr = &leaf_resp[0, 0] if leaf_resp.shape[0] > 0 else NULL
+    cdef double *oxt = &out_XT[0, 0] if out_XT is not None else NULL
+    # max-product: the forward plan (live nodes), arg-max edges kept per sum; sampling with
+    # evidence: every node's log value (the draw at a sum reads its children's)
+    cdef const int32_t *cs = g.child if sampling else g.child_slot
+    cdef const int32_t *ns = g.ident if sampling else g.node_slot
+    cdef const int64_t[::1] start = graph.start_
+    cdef double best, v
     cdef double *W
+    cdef int32_t *arg
     cdef uint8_t *A
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
+        arg = <int32_t *> (W + N * SPNC_B)
         A = &acts[t, 0]
         col0 = b * SPNC_B
-        memset(A, 0, N * SPNC_B)
+        for i in range(start.shape[0]):
+            memset(A + g.pslot[start[i]] * SPNC_B, 0, SPNC_B)
         if evidence:
-            spnc_forward_log(&net, col0, W, mode, g.child, g.ident, NULL, NULL)
+            spnc_forward_log(&net, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
         for j in range(SPNC_B):
             best = -INFINITY
             pick = 0
             if evidence:
                 for i in range(R):
-                    v = W[roots[i] * SPNC_B + j] + root_logw[i]
+                    v = W[ns[roots[i]] * SPNC_B + j] + root_logw[i]
                     if v > best:
                         best = v
                         pick = i
@@ -335,34 +300,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                 best = 0.0
             root_value[col0 + j] = best
             if best > -INFINITY:
-                A[roots[pick] * SPNC_B + j] = 1
-        for i in range(N - 1, -1, -1):
-            a = g.child_ptr[i]
-            k = g.child_ptr[i + 1] - a
-            if g.kind[i] == SUM:
-                if mode == MAX:
-                    spnc_sum_select_max(A, W, i, &g.child[a], &g.logw[a], k,
-                                        &edge_acc[t, a] if count else NULL, &row_w[col0])
-                else:
-                    _sample_sum(A, W, g, i, evidence, seed, row0 + col0)
-            elif g.kind[i] == PRODUCT:
-                for e in range(k):
-                    for j in range(SPNC_B):
-                        A[g.child[a + e] * SPNC_B + j] |= A[i * SPNC_B + j]
-            else:
-                if want_active:
-                    memcpy(&leaf_active[g.leaf_slot[i], col0], A + i * SPNC_B, SPNC_B)
-                if want_resp:
-                    for j in range(SPNC_B):
-                        leaf_resp[g.leaf_slot[i], col0 + j] = A[i * SPNC_B + j]
-                if fill and s.var[i] >= 0:
-                    _fill_states(s, i, A + i * SPNC_B, &net, oxt, col0, mode, seed, row0)
-            if count:
-                acc = 0.0
-                for j in range(SPNC_B):
-                    if A[i * SPNC_B + j]:
-                        acc = acc + row_w[col0 + j]
-                node_acc[t, i] += acc
+                A[g.pslot[roots[pick]] * SPNC_B + j] = 1
+        spnc_select(&net, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
+                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt)
 
 
 cdef extern from *:

@@ -265,51 +265,6 @@ static SPNC_INLINE void spnc_lin_from_log(double *restrict out, const double *re
     }
 }
 
-/* ---- top-down selection (MPE and sampling) --------------------------------------------- */
-
-/* For a sum node active on some rows, activate the arg-max child (first maximum); if
- * edge_acc is given, add each active row's weight to the count of the edge it takes. */
-static SPNC_INLINE void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, int64_t n,
-                                const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                double *restrict edge_acc, const double *restrict row_w)
-{
-    const uint8_t *restrict an = A + n * SPNC_B;
-    double best[SPNC_B];
-    int64_t arg[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) { best[j] = -INFINITY; arg[j] = 0; }
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            int better = v > best[j];
-            best[j] = better ? v : best[j];
-            arg[j] = better ? e : arg[j];
-        }
-    }
-    for (j = 0; j < SPNC_B; j++)
-        if (an[j]) {
-            A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
-            if (edge_acc) edge_acc[arg[j]] += row_w[j];
-        }
-}
-
-/* ---- discrete leaves inside the sweep ------------------------------------------------- */
-/* out = lp[x] for an observed state x, miss where x is NaN (one leaf, one block). */
-static SPNC_INLINE void spnc_states_block(double *restrict out, const double *restrict x,
-                              const double *restrict lp, double miss)
-{
-    int j;
-    for (j = 0; j < SPNC_B; j++) {
-        double v = x[j];
-        int32_t s = (int32_t)(v == v ? v : 0.0);
-        double y = lp[s];
-        out[j] = v == v ? y : miss;
-    }
-}
-
 /* ---- counter-based random numbers ------------------------------------------------------ */
 /* A value depends only on (seed, row, node, k), never on threads or chunking, so sampling is
  * reproducible for any n_threads. splitmix64 finaliser as the mixing function. */

@@ -77,7 +77,8 @@ class Sweep:
     """One pass over the rows of ``X`` in ``mode``.
 
     ``workspace``: ``"plan"`` (forward values of the live nodes only), ``"all"`` (every
-    node's value kept: selection, node values) or ``"backward"`` (values and posteriors).
+    node's value kept: node values), ``"backward"`` (values and posteriors) or ``"select"``
+    (MPE, hard EM and sampling).
     ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
 
@@ -95,13 +96,13 @@ class Sweep:
         m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
         # linear sweeps keep a mantissa and an exponent per value
         per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
-               "backward": _infer.backward_ws(self.graph)}[workspace]
+               "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
         self.ws = np.empty((nt, max(per, BLOCK)))
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
 
     def acts(self) -> np.ndarray:
         """Per-thread activation flags for selection kernels."""
-        return np.empty((self.n_threads, self.spn.n_nodes * BLOCK), dtype=np.uint8)
+        return np.empty((self.n_threads, self.graph.n_pslots * BLOCK), dtype=np.uint8)
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         """(r0, r1, XT, L): the transposed chunk padded with NaN to a multiple of BLOCK, and

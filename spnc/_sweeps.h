@@ -19,7 +19,6 @@ typedef struct {
     const int64_t *child_ptr;
     const int32_t *child;
     const double *logw, *wm, *we;
-    const double *ew;              /* exp(logw), as the sampler's exp gives it */
     const int64_t *leaf_slot;
     const int64_t *toff;           /* sum node: its first edge's row in T */
     const int64_t *sidx;           /* sum node: its index among the sums */
@@ -31,6 +30,7 @@ typedef struct {
     const int32_t *var;            /* -1: not inline */
     const int64_t *off;
     const double *logp, *miss, *lm, *le;
+    const double *prob;            /* exp(logp) (libm), for sampling */
     const int32_t *nst, *best;
     /* the chunk */
     const double *XT, *L;
@@ -188,6 +188,60 @@ static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const i
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
+
+/* Row sums over a block in 8 lanes, added in a fixed tree: a dependency chain of SPNC_B adds
+ * would cost more than the rest of the backward. */
+#define SPNC_LANES 8
+static SPNC_INLINE double spnc_lanes_sum(const double *l)
+{
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* What sum node n pushes to child c, rho_n w_c S_c / S_n, from node values kept in W
+ * (slot = node; no T), linear (mantissas, exponents; q = rho_n / m_n) or log domain. */
+static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restrict W, int linear, int64_t n,
+                                     int64_t c, double lw, double wm, double we, const double *restrict q)
+{
+    int j;
+    if (linear) {
+        const double *restrict ne = W + n * 2 * SPNC_B + SPNC_B;
+        const double *restrict cm = W + c * 2 * SPNC_B, *restrict ce = cm + SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double d = ce[j] + we - ne[j];
+            out[j] = q[j] * wm * cm[j] * spnc_pow2(d < 1.0 ? d : 1.0);
+        }
+    } else {
+        const double *restrict wn = W + n * SPNC_B, *restrict wc = W + c * SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double x = q[j] > 0.0 ? wc[j] + lw - wn[j] : -INFINITY;
+            out[j] = q[j] * spnc_exp_nonpos(x > 0.0 ? 0.0 : x);
+        }
+    }
+}
+
+/* sum_j p[j] w[j] */
+static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *restrict w)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) l[i] += p[j + i] * w[j + i];
+    return spnc_lanes_sum(l);
+}
+
+/* sum_j p[j] w[j] over the rows with x[j] == s (a blend, no branch). */
+static SPNC_INLINE double spnc_wdot_eq(const double *restrict p, const double *restrict w,
+                                       const double *restrict x, double s)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) {
+            double v = p[j + i] * w[j + i];
+            l[i] += x[j + i] == s ? v : 0.0;
+        }
+    return spnc_lanes_sum(l);
+}
 /* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
  * in the backward slots pslot: a node whose only parent is a product shares its slot, so
  * products copy nothing to such children. Parents push to children: rho_c = sum over parents
@@ -196,9 +250,9 @@ static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const i
  * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
  * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
 SPNC_CLONES
-static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *wt,
-                          double *edge_acc, double *node_acc, double *dotc, double *leaf_resp,
-                          double *all_post, double *state_acc)
+static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
+                          int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                          double *leaf_resp, double *all_post, double *state_acc)
 {
     int64_t n;
     int j;
@@ -208,17 +262,25 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         const double *restrict pn = P + ps * SPNC_B;
         int64_t e;
         if (g->kind[n] == 0) {
-            const double *restrict t = T + g->toff[n] * SPNC_B;
+            const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
+            double q[SPNC_B], v[SPNC_B];
+            if (!t && linear) {
+                const double *restrict nm = W + n * 2 * SPNC_B;
+                for (j = 0; j < SPNC_B; j++) q[j] = pn[j] > 0.0 ? pn[j] / nm[j] : 0.0;
+            } else if (!t) {
+                memcpy(q, pn, SPNC_B * sizeof(double));
+            }
             for (e = 0; e < k; e++) {
                 double *restrict pc = P + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
-                const double *restrict te = t + e * SPNC_B;
-                double acc = 0.0;
-                if (g->first[a + e]) {
-                    for (j = 0; j < SPNC_B; j++) { double v = pn[j] * te[j]; pc[j] = v; acc += v * wt[j]; }
+                if (t) {
+                    const double *restrict te = t + e * SPNC_B;
+                    for (j = 0; j < SPNC_B; j++) v[j] = pn[j] * te[j];
                 } else {
-                    for (j = 0; j < SPNC_B; j++) { double v = pn[j] * te[j]; pc[j] += v; acc += v * wt[j]; }
+                    spnc_push_of(v, W, linear, n, g->child[a + e], g->logw[a + e], g->wm[a + e], g->we[a + e], q);
                 }
-                edge_acc[a + e] += acc;
+                if (g->first[a + e]) memcpy(pc, v, SPNC_B * sizeof(double));
+                else for (j = 0; j < SPNC_B; j++) pc[j] += v[j];
+                edge_acc[a + e] += spnc_wdot(v, wt);
             }
         } else if (g->kind[n] == 1) {
             for (e = 0; e < k; e++) {
@@ -234,27 +296,130 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
                 const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
                 double *restrict sa = state_acc + g->off[n];
                 const int32_t ns = g->nst[n];
-                if (ns <= 8) {
+                if (ns == 2) {
+                    double l0[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                    double l1[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                    int i;
+                    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+                        for (i = 0; i < SPNC_LANES; i++) {
+                            double v = pn[j + i] * wt[j + i];
+                            l0[i] += x[j + i] == 0.0 ? v : 0.0;
+                            l1[i] += x[j + i] == 1.0 ? v : 0.0;
+                        }
+                    sa[0] += spnc_lanes_sum(l0);
+                    sa[1] += spnc_lanes_sum(l1);
+                } else if (ns <= 8) {
                     int32_t st;
-                    for (st = 0; st < ns; st++) {
-                        const double sv = (double)st;
-                        double acc = 0.0;
-                        for (j = 0; j < SPNC_B; j++) acc += x[j] == sv ? pn[j] * wt[j] : 0.0;
-                        sa[st] += acc;
-                    }
+                    for (st = 0; st < ns; st++) sa[st] += spnc_wdot_eq(pn, wt, x, (double)st);
                 } else {
                     for (j = 0; j < SPNC_B; j++)
                         if (x[j] == x[j]) sa[(int64_t)x[j]] += pn[j] * wt[j];
                 }
             }
         }
-        if (!g->alias[n]) {
-            double acc = 0.0;
-            for (j = 0; j < SPNC_B; j++) acc += pn[j] * wt[j];
-            dotc[ps] = acc;
-        }
+        if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
         node_acc[n] += dotc[ps];
         if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+    }
+}
+
+/* ---- top-down selection (MPE, hard EM, sampling) -------------------------------------- */
+
+/* Any of a block's SPNC_B flags set? */
+static SPNC_INLINE int spnc_any(const uint8_t *f)
+{
+    uint64_t w = 0, v;
+    int i;
+    for (i = 0; i < SPNC_B; i += 8) { memcpy(&v, f + i, 8); w |= v; }
+    return w != 0;
+}
+/* One induced tree per row, as flags A in the backward plan's slots (set by the caller for
+ * the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
+ * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
+ * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
+ * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
+ * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
+ * out_XT: the most probable state (mode 1) or a drawn one. row: the block's first row. */
+SPNC_CLONES
+static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
+                        const int32_t *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
+                        double *out_XT)
+{
+    int64_t n;
+    int j;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint8_t *restrict an = A + (int64_t)g->pslot[n] * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
+            if (mode == 1) {
+                const int32_t *restrict ar = arg + g->sidx[n] * SPNC_B;
+                for (j = 0; j < SPNC_B; j++)
+                    if (an[j]) {
+                        A[(int64_t)g->pslot[g->child[a + ar[j]]] * SPNC_B + j] = 1;
+                        if (edge_acc) edge_acc[a + ar[j]] += row_w[j];
+                    }
+            } else {
+                for (j = 0; j < SPNC_B; j++) {
+                    if (!an[j]) continue;
+                    double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                    int64_t pick = -1, last = -1;
+                    for (e = 0; e < k; e++) {
+                        double p = evidence ? W[(int64_t)g->child[a + e] * SPNC_B + j] + g->logw[a + e] - W[n * SPNC_B + j]
+                                            : g->logw[a + e];
+                        p = spnc_exp_nonpos(p < 0.0 ? p : 0.0);
+                        if (p > 0.0) last = e;
+                        cum += p;
+                        if (cum >= u) { pick = e; break; }
+                    }
+                    if (pick < 0) pick = last;
+                    if (pick >= 0) A[(int64_t)g->pslot[g->child[a + pick]] * SPNC_B + j] = 1;
+                }
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                uint8_t *restrict ac = A + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(ac, an, SPNC_B);
+                else for (j = 0; j < SPNC_B; j++) ac[j] |= an[j];
+            }
+        } else {
+            if (leaf_active) memcpy(leaf_active + g->leaf_slot[n] * g->m + col0, an, SPNC_B);
+            if (leaf_resp)
+                for (j = 0; j < SPNC_B; j++) leaf_resp[g->leaf_slot[n] * g->m + col0 + j] = an[j];
+            if (out_XT && g->var[n] >= 0 && spnc_any(an)) {
+                const int64_t o = g->off[n], ns = g->nst[n];
+                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
+                double *restrict y = out_XT + (int64_t)g->var[n] * g->m + col0;
+                if (mode == 1) {
+                    const double b = g->best[n];
+                    for (j = 0; j < SPNC_B; j++) y[j] = an[j] && x[j] != x[j] ? b : y[j];
+                } else {
+                    for (j = 0; j < SPNC_B; j++) {
+                        if (!an[j] || x[j] == x[j]) continue;
+                        double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                        int64_t st, pick = -1, last = -1;
+                        for (st = 0; st < ns; st++) {
+                            double p = g->prob[o + st];
+                            if (p > 0.0) last = st;
+                            cum += p;
+                            if (u <= cum && p > 0.0) { pick = st; break; }
+                        }
+                        y[j] = pick >= 0 ? pick : last;
+                    }
+                }
+            }
+        }
+        if (node_acc) {
+            double acc = 0.0;
+            for (j = 0; j < SPNC_B; j++)
+                if (an[j]) acc += row_w[j];
+            node_acc[n] += acc;
+        }
     }
 }
 

@@ -249,7 +249,7 @@ class SPN:
 
     def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool) -> np.ndarray:
         out = X.copy()
-        sw = Sweep(self, X, mode, n_threads, workspace="all", leaf_matrix=evidence)
+        sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
         acts = sw.acts()
         none = np.empty((0, 1))
         rlw = self._root_logw()

@@ -428,7 +428,7 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     (``acc["states"]``, laid out by ``acc["spans"]``). Soft EM runs the backward pass; hard
     EM the max-product selection kernel with counts (each row follows its max-product
     induced tree, first maximum at ties)."""
-    sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="all" if hard else "backward",
+    sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="select" if hard else "backward",
                budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None)
     nt = sw.n_threads
     n_states = max((b for _, b in sw.spans.values()), default=0)
