@@ -47,14 +47,14 @@ cdef extern from "_sweeps.h" nogil:
         const double *L
         int64_t m
     void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
-                          const int32_t *ns, double *T, int32_t *arg)
+                          const int32_t *ns, double *T, double *arg)
     void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
                           double *T)
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                        int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
                        double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                     const int32_t *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                     const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
                      double *out_XT)
     double spnc_exp_nonpos(double x)
@@ -239,7 +239,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
 
 def select_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`select` needs."""
-    return (graph.c.n_nodes + graph.c.n_sums // 2 + 2) * SPNC_B
+    return (graph.c.n_nodes + graph.c.n_sums + 1) * SPNC_B
 
 
 def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -275,12 +275,12 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef const int64_t[::1] start = graph.start_
     cdef double best, v
     cdef double *W
-    cdef int32_t *arg
+    cdef double *arg
     cdef uint8_t *A
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
-        arg = <int32_t *> (W + N * SPNC_B)
+        arg = W + N * SPNC_B
         A = &acts[t, 0]
         col0 = b * SPNC_B
         for i in range(start.shape[0]):

@@ -154,7 +154,7 @@ static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restr
  * each row (first maximum). */
 static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
                                        const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                       int32_t *restrict arg)
+                                       double *restrict arg)
 {
     if (!arg) {
         spnc_edge_max(out, W, ch, logw, k);
@@ -162,7 +162,7 @@ static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restr
     }
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) { out[j] = -INFINITY; arg[j] = 0; }
+    for (j = 0; j < SPNC_B; j++) { out[j] = -INFINITY; arg[j] = 0.0; }
     for (e = 0; e < k; e++) {
         const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
         const double lw = logw[e];
@@ -170,7 +170,7 @@ static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restr
             double v = c[j] + lw;
             int better = v > out[j];
             out[j] = better ? v : out[j];
-            arg[j] = better ? (int32_t)e : arg[j];
+            arg[j] = better ? (double)e : arg[j];
         }
     }
 }

@@ -136,7 +136,7 @@ static SPNC_INLINE void spnc_lin_prod_node(double *restrict out, const double *r
  * int32 per sum, at sidx). */
 SPNC_CLONES
 static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
-                             const int32_t *ns, double *T, int32_t *arg)
+                             const int32_t *ns, double *T, double *arg)
 {
     int64_t n;
     for (n = 0; n < g->n_nodes; n++) {
@@ -342,7 +342,7 @@ static SPNC_INLINE int spnc_any(const uint8_t *f)
  * out_XT: the most probable state (mode 1) or a drawn one. row: the block's first row. */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                        const int32_t *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
                         double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
                         double *out_XT)
 {
@@ -355,12 +355,20 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
         if (g->kind[n] == 0) {
             for (e = 0; e < k; e++)
                 if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
-            if (mode == 1) {
-                const int32_t *restrict ar = arg + g->sidx[n] * SPNC_B;
+            if (mode == 1 && !edge_acc && k <= 16) {   /* few edges: per edge, branch-free */
+                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+                for (e = 0; e < k; e++) {
+                    uint8_t *restrict ac = A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                    const double de = (double)e;
+                    for (j = 0; j < SPNC_B; j++) ac[j] |= (uint8_t)(an[j] & (ar[j] == de));
+                }
+            } else if (mode == 1) {
+                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
                 for (j = 0; j < SPNC_B; j++)
                     if (an[j]) {
-                        A[(int64_t)g->pslot[g->child[a + ar[j]]] * SPNC_B + j] = 1;
-                        if (edge_acc) edge_acc[a + ar[j]] += row_w[j];
+                        const int64_t pe = a + (int64_t)ar[j];
+                        A[(int64_t)g->pslot[g->child[pe]] * SPNC_B + j] = 1;
+                        if (edge_acc) edge_acc[pe] += row_w[j];
                     }
             } else {
                 for (j = 0; j < SPNC_B; j++) {
