@@ -120,7 +120,9 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
     holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
-    keep a mantissa and an exponent per value)."""
+    keep a mantissa and an exponent per value). Blocks are handed out dynamically: nothing
+    is accumulated, so the result does not depend on which thread ran a block, and a thread
+    the OS preempts on a busy machine does not hold the others up."""
     cdef const GraphC *g = &graph.c
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
     cdef bint keep = all_values.shape[0] == N
@@ -131,7 +133,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
     cdef Py_ssize_t j
-    for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
+    for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
         if linear:
             spnc_forward_lin(&net, b * SPNC_B, W, child, slot, NULL)

@@ -328,6 +328,9 @@ def main(argv=None) -> int:
             for lib, d in peer_rates(spn, X[:20000], args.peers).items():
                 print(f"{'':>9} {'':>7} {lib:<10} {1:>3} {d['rows_per_s']:11.3g} {d['rows_per_s'] * spn.n_edges:13.3g}"
                       f"   marginal rows/s {d['marginal_rows_per_s'] or float('nan'):.3g}   LL agrees with spnc: {d['agrees']}")
+                if d.get("sample_rows_per_s"):
+                    print(f"{'':>9} {'':>7} {lib + '-samp':<10} {1:>3} {d['sample_rows_per_s']:11.3g}"
+                          f"   spnc samples {base[('sample', 1)] / d['sample_rows_per_s']:.2f}x as fast")
         if ref_node:
             print(f"{'':>9} {'':>7} {'numpy-node':<10} {1:>3} {ref_node:11.3g} {ref_node * spn.n_edges:13.3g}")
             print(f"{'':>9} {'':>7} {'numpy-layer':<10} {1:>3} {ref_layer:11.3g} {ref_layer * spn.n_edges:13.3g}")
