@@ -73,6 +73,14 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
     return _graph.LeafStates(var, off, logp, miss, nst, best, skip), matrix, spans
 
 
+def _width(rows: int) -> int:
+    """Columns of a transposed chunk: whole blocks, an odd number of them. A row stride of
+    a multiple of 4 kB * 2^k maps the chunk's variables (read together, a block at a time)
+    to the same cache sets, which evicts them from L1 and L2 long before the caches fill."""
+    b = -(-rows // BLOCK)
+    return (b + 1 - b % 2) * BLOCK
+
+
 class Sweep:
     """One pass over the rows of ``X`` in ``mode``.
 
@@ -92,8 +100,9 @@ class Sweep:
         self._fill_matrix = leaf_matrix
         n_mat = sum(len(t) for t in self.matrix)
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
-        self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
-        m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
+        step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS)) // BLOCK
+        self.step = (step - 1 + step % 2) * BLOCK if step > 1 else BLOCK   # an odd number of blocks
+        m_max = _width(min(self.step, max(n, 1)))
         # linear sweeps keep a mantissa and an exponent per value
         per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
                "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
@@ -110,8 +119,7 @@ class Sweep:
         X, n = self.X, self.X.shape[0]
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
-            m = -(-(r1 - r0) // BLOCK) * BLOCK
-            XT = np.full((self.spn.n_vars, m), np.nan)
+            XT = np.full((self.spn.n_vars, _width(r1 - r0)), np.nan)
             XT[:, : r1 - r0] = X[r0:r1].T
             yield r0, r1, XT, self.leaf_matrix(XT)
 

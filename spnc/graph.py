@@ -130,6 +130,30 @@ class SPN:
                     roots=self.roots, root_weights=self.root_weights, combine=self.combine,
                     stats=self.stats, learner=self.learner)
 
+    def _reparameterised(self, weight: np.ndarray, leaf_tables: dict, root_weights=None) -> "SPN":
+        """The same structure with new sum weights, leaf tables (same leaves, same order)
+        and root weights: what EM's M-step produces. Checks the new parameters only."""
+        new = object.__new__(SPN)
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_compiled"})
+        new.weight = _v.as_array(weight, np.float64, "weight")
+        new.root_weights = None if root_weights is None else _v.as_array(root_weights, np.float64, "root_weights")
+        new.leaf_tables = dict(leaf_tables)
+        new.stats, new.learner = dict(self.stats), dict(self.learner)
+        for k, t in new.leaf_tables.items():
+            old = self.leaf_tables[k]
+            if t is not old and not np.array_equal(t.node, old.node):
+                raise StructureError(f"leaf table {k!r}: the leaves changed; build a new SPN")
+            t.slot = old.slot
+        parent = np.repeat(np.arange(self.n_nodes), np.diff(self.child_ptr))
+        _v.check_weights(self.kind, self.child_ptr, new.weight, parent)
+        _v.check_leaf_parameters(new.leaf_tables, self.cardinality)
+        _v.check_roots(self.roots, self.combine, new.root_weights, self.n_nodes, self.scope_ptr, self.scope,
+                       self.child_ptr, self.child)
+        new.logw = np.log(new.weight, where=new.weight > 0, out=np.full(len(new.weight), -np.inf))
+        new.logw[self.kind[parent] == PRODUCT] = 0.0
+        new.logw.setflags(write=False)
+        return new
+
     def copy(self) -> "SPN":
         """An independent copy (arrays copied, parameters editable on the copy only)."""
         tables = {k: type(t).from_arrays(t.node.copy(), [s.copy() for s in t.scopes],

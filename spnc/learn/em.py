@@ -323,9 +323,7 @@ class EM(DensityEstimator):
         tables = {}
         for k, table in spn.leaf_tables.items():
             tables[k] = self._refit_table(spn, table, est, X, w) if len(table) else table
-        return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, weight, tables, spn.cardinality,
-                               var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
-                               root_weights=rw, combine=spn.combine, stats=spn.stats, learner=spn.learner)
+        return spn._reparameterised(weight, tables, rw)
 
     def _refit_table(self, spn: SPN, table: _lb.LeafType, est: dict, X: np.ndarray, w: np.ndarray) -> _lb.LeafType:
         k = table.name
@@ -336,7 +334,7 @@ class EM(DensityEstimator):
             h = _stats_for(table, self.alpha, self.min_std)
             s = est["leaf"][k]
             params = h.fit(s)
-            new = type(table).from_arrays(table.node, table.scopes, params)
+            new = table.with_params(params)
             ok = ~frozen
             if self.check_leaves:
                 old_s, new_s = h.score(table.params, s), h.score(params, s)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import copy
+
 import numpy as np
 
 from . import _kernels as K
@@ -99,6 +101,11 @@ class _UnivariateTable(LeafType):
     def __init__(self, node, scopes, params):
         super().__init__(node, scopes, params)
         self.var = np.ascontiguousarray([s[0] if s.size else -1 for s in self.scopes], dtype=np.int32)
+
+    def with_params(self, params):
+        new = copy.copy(self)        # node, scopes and var are shared, never edited in place
+        new.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
+        return new
 
     def _check_scopes(self) -> None:
         for i, s in enumerate(self.scopes):
