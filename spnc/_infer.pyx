@@ -241,7 +241,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
 
 def select_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`select` needs."""
-    return (graph.c.n_nodes + graph.c.n_sums + 1) * SPNC_B
+    return (max(graph.c.n_nodes, 2 * graph.c.n_slots) + graph.c.n_sums + 1) * SPNC_B
 
 
 def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -249,7 +249,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
            uint64_t seed, int64_t row0, double[::1] root_value, uint8_t[:, ::1] leaf_active,
            const double[::1] row_w, double[:, ::1] edge_acc, double[:, ::1] node_acc,
            double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint8_t[:, ::1] acts,
-           double[:, ::1] out_XT=None):
+           double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
     MARGINAL (sampling): a child drawn with probability w_c S_c / S at each sum node; with
@@ -259,7 +259,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     have rows, and, when ``edge_acc`` has rows, adds ``row_w[r]`` to the edge and node
     counts of the chosen tree (per thread t). With ``out_XT`` (a copy of ``XT``), the inline
     discrete leaves on the chosen tree write their missing variables there themselves (the
-    leaf tables' ``fill`` is then only needed for the others)."""
+    leaf tables' ``fill`` is then only needed for the others). With ``ll`` (single-root
+    models whose leaves are all inline, MPE), the sum-product log-likelihood of each
+    completed row is computed in the same block, with ``ll_states`` (MARGINAL tables)."""
     cdef const GraphC *g = &graph.c
     cdef bint sampling = mode != MAX
     cdef spnc_net net = _net(g, &states.c, XT, L, not sampling)
@@ -275,6 +277,11 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef const int32_t *cs = g.child if sampling else g.child_slot
     cdef const int32_t *ns = g.ident if sampling else g.node_slot
     cdef const int64_t[::1] start = graph.start_
+    cdef bint want_ll = ll is not None
+    cdef spnc_net lnet
+    if want_ll:
+        lnet = _net(g, &ll_states.c, out_XT, L, True)
+    cdef Py_ssize_t W_arg = max(N, 2 * g.n_slots) * SPNC_B
     cdef double best, v
     cdef double *W
     cdef double *arg
@@ -282,7 +289,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
-        arg = W + N * SPNC_B
+        arg = W + W_arg
         A = &acts[t, 0]
         col0 = b * SPNC_B
         for i in range(start.shape[0]):
@@ -305,6 +312,13 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                 A[g.pslot[roots[pick]] * SPNC_B + j] = 1
         spnc_select(&net, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
                     &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt)
+        if want_ll:
+            if g.linear:
+                spnc_forward_lin(&lnet, col0, W, g.child_slot, g.node_slot, NULL)
+            else:
+                spnc_forward_log(&lnet, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
+            for j in range(SPNC_B):
+                ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, g.linear)
 
 
 cdef extern from *:

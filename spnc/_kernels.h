@@ -98,7 +98,7 @@ static SPNC_INLINE void spnc_share(double *restrict T, const double *restrict s,
     double inv[SPNC_B];
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) inv[j] = s[j] > 0.0 ? 1.0 / s[j] : 0.0;
+    for (j = 0; j < SPNC_B; j++) { const double r = 1.0 / s[j]; inv[j] = s[j] > 0.0 ? r : 0.0; }
     for (e = 0; e < k; e++)
         for (j = 0; j < SPNC_B; j++) T[e * SPNC_B + j] *= inv[j];
 }
@@ -160,19 +160,21 @@ static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restr
         spnc_edge_max(out, W, ch, logw, k);
         return;
     }
+    double m[SPNC_B], am[SPNC_B];
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) { out[j] = -INFINITY; arg[j] = 0.0; }
+    for (j = 0; j < SPNC_B; j++) { m[j] = -INFINITY; am[j] = 0.0; }
     for (e = 0; e < k; e++) {
         const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
+        const double lw = logw[e], de = (double)e;
         for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            int better = v > out[j];
-            out[j] = better ? v : out[j];
-            arg[j] = better ? (double)e : arg[j];
+            const double v = c[j] + lw;
+            am[j] = v > m[j] ? de : am[j];
+            m[j] = v > m[j] ? v : m[j];
         }
     }
+    memcpy(out, m, sizeof(m));
+    memcpy(arg, am, sizeof(am));
 }
 
 /* ---- linear domain with power-of-two exponents ---------------------------------------- */

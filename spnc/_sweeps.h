@@ -213,8 +213,9 @@ static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restric
     } else {
         const double *restrict wn = W + n * SPNC_B, *restrict wc = W + c * SPNC_B;
         for (j = 0; j < SPNC_B; j++) {
-            double x = q[j] > 0.0 ? wc[j] + lw - wn[j] : -INFINITY;
-            out[j] = q[j] * spnc_exp_nonpos(x > 0.0 ? 0.0 : x);
+            double x = wc[j] + lw - wn[j];   /* NaN where q is 0 and S_n is 0: masked below */
+            const double y = q[j] * spnc_exp_nonpos(x > 0.0 ? 0.0 : x);
+            out[j] = q[j] > 0.0 ? y : 0.0;
         }
     }
 }
@@ -275,7 +276,10 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
             double q[SPNC_B], v[SPNC_B];
             if (!t && linear) {
                 const double *restrict nm = W + n * 2 * SPNC_B;
-                for (j = 0; j < SPNC_B; j++) q[j] = pn[j] > 0.0 ? pn[j] / nm[j] : 0.0;
+                for (j = 0; j < SPNC_B; j++) {
+                    const double r = pn[j] / nm[j];   /* both sides computed: vectorises */
+                    q[j] = pn[j] > 0.0 ? r : 0.0;
+                }
             } else if (!t) {
                 memcpy(q, pn, SPNC_B * sizeof(double));
             }
@@ -361,7 +365,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
         if (g->kind[n] == 0) {
             for (e = 0; e < k; e++)
                 if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
-            if (mode == 1 && !edge_acc && k <= 16) {   /* few edges: per edge, branch-free */
+            if (mode == 1 && !edge_acc && k <= 64) {   /* few edges: per edge, branch-free */
                 const double *restrict ar = arg + g->sidx[n] * SPNC_B;
                 for (e = 0; e < k; e++) {
                     uint8_t *restrict ac = A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
