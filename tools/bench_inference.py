@@ -20,6 +20,10 @@ import statistics
 import sys
 import time
 
+# threads sleep at barriers instead of spinning, so CPU time counts work, not waiting (a
+# parallel region here lasts tens of milliseconds; waking costs microseconds)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 import numpy as np  # noqa: E402
 
 import spnc  # noqa: E402
@@ -212,12 +216,19 @@ def peer_rates(spn: spnc.SPN, X: np.ndarray, peers: str) -> dict[str, dict]:
     return out
 
 
+CPU_TIME = {}
+
+
 def timeit(f, repeat=3):
-    ts = []
+    """Median wall time of ``repeat`` calls; the median process CPU time (all threads) is
+    left in ``CPU_TIME["last"]``."""
+    ts, cs = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         f()
         ts.append(time.perf_counter() - t0)
+        cs.append(time.process_time() - c0)
+    CPU_TIME["last"] = statistics.median(cs)
     return statistics.median(ts)
 
 
@@ -261,10 +272,14 @@ def main(argv=None) -> int:
     # best of several short probes: a probe the OS preempts on a shared machine reads low
     exp_rate = max(_infer.probe("exp") for _ in range(7))
     fma_rate = max(_infer.probe("fma") for _ in range(7))
-    print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}")
+    print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}"
+          f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}  load average {os.getloadavg()[0]:.2f}")
     print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s")
     print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} "
-          f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8}")
+          f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8} {'cpu 1/2':>8}")
+    print("(2 thr/1: wall-clock speed-up; cpu 1/2: CPU seconds of one thread over those of two, all threads"
+          " summed: 1.0 means the second thread adds no work, so a wall-clock 2 thr/1 below that is the"
+          " machine's load, not the kernel)")
     rng = np.random.default_rng(1)
     cases = []
     for shape in args.shape:
@@ -305,7 +320,7 @@ def main(argv=None) -> int:
             em.n_threads = nt
             em.rejected_ = 0
             em._mstep(spn, em._estep(spn, X, ones, hard=False), X, ones)
-        base = {}
+        base, cpu = {}, {}
         for name, f in (
             ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt)),
             ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt)),
@@ -317,12 +332,15 @@ def main(argv=None) -> int:
             for nt in (1, 2):  # two threads always run (and say so) even where fewer are available
                 f(nt)  # warm-up
                 t = timeit(lambda: f(nt), rep)
+                cpu.setdefault((name, nt), CPU_TIME["last"])
                 rps = n / t
                 base.setdefault((name, nt), rps)
                 r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
                 r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
                 rl = f"{base[('loglik', nt)] / rps:9.2f}x" if name != "loglik" else f"{'':>10}"
                 sp = f"{rps / base[(name, 1)]:7.2f}x" if nt == 2 else f"{'':>8}"
+                if nt == 2:
+                    sp += f" {cpu[(name, 1)] / max(cpu[(name, 2)], 1e-9):7.2f}x"
                 note = "" if nt <= avail else "  (more threads than available)"
                 print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} "
                       f"{rps * spn.n_edges / nt:9.3g} {r1} {r2} {rl} {sp}{note}")
