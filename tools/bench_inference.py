@@ -21,7 +21,9 @@ import sys
 import time
 
 # threads sleep at barriers instead of spinning, so CPU time counts work, not waiting (a
-# parallel region here lasts tens of milliseconds; waking costs microseconds)
+# parallel region here lasts tens of milliseconds; waking costs microseconds). The peers run
+# with the caller's environment: their many short parallel regions would pay for waking.
+PEER_ENV = dict(os.environ)
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np  # noqa: E402
@@ -206,7 +208,7 @@ def peer_rates(spn: spnc.SPN, X: np.ndarray, peers: str) -> dict[str, dict]:
             if not os.path.exists(py):
                 continue
             r = subprocess.run([py, os.path.join(here, "peer_eval.py"), lib, mpath, dpath],
-                               capture_output=True, text=True, timeout=1800)
+                               capture_output=True, text=True, timeout=1800, env=PEER_ENV)
             if r.returncode:
                 print(f"   ({lib} failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode})")
                 continue
