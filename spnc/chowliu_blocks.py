@@ -183,3 +183,45 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
     finally:
         if src is not X:
             src.close()
+
+
+def _card_block(block: np.ndarray, r0: int, ctx) -> np.ndarray:
+    return _codes(block, r0, None)[1]
+
+
+def _max(a, b):
+    return b if a is None else a if b is None else np.maximum(a, b)
+
+
+def pairwise_gtest(X, cardinality=None, *, n_threads: int | None = None, client=None,
+                   block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(G, dof)``: pairwise G statistics and degrees of freedom of the variables of ``X``
+    (a block source or a Dask array) over all its rows — LearnSPN's independence test
+    (:meth:`spnc.learn.structure.Context.gtest`) on the whole data. One-hot pair counts are
+    summed over blocks (over Dask chunks on the workers); only the counts reach the caller.
+    Without ``cardinality`` a first pass finds it."""
+    src = X if _stream.is_dask(X) else _stream.open_source(X, block_rows)
+    run = dict(client=client, block_rows=block_rows)
+    try:
+        if cardinality is None:
+            card = _stream.map_reduce(_card_block, src, None, _max, **run)
+            if card is None:
+                raise DataError("X has no rows")
+            if not _stream.is_dask(src) and not src.reiterable:
+                raise DataError("pairwise_gtest needs two passes without cardinality, but X is a one-shot iterator")
+        else:
+            card = np.asarray(cardinality, dtype=np.int64)
+        off = np.zeros(len(card) + 1, dtype=np.int64)
+        np.cumsum(card, out=off[1:])
+        if off[-1] > MAX_INDICATORS:
+            raise DataError(f"pairwise_gtest counts one-hot indicator pairs: {int(off[-1])} indicators "
+                            f"(sum of cardinalities) exceed {MAX_INDICATORS}")
+        ctx = {"card": card, "w": None, "const": True, "n_threads": n_threads, "off": off}
+        res = _stream.map_reduce(_onehot_block, src, ctx, **run)
+        if res is None:
+            raise DataError("X has no rows")
+        C, _, n, _ = res
+        return _cl._MI.gtest_onehot(np.ascontiguousarray(C), off, float(n))
+    finally:
+        if src is not X:
+            src.close()

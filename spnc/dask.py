@@ -16,6 +16,7 @@ totals reach the client, which does the cheap parts (spanning tree, M-step).
 """
 from __future__ import annotations
 
+import importlib.util
 import uuid
 from typing import Any, Callable
 
@@ -26,10 +27,8 @@ from .stream import add, is_dask
 
 
 def _require():
-    try:
-        import dask  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("the Dask backend needs dask: pip install 'pyspnc[dask]'") from None
+    if importlib.util.find_spec("dask") is None:  # pragma: no cover - depends on the environment
+        raise ImportError("the Dask backend needs dask: pip install 'pyspnc[dask]'")
 
 
 def current_client(client=None):

@@ -26,6 +26,14 @@ def test_local_scheduler_without_client():
     _same_fit(fit_chow_liu(X), fit_chow_liu(da.from_array(X, chunks=(300, -1))), exact=True)
 
 
+def test_bagging_dask_backend_needs_a_client():
+    from spnc.errors import ParameterError
+    from spnc.learn import LearnSPN
+    from spnc.learn.bagging import BaggedSPN
+    with pytest.raises(ParameterError, match="Client"):
+        BaggedSPN(LearnSPN(), n_bags=2, backend="dask").fit(np.zeros((30, 3)))
+
+
 @pytest.fixture(scope="module")
 def client():
     # processes: the model really is shipped to other interpreters; one thread per worker
@@ -67,3 +75,43 @@ def test_em(client, kind, variant):
     for k, t in ref.spn_.leaf_tables.items():
         for name, v in t.to_arrays().items():
             assert np.allclose(v, got.spn_.leaf_tables[k].to_arrays()[name], rtol=1e-9, atol=1e-12)
+
+
+def test_learnspn_and_prometheus_on_dask_array(client):
+    from spnc.learn import LearnSPN
+    from spnc.learn.prometheus import Prometheus
+    from test_learnspn import planted
+    from test_stream_learners import same_model
+    X = planted(np.random.default_rng(0), n=3000).astype(np.uint8)
+    D = da.from_array(X, chunks=(700, -1))
+    for est in (LearnSPN(min_instances=200, sample_rows=1500, refine_iter=2, random_state=0),
+                Prometheus(min_instances=300, sample_rows=1500, refine_iter=2, random_state=0)):
+        same_model(type(est)(**est.get_params()).fit(X).spn_, est.fit(D).spn_)
+
+
+def test_pairwise_gtest_on_dask(client):
+    from spnc.chowliu_blocks import pairwise_gtest
+    from test_learnspn import ctx_for, full_slice
+    X = _tree_data(np.random.default_rng(5), 3000, [2, 3, 2, 4, 2]).astype(np.uint8)
+    G, dof = ctx_for(X).gtest(full_slice(X))
+    G2, dof2 = pairwise_gtest(da.from_array(X, chunks=(500, -1)))
+    assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
+
+
+def test_bagging_and_cross_validation_as_dask_tasks(client):
+    from spnc.learn import LearnSPN
+    from spnc.learn.bagging import BaggedSPN
+    from test_learnspn import planted
+    X = planted(np.random.default_rng(1), n=600).astype(np.float64)
+    base = LearnSPN(min_instances=50)
+    kw = dict(n_bags=3, param_distributions={"min_instances": [30, 60]}, random_state=3)
+    a, b = BaggedSPN(base, **kw).fit(X), BaggedSPN(base, backend="dask", **kw).fit(X)
+    assert a.bag_params_ == b.bag_params_
+    assert np.array_equal(a.spn_.log_likelihood(X), b.spn_.log_likelihood(X))
+    # cross-validation folds: scikit-learn's joblib, on the cluster through joblib's Dask backend
+    joblib = pytest.importorskip("joblib")
+    model_selection = pytest.importorskip("sklearn.model_selection")
+    ref = model_selection.cross_val_score(LearnSPN(min_instances=50, random_state=0), X, cv=3)
+    with joblib.parallel_backend("dask"):
+        got = model_selection.cross_val_score(LearnSPN(min_instances=50, random_state=0), X, cv=3, n_jobs=-1)
+    assert np.array_equal(ref, got)

@@ -264,7 +264,8 @@ def test_validation_patience_returns_best_model():
     em = EM(init=discrete_model(3), max_iter=40, tol=-np.inf, patience=2).fit(X, X_valid=Xv)
     hv = em.history_["valid"]
     assert em.score(Xv) == pytest.approx(hv.max())
-    assert em.n_iter_ <= 40 and len(hv) == em.n_iter_
+    assert em.n_iter_ <= 40 and len(hv) == em.n_iter_ + 1      # the starting model first
+    assert hv[0] == pytest.approx(discrete_model(3).log_likelihood(Xv).mean())
 
 
 def test_mixture_roots_get_weights():

@@ -13,7 +13,7 @@ from spnc.learn.merge import identical_merge, node_marginals, pairwise_distance
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, eval_linear, random_spn
+from conftest import all_states, eval_linear, random_spn, shared_data
 
 
 def _data(seed=0, n=900, d=7):
@@ -162,7 +162,7 @@ def test_merge_compresses_an_ospn_and_creates_sharing(trees):
 
 
 @pytest.mark.parametrize("distance", ["kl", "hellinger"])
-@pytest.mark.parametrize("refit", ["counts", "hard_em"])
+@pytest.mark.parametrize("refit", ["counts", "hard_em", "em"])
 def test_merge_options(trees, distance, refit):
     X, Xv, models = trees
     tree = models["latent", "chowliu"]
@@ -269,6 +269,24 @@ def test_bagged_spn_merged_as_a_whole(small):
     assert bag.spn_.n_nodes <= bag.ensemble_.n_nodes
 
 
+def test_bagged_spn_weights(small):
+    X, Xv = small
+    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
+    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
+    fits = {w: BaggedSPN(base, n_bags=3, param_distributions=pd, weights=w, random_state=7).fit(X, X_valid=Xv)
+            for w in ("train", "uniform", "valid")}
+    assert np.allclose(fits["uniform"].bag_weights_, 1 / 3)
+    # the same bags; validation weights are the maximum-likelihood mixture on X_valid
+    models = [spnc.compile(c, n_vars=X.shape[1]) for c in fits["train"].ensemble_.to_nodes().children]
+    L = np.column_stack([m.log_likelihood(Xv) for m in models])
+    mix = lambda w: np.log(np.exp(L) @ w).mean()  # noqa: E731
+    best = mix(fits["valid"].bag_weights_)
+    assert best >= max(mix(fits["train"].bag_weights_), mix(fits["uniform"].bag_weights_)) - 1e-9
+    assert fits["valid"].spn_.log_likelihood(Xv).mean() == pytest.approx(best, abs=1e-9)
+    with pytest.raises(spnc.DataError, match="X_valid"):
+        BaggedSPN(base, n_bags=2, weights="valid").fit(X)
+
+
 def test_bagged_spn_bad_parameters(small):
     X, _ = small
     with pytest.raises(ParameterError, match="param_distributions"):
@@ -288,3 +306,17 @@ def test_estimators_clone_with_scikit_learn(trees):
     assert c.get_params()["distance"] == "kl" and c.init is not None
     b = clone(BaggedSPN(LearnSPN(min_instances=20), n_bags=2, merge=Merge()))
     assert b.n_bags == 2 and isinstance(b.base_learner, LearnSPN)
+
+
+@pytest.mark.slow
+def test_soft_em_refit_explains_every_training_row():
+    """Merging an O-SPN hard can leave a kept member that gives probability 0 to rows its
+    partner explained (nltcs, threshold 0.4); the EM refit smooths by counting first
+    instead of failing."""
+    d = shared_data("binary", "nltcs.train.data").parent
+    X, Xv = (np.loadtxt(d / f"nltcs.{s}.data", delimiter=",") for s in ("train", "valid"))
+    tree = LearnSPN(sum_split="observed", leaves="chowliu", min_instances=10, alpha=1.0, random_state=0,
+                    splitter="mi_components", mi_threshold=0.001, max_depth=5, criterion="info_gain").fit(X).spn_
+    m = Merge(init=tree, epsilon=[0.2, 0.4], refit="em", max_iter=3).fit(X, X_valid=Xv)
+    assert np.isfinite(m.spn_.log_likelihood(X)).all()
+    assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9

@@ -175,3 +175,16 @@ def test_cli_reads_hdf5_spec(tmp_path):
     assert evaluate.main([model, spec, "--out-ll", str(tmp_path / "ll.npy"), "--quiet"]) == 0
     assert np.allclose(np.load(tmp_path / "ll.npy"), spnc.load(model).log_likelihood(X))
     assert evaluate.main([model, str(tmp_path / "data.h5") + ":/nope", "--quiet"]) == 2
+
+
+def test_pairwise_gtest_over_blocks_equals_learnspn_test(tmp_path):
+    from spnc.chowliu_blocks import pairwise_gtest
+    from test_learnspn import ctx_for, full_slice, planted
+    X = planted(np.random.default_rng(0), n=3000).astype(np.uint8)
+    X[:5, 2] = 2                                     # one ternary variable
+    G, dof = ctx_for(X).gtest(full_slice(X))
+    for src, card in ((_h5(tmp_path, X), None), (_blocks(X, 700), [2, 2, 3, 2, 2, 2, 2, 2])):
+        G2, dof2 = pairwise_gtest(src, card)
+        assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
+    with pytest.raises(DataError, match="rows from"):
+        pairwise_gtest(_blocks(X, 700), [2] * 8)

@@ -80,7 +80,7 @@ def mean_ll(spn, X) -> float:
     return float(np.mean(spn.log_likelihood(X, n_threads=1)))
 
 
-def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False):
+def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False, merge_kw=None):
     best = None
     for p in grid(kind, leaves, quick, full):
         t = time.perf_counter()
@@ -91,7 +91,7 @@ def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False):
             best = (v, est.spn_, p, secs)
     v_tree, tree, params, t_secs = best
     t = time.perf_counter()
-    m = Merge(init=tree).fit(X, X_valid=Xv)
+    m = Merge(init=tree, **(merge_kw or {})).fit(X, X_valid=Xv)
     g_secs = time.perf_counter() - t
     graph = m.spn_
     tw, tp = n_parameters(tree)
@@ -110,17 +110,18 @@ def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False):
     return row
 
 
-def table3_row(name, X, Xv, Xt, bags, jobs, quick):
+def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train"):
     base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=10, alpha=1.0)
     dist = {"mi_threshold": BETAS, "max_depth": DEPTHS}
     t = time.perf_counter()
-    b = BaggedSPN(base, n_bags=bags, param_distributions=dist, n_jobs=jobs, random_state=0).fit(X)
+    b = BaggedSPN(base, n_bags=bags, param_distributions=dist, weights=weights, n_jobs=jobs,
+                  random_state=0).fit(X, X_valid=Xv)
     b_secs = time.perf_counter() - t
     ens = b.spn_
     t = time.perf_counter()
-    m = Merge(init=ens).fit(X, X_valid=Xv)
+    m = Merge(init=ens, **(merge_kw or {})).fit(X, X_valid=Xv)
     g_secs = time.perf_counter() - t
-    return {"set": name, "bags": bags, "t_test": mean_ll(ens, Xt), "g_test": mean_ll(m.spn_, Xt),
+    return {"set": name, "bags": bags, "weights": weights, "t_test": mean_ll(ens, Xt), "g_test": mean_ll(m.spn_, Xt),
             "t_valid": mean_ll(ens, Xv), "g_valid": mean_ll(m.spn_, Xv), "T": n_parameters(ens)[0],
             "G": n_parameters(m.spn_)[0], "t_nodes": ens.n_nodes, "g_nodes": m.spn_.n_nodes,
             "bag_time": b_secs, "g_time": g_secs, "epsilon": m.epsilon_,
@@ -166,22 +167,29 @@ def main() -> None:
     ap.add_argument("--em", action="store_true", help="also soft EM on each merged graph")
     ap.add_argument("--quick", action="store_true", help="one tree configuration (smoke run)")
     ap.add_argument("--full-grid", action="store_true", help="the paper's full beta x h grid for the trees")
+    ap.add_argument("--refit", choices=["counts", "hard_em", "em"], default="counts", help="Merge(refit=...)")
+    ap.add_argument("--weights", choices=["train", "uniform", "valid"], default="train",
+                    help="BaggedSPN(weights=...): the paper weights bags by training likelihood")
+    ap.add_argument("--local-check", action="store_true", help="Merge(local_check=True)")
     ap.add_argument("--json", type=Path, default=None, help="append rows as JSON lines here")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown tables here")
     args = ap.parse_args()
     rows2, rows3 = [], []
+    merge_kw = {"refit": args.refit, "local_check": args.local_check}
+    if args.refit == "em":
+        merge_kw["max_iter"] = 5
     for name in args.sets:
         X, Xv, Xt = load(args.data, name)
         todo = [] if args.no_table2 else list(itertools.product(args.kinds, args.leaves))
         for kind, leaves in todo:
-            r = table2_row(name, kind, leaves, X, Xv, Xt, args.quick, args.em, args.full_grid)
+            r = table2_row(name, kind, leaves, X, Xv, Xt, args.quick, args.em, args.full_grid, merge_kw)
             rows2.append(r)
             print(json.dumps(r), flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"table": 2, **r}) + "\n")
         if args.bags > 0:
-            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick)
+            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick, merge_kw, args.weights)
             rows3.append(r)
             print(json.dumps(r), flush=True)
             if args.json:

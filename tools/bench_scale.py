@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -74,13 +75,17 @@ def main() -> None:
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 27,
                          "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 1 << 26})
     from distributed import Client, LocalCluster
+    # the set-up ships the data to the workers once, inside the graph; that is intended here
+    warnings.filterwarnings("ignore", message="Sending large graph")
 
     truth, init = model(a.vars, 0), model(a.vars, 1)
     X = truth.sample(a.rows, seed=0)
     Xu = X.astype(np.uint8)
     n_chunks = -(-a.rows // a.chunk)
+    load0 = os.getloadavg()
     print(f"{a.rows} rows x {a.vars} binary variables, {n_chunks} chunks of {a.chunk} rows; "
-          f"model {init.n_nodes} nodes, {init.n_edges} edges; {os.cpu_count()} cores; worker malloc: {a.malloc}")
+          f"model {init.n_nodes} nodes, {init.n_edges} edges; {os.cpu_count()} cores; worker malloc: {a.malloc}; "
+          f"load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     T = tasks(init, X)
     ref = {}
     for name, (mem, _, passes) in T.items():
@@ -112,6 +117,9 @@ def main() -> None:
               f"(no-op map-reduce over the same {n_chunks} chunks)")
     for name in T:
         print(f"per-row cost in memory, one thread, {name}: {1e9 * ref[name] / a.rows:.1f} ns")
+    load1 = os.getloadavg()
+    print(f"load average at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    out["loadavg"] = {"start": list(load0), "end": list(load1)}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

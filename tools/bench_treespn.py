@@ -84,7 +84,7 @@ def treespn(root: Path, sets: list[str], seed: int) -> list[dict]:
             r = {"set": name, "n_trees": k, "max_depth": h, "g_factor": g, "fit_seconds": sec,
                  "valid_ll": m.score(va), "test_ll": m.score(te),
                  "structure_test_ll": float(m.structure_.log_likelihood(te).mean()),
-                 "em_passes": int(len(m.history_["valid"])), **model_size(m.spn_)}
+                 "em_passes": int(m.n_iter_), **model_size(m.spn_)}
             print(json.dumps(r), flush=True)
             rows.append(r)
             if best is None or r["valid_ll"] > best["valid_ll"]:

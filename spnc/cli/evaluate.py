@@ -13,7 +13,7 @@ from ..errors import DataError, SpncError
 from .. import _budget as budget
 from .._atomic import check_writable
 from .._progress import Progress
-from . import _data
+from . import _data, _evalstream
 from . import add_common, add_data_options, finite, positive_count, print_json, run_tool
 
 PROG = "spnc-eval"
@@ -112,7 +112,9 @@ def _run(args: argparse.Namespace) -> int:
     names = model.var_names
     read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
     summary: dict = {"model": args.model}
-    if args.data is not None:
+    if args.data is not None and _evalstream.streamable(args.data, args.dataset):
+        summary.update(_run_blocks(model, args))
+    elif args.data is not None:
         tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
         X = _checked(model, tab)
         ll = _loglik(model, X, args)
@@ -148,15 +150,44 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checked(model, tab: _data.Table) -> np.ndarray:
-    """The model's own check, with the message pointing at the file, line and column."""
+def _checked(model, tab: _data.Table, row0: int = 0) -> np.ndarray:
+    """The model's own check, with the message pointing at the file, line and column
+    (``row0``: the table's first row in the file)."""
     try:
         return model._check_X(tab.X)
     except DataError as e:
         m = re.match(r"X\[(\d+), (\d+)\] = (.*)", str(e))
         if m:
-            raise DataError(f"{tab.where(int(m.group(1)), int(m.group(2)))}: {m.group(3)}") from None
+            raise DataError(f"{tab.where(row0 + int(m.group(1)), int(m.group(2)))}: {m.group(3)}") from None
         raise DataError(f"{tab.path}: {e}") from None
+
+
+def _run_blocks(model, args: argparse.Namespace) -> dict:
+    """Log-likelihoods (and MPE completions) of an HDF5/Zarr/.npy data file, ``--chunk-rows``
+    rows at a time, written to the outputs block by block."""
+    src, fnames, label = _evalstream.open_data(args.data, args.dataset, args.chunk_rows)
+    try:
+        order, cnames = _evalstream.column_order(fnames, src.n_cols, model.var_names, model.n_vars,
+                                                 args.by_position, label)
+
+        def step(block: np.ndarray, r0: int):
+            B = np.asarray(block, dtype=np.float64)
+            X = _checked(model, _data.Table(B if order is None else B[:, order], cnames, label), r0)
+            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z))}
+            if args.mpe:
+                res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
+            return X, res
+        outs = [(args.out_ll, None, "ll")] if args.out_ll else []
+        if args.mpe:
+            outs.append((args.mpe, model.var_names, "mpe"))
+        stats = _evalstream.run_blocks(src, outs, step)
+    finally:
+        src.close()
+    out = {"data": args.data}
+    out.update(_print_report(stats.n, stats.miss, stats.columns(), args))
+    if args.mpe:
+        out["mpe"] = args.mpe
+    return out
 
 
 def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
@@ -169,10 +200,11 @@ def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     if not parts:
         return fn(X)
     return np.concatenate(parts, axis=0)
-def _loglik(model, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
+def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None) -> np.ndarray:
     nt = args.n_threads
+    run = run or _chunked
     if args.query is None and args.evidence is None:
-        return _chunked(lambda Z: model.log_likelihood(Z, n_threads=nt), X, args)
+        return run(lambda Z: model.log_likelihood(Z, n_threads=nt), X, args)
     V = model.n_vars
     ev = _data.parse_columns(args.evidence, model.var_names, V) if args.evidence else []
     if args.query is not None:
@@ -188,26 +220,33 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     keep_e = np.zeros(V, dtype=bool)
     keep_e[ev] = True
     Xq = np.where(keep_qe, X, np.nan)
-    joint = _chunked(lambda Z: model.log_likelihood(Z, n_threads=nt), Xq, args)
+    joint = run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xq, args)
     if not ev:
         return joint
     Xe = np.where(keep_e, X, np.nan)
-    return joint - _chunked(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args)
+    return joint - run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args)
 
 
 def _report(ll: np.ndarray, X: np.ndarray, args: argparse.Namespace) -> dict:
     n = len(ll)
     miss = int(np.isnan(X).any(axis=1).sum()) if X.size else 0
-    out: dict = {"rows": n, "rows_with_missing": miss, "log_likelihood": []}
-    if not args.json:
-        print(f"rows: {n} ({miss} with missing values)")
-    cols = ll.reshape(n, -1)
-    for j in range(cols.shape[1]):
-        v = cols[:, j]
-        tag = "" if cols.shape[1] == 1 else f" [root {j}]"
+    cols = []
+    for v in ll.reshape(n, -1).T:
         zero = int(np.sum(v == -np.inf))
         mean = float(np.mean(v)) if n else float("nan")
         se = float(np.std(v, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
+        cols.append((mean, se, zero))
+    return _print_report(n, miss, cols, args)
+
+
+def _print_report(n: int, miss: int, cols: list[tuple[float, float, int]], args: argparse.Namespace) -> dict:
+    """The summary (``cols``: mean, standard error and zero-probability rows per root),
+    printed unless ``--json``; returns it for the JSON output."""
+    out: dict = {"rows": n, "rows_with_missing": miss, "log_likelihood": []}
+    if not args.json:
+        print(f"rows: {n} ({miss} with missing values)")
+    for j, (mean, se, zero) in enumerate(cols):
+        tag = "" if len(cols) == 1 else f" [root {j}]"
         out["log_likelihood"].append({"mean": finite(mean), "stderr": finite(se), "zero_probability_rows": zero})
         if args.json:
             continue

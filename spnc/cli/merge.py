@@ -24,7 +24,7 @@ exit status: 0 success, 2 bad input (one line "spnc-merge: error: ...")
 """
 
 _PARAM_FLAGS = {"epsilon": "--epsilon", "distance": "--distance", "refit": "--refit", "max_iter": "--max-iter",
-                "alpha": "--alpha", "max_rounds": "--max-rounds", "n_threads": "--n-threads"}
+                "alpha": "--alpha", "max_rounds": "--max-rounds", "local_check": "--local-check", "n_threads": "--n-threads"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,11 +42,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, nargs="+", default=None,
                    help="distance threshold(s); several are chosen on --valid (default: 0.001 0.01 0.1 0.2 0.4)")
     p.add_argument("--distance", choices=["manhattan", "kl", "hellinger"], default="manhattan")
-    p.add_argument("--refit", choices=["hard_em", "counts"], default="counts")
-    p.add_argument("--max-iter", type=int, default=20, help="hard-EM passes per round")
+    p.add_argument("--refit", choices=["hard_em", "counts", "em"], default="counts",
+                   help="re-estimation of merged sub-networks: one counting pass, hard EM, or soft EM "
+                   "(for models fitted softly: EM-refined, mixtures, other libraries)")
+    p.add_argument("--max-iter", type=int, default=20, help="hard-EM or EM passes per round")
     p.add_argument("--alpha", type=float, default=None, help="Laplace pseudo-count (default: the learner's)")
     p.add_argument("--max-rounds", type=int, default=3)
     p.add_argument("--no-chowliu-check", action="store_true", help="skip the Chow-Liu sanity check")
+    p.add_argument("--local-check", action="store_true",
+                   help="merge a node only when that is no worse on the validation rows reaching it")
     add_common(p)
     return p
 
@@ -72,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
     kw = {} if eps is None else {"epsilon": eps[0] if len(eps) == 1 else list(eps)}
     est = Merge(init=model, distance=args.distance, refit=args.refit, max_iter=args.max_iter, alpha=args.alpha,
-                max_rounds=args.max_rounds, chowliu_check=not args.no_chowliu_check,
+                max_rounds=args.max_rounds, chowliu_check=not args.no_chowliu_check, local_check=args.local_check,
                 verbose=0 if (args.quiet or args.json) else 1, n_threads=args.n_threads, **kw)
     t0 = time.perf_counter()
     try:

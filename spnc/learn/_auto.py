@@ -23,11 +23,12 @@ def auto_names(est) -> list[str]:
             if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {})]
 
 
-def fit_auto(est, X, **fit_kwargs):
-    """Choose the ``"auto"`` parameters of ``est`` on held-out rows, then fit ``est``
-    on all of ``X`` with them (its parameters keep the value ``"auto"``)."""
+def fit_auto(est, X, sample=None, **fit_kwargs):
+    """Choose the ``"auto"`` parameters of ``est`` on held-out rows (of ``sample`` when
+    given: the rows in memory when ``X`` streams from a file), then fit ``est`` on all of
+    ``X`` with them (its parameters keep the value ``"auto"``)."""
     names = auto_names(est)
-    A = np.asarray(X)
+    A = np.asarray(X if sample is None else sample)
     if A.ndim != 2 or A.shape[0] < 20:
         raise DataError(f"'auto' hyper-parameters ({', '.join(names)}) need at least 20 rows to hold "
                         f"out a validation tenth, got shape {A.shape}")

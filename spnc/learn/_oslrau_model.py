@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 
+from .._kinds import LEAF, SUM
 from ..errors import FormatError
 from ..graph import SPN
 from ..leaves.mvgaussian import MVGaussianLeaves
 from ..leaves.univariate import GaussianLeaves
 
-SUM, PRODUCT, LEAF = 0, 1, 2
 VERSION = "1"
 ARRAYS = ("kind", "count", "merges", "scope_ptr", "scope", "cov_ptr", "mean", "cov", "child_ptr", "child")
 

@@ -3,10 +3,11 @@
 Each bag fits a copy of the base learner on a bootstrap sample of the training rows, its
 hyper-parameters drawn at random from ``param_distributions`` (random search, as in the
 paper). The bags become the children of one latent sum node, weighted by their training
-likelihood, so the ensemble is a single SPN that can be saved, queried and merged as a
-whole (``merge=Merge(...)``). Bags run in parallel processes; every bag's seed, sample and
+likelihood (the paper) or by EM on validation rows, so the ensemble is a single SPN that can
+be saved, queried and merged as a whole (``merge=Merge(...)``). Bags run in parallel
+processes, or as tasks on a Dask cluster (``backend="dask"``); every bag's seed, sample and
 hyper-parameters come from ``random_state`` alone and bags use one kernel thread each, so
-the result is the same for any ``n_jobs``.
+the result is the same for any ``n_jobs`` and either backend.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ..compose import fit_weights
 from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
-from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval, json_value
+from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
 from .base import DensityEstimator
 from .merge import Merge
 
@@ -47,6 +49,18 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray) -> tuple[
     return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
 
 
+def _fit_bags_dask(cls: type, plans: list, X: np.ndarray) -> list:
+    """The bags as tasks on the current ``dask.distributed`` client, in plan order."""
+    from .. import dask as _dask
+    client = _dask.current_client()
+    if client is None:
+        raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
+                                        "(distributed.Client() for a local cluster, or a scheduler address)")
+    Xf = client.scatter(X, broadcast=True, hash=False)
+    futs = [client.submit(_fit_bag, cls, p, Xf, rows, pure=False) for p, rows in plans]
+    return client.gather(futs)
+
+
 def _is_dist_table(v) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) for k in v)
 
@@ -61,14 +75,21 @@ class BaggedSPN(DensityEstimator):
     n_bags : number of bags (the paper uses 40).
     param_distributions : ``{name: values}`` drawn per bag: a list (uniform choice), an
         object with ``rvs`` (scipy.stats), a callable ``f(rng)``, or a constant.
+    weights : how the bags are weighted under the root: ``"train"`` (the paper:
+        ``w_i ∝ exp(mean training log-likelihood of bag i)`` over all training rows),
+        ``"uniform"``, or ``"valid"`` (maximum-likelihood mixture weights on ``X_valid`` by
+        EM on the root weights only; bags that overfit their bootstrap sample get little).
     merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
         to the whole ensemble with ``X_valid``.
     n_jobs : worker processes (None or 1: in this process; -1: all cores).
+    backend : ``"processes"`` (``n_jobs`` local processes) or ``"dask"``: one task per bag
+        on the current ``dask.distributed`` client (``Client()`` for a local cluster,
+        ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
+        per worker; ``n_jobs`` is then ignored.
     random_state : seed of the samples, the draws and the bags' own seeds.
     verbose : one line per bag when > 0.
 
-    Bags are weighted ``w_i ∝ exp(mean training log-likelihood of bag i)`` (over all
-    training rows). Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
+    Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
     ``fit_seconds_``, ``merge_`` (the fitted :class:`Merge` or None).
     """
@@ -77,20 +98,24 @@ class BaggedSPN(DensityEstimator):
         "base_learner": [Instance(DensityEstimator, name="an spnc estimator")],
         "n_bags": [Interval(int, 1)],
         "param_distributions": [Constraint(_is_dist_table, "a dict of parameter name -> values"), None],
+        "weights": [Options("train", "uniform", "valid")],
         "merge": [Instance(Merge), None],
         "n_jobs": [Interval(int, 1), Constraint(lambda v: v == -1 and not isinstance(v, bool), "-1"), None],
+        "backend": [Options("processes", "dask")],
         "random_state": [RANDOM_STATE, None],
         "verbose": [Interval(int, 0), BOOL],
     }
 
     def __init__(self, base_learner: DensityEstimator | None = None, n_bags: int = 40, param_distributions=None,
-                 merge: Merge | None = None, n_jobs: int | None = None, random_state: int | None = None,
-                 verbose: int = 0):
+                 weights: str = "train", merge: Merge | None = None, n_jobs: int | None = None,
+                 backend: str = "processes", random_state: int | None = None, verbose: int = 0):
         self.base_learner = base_learner
         self.n_bags = n_bags
         self.param_distributions = param_distributions
+        self.weights = weights
         self.merge = merge
         self.n_jobs = n_jobs
+        self.backend = backend
         self.random_state = random_state
         self.verbose = verbose
 
@@ -119,8 +144,11 @@ class BaggedSPN(DensityEstimator):
         return plans
 
     def fit(self, X, y=None, X_valid=None) -> "BaggedSPN":
-        """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge``."""
+        """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge`` and
+        by ``weights="valid"``."""
         self._validate_params()
+        if self.weights == "valid" and X_valid is None:
+            raise DataError('weights="valid" needs X_valid')
         t0 = time.perf_counter()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] == 0:
@@ -129,7 +157,9 @@ class BaggedSPN(DensityEstimator):
         cls = type(self.base_learner)
         jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
         results: list = [None] * len(plans)
-        if jobs <= 1:
+        if self.backend == "dask":
+            results = _fit_bags_dask(cls, plans, X)
+        elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
                 results[i] = _fit_bag(cls, p, X, rows)
                 if self.verbose:
@@ -143,10 +173,15 @@ class BaggedSPN(DensityEstimator):
                     results[i] = f.result()
                     if self.verbose:
                         print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s")
-        lls = np.array([r[1] for r in results])
-        w = np.exp(lls - lls.max())
-        w /= w.sum()
         models = [r[0] for r in results]
+        if self.weights == "valid":
+            w = fit_weights(models, X_valid)
+        elif self.weights == "uniform":
+            w = np.full(len(models), 1.0 / len(models))
+        else:
+            lls = np.array([r[1] for r in results])
+            w = np.exp(lls - lls.max())
+            w /= w.sum()
         first = models[0]
         card = np.max(np.stack([m.cardinality for m in models]), axis=0)
         roots = [m.to_nodes() for m in models]
@@ -157,7 +192,8 @@ class BaggedSPN(DensityEstimator):
         self.bag_seconds_ = np.array([r[2] for r in results])
         ens.learner = {"name": "bagged", "version": "1",
                        "params": {"base_learner": type(self.base_learner).__name__, "n_bags": int(self.n_bags),
-                                  "random_state": self.random_state, "merged": self.merge is not None},
+                                  "random_state": self.random_state, "weights": self.weights,
+                                  "merged": self.merge is not None},
                        "bag_params": [{k: json_value(v) for k, v in d.items()} for d in self.bag_params_],
                        "bag_weights": w.tolist()}
         self.ensemble_ = ens

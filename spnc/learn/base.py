@@ -2,6 +2,7 @@
 delegate to the learned model ``spn_``."""
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -10,6 +11,15 @@ import numpy as np
 from ..errors import DataError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
+
+
+@functools.lru_cache(maxsize=None)
+def _init_parameters(init) -> tuple[str, ...]:
+    """The named parameters of an ``__init__`` (cached: learners read their settings often,
+    and ``inspect.signature`` is slow)."""
+    sig = inspect.signature(init)
+    return tuple(p.name for p in sig.parameters.values()
+                 if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
 
 class DensityEstimator:
@@ -42,9 +52,7 @@ class DensityEstimator:
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values()
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return list(_init_parameters(cls.__init__))
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._param_names()}

@@ -182,6 +182,7 @@ class EM(DensityEstimator):
         best, best_v, since = spn, -np.inf, 0
         if Xv is not None:   # the starting point competes too: EM never returns a worse model
             best_v = float(np.mean(spn.log_likelihood(Xv, n_threads=self.n_threads)))
+            hist_v.append(best_v)
         counts = np.zeros(spn.n_nodes)
         rng = np.random.default_rng(self.random_state)
         run: dict | None = None

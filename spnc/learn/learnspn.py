@@ -16,6 +16,7 @@ from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
 from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_constraint
@@ -190,15 +191,30 @@ class LearnSPN(DensityEstimator):
     min_std : standard-deviation floor of Gaussian leaves.
     data_type : ``"auto"`` (integer-valued data is discrete), ``"discrete"`` or
         ``"continuous"``.
-    cardinality : states per discrete variable (None: inferred from the training data).
-    random_state : seed (int) for restarts and random choices; equal seeds give equal models.
+    cardinality : states per discrete variable (None: inferred from the training data;
+        give it when a structure sample may miss a state).
+    sample_rows : learn the structure on a uniform sample of this many rows (None: all
+        rows); the parameters are then refined on all rows (``refine``).
+    refine : parameter passes over all rows after the structure search: ``"auto"``
+        (``"em"`` when the structure saw a sample, else ``"none"``), ``"em"`` (soft EM),
+        ``"hard"`` (hard EM; one pass re-counts weights and leaves from the rows each
+        reaches) or ``"none"``.
+    refine_iter : passes of the refinement (with ``X_valid`` the best is kept).
+    random_state : seed (int) for the sample, restarts and random choices; equal seeds give
+        equal models.
     progress : print nodes built and rows processed to stderr while fitting.
     n_threads : OpenMP threads of the kernels (None: automatic, -1: all cores).
 
     Attributes after :meth:`fit`: ``spn_`` (compiled :class:`spnc.SPN`, carrying the
     learner's name and parameters), ``fit_seconds_``, ``step_seconds_`` (seconds spent in
     variable splitting, instance splitting and base models), ``cardinality_``,
-    ``n_features_in_``.
+    ``n_features_in_``, ``n_structure_rows_`` (rows the structure search saw).
+
+    ``X`` may be larger than memory: a file spec ``"data.h5:/X"`` (or Zarr, ``.npy``), an
+    h5py dataset, an iterable of row blocks or a Dask array. The structure search reads
+    ``sample_rows`` rows (all rows when None) into memory; the refinement streams all rows
+    block by block (on a Dask array, as tasks over its chunks). The model equals the one
+    learned from the same rows as a numpy array, up to the order of additions.
 
     Examples
     --------
@@ -227,6 +243,9 @@ class LearnSPN(DensityEstimator):
         "min_std": [Interval(float, 0, closed="neither")],
         "data_type": [Options("auto", "discrete", "continuous")],
         "cardinality": [ARRAY_LIKE, None],
+        "sample_rows": [Interval(int, 1), None],
+        "refine": [Options("auto", "none", "em", "hard")],
+        "refine_iter": [Interval(int, 1)],
         "random_state": [RANDOM_STATE, None],
         "progress": [BOOL],
         "n_threads": [N_THREADS, None],
@@ -241,7 +260,8 @@ class LearnSPN(DensityEstimator):
                  corr_threshold: float = 0.3, alpha: float = 0.1, min_instances: int = 50,
                  max_depth: int | None = None, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 15,
                  criterion: str = "info_gain", min_std: float = 1e-2, data_type: str = "auto",
-                 cardinality=None, random_state: int | None = None, progress: bool = False,
+                 cardinality=None, sample_rows: int | None = None, refine: str = "auto",
+                 refine_iter: int = 5, random_state: int | None = None, progress: bool = False,
                  n_threads: int | None = None):
         self.splitter = splitter
         self.sum_split = sum_split
@@ -260,6 +280,9 @@ class LearnSPN(DensityEstimator):
         self.min_std = min_std
         self.data_type = data_type
         self.cardinality = cardinality
+        self.sample_rows = sample_rows
+        self.refine = refine
+        self.refine_iter = refine_iter
         self.random_state = random_state
         self.progress = progress
         self.n_threads = n_threads
@@ -278,15 +301,23 @@ class LearnSPN(DensityEstimator):
         return codes, card, False
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None) -> "LearnSPN":
-        """Learn structure and parameters from the rows of ``X`` (no missing values)."""
+    def fit(self, X, y=None, X_valid=None) -> "LearnSPN":
+        """Learn structure and parameters from the rows of ``X`` (no missing values);
+        ``X_valid`` (optional) picks the best refinement pass."""
         self._validate_params()
         X, names = as_data(X)
-        if auto_names(self):
-            fit_auto(self, X)
-            self.spn_ = with_names(self.spn_, names)
-            return self
-        data, card, continuous = self._prepare(X)
+        rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
+        try:
+            if auto_names(self):
+                fit_auto(self, X, sample=rows.data, X_valid=X_valid)
+                self.spn_ = with_names(self.spn_, names)
+                return self
+            return self._fit(rows, names, X_valid)
+        finally:
+            close(rows, X)
+
+    def _fit(self, rows, names, X_valid) -> "LearnSPN":
+        data, card, continuous = self._prepare(rows.data)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         splitter = resolve_step("splitter", self.splitter, self, continuous)
         sum_split = resolve_step("sum_split", self.sum_split, self, continuous)
@@ -301,11 +332,18 @@ class LearnSPN(DensityEstimator):
                                max_depth=None if self.max_depth is None else int(self.max_depth),
                                progress=progress)
         spn = _compile(root, n_vars=d, cardinality=card, var_names=names)
+        mode = refine_mode(self.refine, rows, continuous, "em" if rows.sampled else "none")
+        if mode != "none":
+            spn = refine_params(spn, rows, mode, n_iter=self.refine_iter,
+                                alpha=0.0 if continuous else float(self.alpha), min_std=self.min_std,
+                                random_state=self.random_state, n_threads=self.n_threads,
+                                verbose=False, X_valid=X_valid)
         self.fit_seconds_ = time.perf_counter() - t0
         self.step_seconds_ = dict(progress.seconds)
         spn.learner = {"name": "learnspn", "version": "1", "params": self._json_params(),
-                       "fit_seconds": float(self.fit_seconds_), "n_train": int(n)}
+                       "fit_seconds": float(self.fit_seconds_), "n_train": int(rows.n_rows)}
         self.spn_: SPN = spn
         self.cardinality_ = card
         self.n_features_in_ = d
+        self.n_structure_rows_ = int(n)
         return self

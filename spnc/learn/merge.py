@@ -39,7 +39,7 @@ import numpy as np
 
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..errors import DataError, StructureError
-from ..graph import SUM, SPN, compile as _compile
+from ..graph import SPN, compile as _compile
 from ..leaves.cltree import ChowLiuLeaf
 from ..nodes import Sum
 from . import routing as _routing
@@ -47,81 +47,10 @@ from ._graphedit import descendants, hash_cons, rebuild
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from .base import DensityEstimator
 from ._refit import hard_refit
+from ._similarity import n_parameters, node_marginals, pairwise_distance, same_scope_height  # noqa: F401
+from .em import EM
 
 DISTANCES = ("manhattan", "kl", "hellinger")
-#: pairwise distance entries computed at once
-_BLOCK = 1 << 22
-
-
-# ====================================================================== statistics
-def node_marginals(spn: SPN, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, off)``: ``P[n, off[v] + k] = P_n(X_v = k)`` for every node ``n`` and discrete
-    variable ``v`` in its scope (1 for variables outside it), from one forward pass over
-    indicator evidence; real variables get no columns (``off[v] == off[v + 1]``)."""
-    card = np.where(spn.cardinality > 0, spn.cardinality, 0).astype(np.int64)
-    off = np.zeros(spn.n_vars + 1, dtype=np.int64)
-    np.cumsum(card, out=off[1:])
-    K = int(off[-1])
-    var = np.repeat(np.arange(spn.n_vars), card)
-    E = np.full((max(K, 1), spn.n_vars), np.nan)
-    E[np.arange(K), var] = np.arange(K) - off[var]
-    L = spn.node_log_values(E, n_threads=n_threads)[:K]
-    return np.exp(L.T), off
-
-
-def pairwise_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndarray:
-    """Mean-field distance matrix of the rows of ``Q`` (nodes x concatenated marginals of
-    the scope's variables, variable ``j`` starting at column ``starts[j]``)."""
-    g, k = Q.shape
-    nv = len(starts)
-    D = np.empty((g, g))
-    Z = (Q <= 0.0).astype(np.float64)          # a different support is never "similar"
-    differ = (Z @ (1.0 - Z).T + (1.0 - Z) @ Z.T) > 0
-    if distance == "hellinger":
-        Q = np.sqrt(Q)
-    elif distance == "kl":
-        Q = np.clip(Q, 1e-12, 1.0)
-        logQ = np.log(Q)
-    step = max(1, _BLOCK // max(g * k, 1))
-    for i0 in range(0, g, step):
-        A = Q[i0:i0 + step, None, :]
-        if distance == "manhattan":
-            per = np.add.reduceat(np.abs(A - Q[None]), starts, axis=2)
-        elif distance == "hellinger":
-            per = np.sqrt(0.5 * np.add.reduceat((A - Q[None]) ** 2, starts, axis=2))
-        else:   # symmetric KL: (KL(p||q) + KL(q||p)) / 2 = sum (p - q)(log p - log q) / 2
-            per = 0.5 * np.add.reduceat((A - Q[None]) * (logQ[i0:i0 + step, None, :] - logQ[None]), starts, axis=2)
-        D[i0:i0 + step] = per.sum(axis=2) / nv
-    D[differ] = np.inf
-    return D
-
-
-def same_scope_height(spn: SPN) -> np.ndarray:
-    """Longest chain of descendants with the node's own scope (0 when none)."""
-    size = np.diff(spn.scope_ptr)
-    h = np.zeros(spn.n_nodes, dtype=np.int64)
-    ptr, child, kind = spn.child_ptr, spn.child, spn.kind
-    for n in np.flatnonzero(kind < 2):
-        ch = child[ptr[n]:ptr[n + 1]]
-        same = ch[size[ch] == size[n]]
-        if same.size:
-            h[n] = 1 + int(h[same].max())
-    return h
-
-
-def n_parameters(spn: SPN) -> tuple[int, int]:
-    """(sum weights, all free parameters): sum-edge weights, plus leaf parameters
-    (Bernoulli 1, categorical k-1, Chow-Liu CPT rows, Gaussian 2, indicators 0)."""
-    sums = int(np.sum(np.diff(spn.child_ptr)[spn.kind == SUM]))
-    leaf = 0
-    for name, t in spn.leaf_tables.items():
-        if name == "indicator" or not len(t):
-            continue
-        for a in t.to_arrays().values():
-            a = np.asarray(a)
-            if a.dtype.kind == "f":
-                leaf += a.size
-    return sums, sums + leaf
 
 
 # ====================================================================== one round
@@ -202,8 +131,16 @@ class _Round:
     def refit(self, spn: SPN, kept: list[int]) -> SPN:
         if not kept:
             return spn
+        free = descendants(spn, kept)
+        if self.est.refit == "em":
+            if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
+                # a kept member may give probability 0 to rows its partner explained;
+                # one smoothed counting pass first, so EM can use every row
+                spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt)[0]
+            return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
+                      n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
-        return hard_refit(spn, self.X, descendants(spn, kept), alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
+        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
 
     def chowliu_check(self, spn: SPN, kept: list[int]) -> dict:
         """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree."""
@@ -307,8 +244,11 @@ class Merge(DensityEstimator):
         each averaged over the scope's variables (mean-field approximation).
     refit : ``"counts"`` (one counting pass over the routed rows, closed form) or
         ``"hard_em"`` (route and recount until the routing is stable, at most ``max_iter``
-        passes; the paper's choice, slower, equal on the sets measured so far).
-    max_iter : hard-EM passes per round.
+        passes; the paper's choice, slower, equal on the sets measured so far) or ``"em"``
+        (soft EM on the kept sub-networks, all else frozen, at most ``max_iter`` passes,
+        stopped on ``X_valid``): for models whose parameters were fitted softly (EM,
+        mixtures, other libraries), where hard routing re-estimates them badly.
+    max_iter : hard-EM or EM passes per round.
     alpha : Laplace pseudo-count of the refits (None: the ``alpha`` the model's learner
         recorded, else 0.1).
     max_rounds : rounds of search-merge-refit per threshold (until nothing merges).
@@ -345,7 +285,7 @@ class Merge(DensityEstimator):
         "init": [Instance(SPN, name="a compiled spnc.SPN")],
         "epsilon": [Constraint(_epsilon_ok, "a number >= 0 or a non-empty list of them")],
         "distance": [Options(*DISTANCES)],
-        "refit": [Options("hard_em", "counts")],
+        "refit": [Options("hard_em", "counts", "em")],
         "max_iter": [Interval(int, 1)],
         "alpha": [Interval(float, 0), None],
         "max_rounds": [Interval(int, 1)],

@@ -32,11 +32,14 @@ github.com/whsu/spn, whose final version reproduces Table 1):
 """
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 import numpy as np
 
 from . import _oslrau
+from .. import stream as _stream
+from .._kinds import LEAF, PRODUCT, SUM
 from .._progress import Progress
 from ..data import as_data, with_names
 from ..errors import DataError
@@ -46,7 +49,6 @@ from ._oslrau_store import _DTYPES, TreeStore
 from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 
-SUM, PRODUCT, LEAF = 0, 1, 2
 #: the authors' code: new leaves' variances floored at 1e-4, later updates unfloored
 PAPER_FLOOR = {"variance_floor": "creation", "min_var": 1e-4}
 #: ``select="auto"``: the default floor and the paper's, each with and without spacing
@@ -170,9 +172,16 @@ class OSLRAU(DensityEstimator, TreeStore):
 
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None) -> "OSLRAU":
-        """One pass over ``X``: an array (n, d), an h5py dataset, or an iterable of
-        batches (arrays). Starts from the fully factorised model; with ``select``, every
-        candidate takes the same pass and the best one is kept."""
+        """One pass over ``X``: an array (n, d), an h5py dataset or Zarr array, a file spec
+        (``"data.h5:/X"``, ``"data.zarr"``, ``"data.npy"``), or an iterable of batches
+        (arrays). Starts from the fully factorised model; with ``select``, every candidate
+        takes the same pass and the best one is kept."""
+        if isinstance(X, (str, os.PathLike)):
+            src = _stream.open_source(X)
+            try:
+                return self.fit(src.A)
+            finally:
+                src.close()
         self._validate_params()
         self._d = None
         X, self._names = as_data(X)

@@ -12,9 +12,9 @@ from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from ._prometheus_build import Builder, Settings
+from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
-from .em import EM
 from .structure import Context, resolve_step, step_constraint
 
 #: ``sampled="auto"`` uses the sampled affinity graph for every call on more variables
@@ -65,20 +65,31 @@ class Prometheus(DensityEstimator):
     min_instances : blocks whose cluster has fewer rows end in base leaves.
     max_depth : at most this many sum layers (None: until the rows or variables run out).
     refine : ``"auto"`` (``"running_average"`` for real data, as the paper, ``"em"`` for
-        discrete data), ``"em"`` (soft EM), ``"running_average"`` (stepwise EM with step
-        1/t: every pass's statistics averaged with all earlier ones), ``"hard"`` (hard EM)
-        or ``"none"`` (counts only).
+        discrete data and for streamed ``X``), ``"em"`` (soft EM), ``"running_average"``
+        (stepwise EM with step 1/t: every pass's statistics averaged with all earlier ones;
+        needs ``X`` in memory), ``"hard"`` (hard EM) or ``"none"`` (counts only).
     refine_iter : passes of the refinement; with ``X_valid`` in :meth:`fit` the best
         model on it is kept (the count-based model competes too).
     alpha : Laplace smoothing of discrete leaves and mutual information.
     min_std : standard-deviation floor of Gaussian leaves.
     data_type : ``"auto"``, ``"discrete"`` or ``"continuous"``.
-    cardinality : states per discrete variable (None: from the data).
+    cardinality : states per discrete variable (None: from the data; give it when a
+        structure sample may miss a state).
+    sample_rows : learn the structure on a uniform sample of this many rows (None: all
+        rows); the refinement runs on all rows.
     random_state, n_threads, verbose : seed, OpenMP threads, progress lines.
+
+    ``X`` may be larger than memory: a file spec ``"data.h5:/X"`` (or Zarr, ``.npy``), an
+    h5py dataset, an iterable of row blocks or a Dask array. The structure search reads
+    ``sample_rows`` rows (all rows when None) into memory; the refinement (``"em"`` or
+    ``"hard"``) streams all rows block by block (on a Dask array, as tasks over its chunks)
+    and gives the model learned from the same rows as a numpy array, up to the order of
+    additions.
 
     Attributes after :meth:`fit`: ``spn_`` (carrying the learner's parameters and its layer
     sizes), ``layer_nodes_``, ``layer_edges_`` (per sum layer), ``n_shared_`` (nodes with
-    several parents), ``fit_seconds_``, ``structure_seconds_``, ``n_features_in_``.
+    several parents), ``n_structure_rows_`` (rows the structure search saw),
+    ``fit_seconds_``, ``structure_seconds_``, ``n_features_in_``.
 
     Examples
     --------
@@ -109,6 +120,7 @@ class Prometheus(DensityEstimator):
         "min_std": [Interval(float, 0, closed="neither")],
         "data_type": [Options("auto", "discrete", "continuous")],
         "cardinality": [ARRAY_LIKE, None],
+        "sample_rows": [Interval(int, 1), None],
         "random_state": [RANDOM_STATE, None],
         "n_threads": [N_THREADS, None],
         "verbose": [Interval(int, 0), BOOL],
@@ -119,8 +131,8 @@ class Prometheus(DensityEstimator):
                  base_leaves: str = "univariate", whole_scope: bool = False, share: str = "model",
                  min_instances: int = 100, max_depth: int | None = 4,
                  refine: str = "auto", refine_iter: int = 30, alpha: float = 0.1, min_std: float = 1e-2,
-                 data_type: str = "auto", cardinality=None, random_state: int | None = None,
-                 n_threads: int | None = None, verbose: int = 0):
+                 data_type: str = "auto", cardinality=None, sample_rows: int | None = None,
+                 random_state: int | None = None, n_threads: int | None = None, verbose: int = 0):
         self.n_clusters = n_clusters
         self.clustering = clustering
         self.n_restarts = n_restarts
@@ -140,6 +152,7 @@ class Prometheus(DensityEstimator):
         self.min_std = min_std
         self.data_type = data_type
         self.cardinality = cardinality
+        self.sample_rows = sample_rows
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
@@ -148,7 +161,14 @@ class Prometheus(DensityEstimator):
         """Learn structure and parameters from the rows of ``X``; ``X_valid`` (optional)
         picks the best refinement pass."""
         self._validate_params()
-        data, card, continuous = prepare(X, self.data_type, self.cardinality, "Prometheus")
+        rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
+        try:
+            return self._fit(rows, X_valid)
+        finally:
+            close(rows, X)
+
+    def _fit(self, rows, X_valid) -> "Prometheus":
+        data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus")
         if self.affinity == "mi" and continuous:
             raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
         n, d = data.shape
@@ -170,7 +190,12 @@ class Prometheus(DensityEstimator):
         if self.verbose:
             print(f"[Prometheus] structure: {spn.n_nodes} nodes, {spn.n_edges} edges, "
                   f"{builder.stats.calls} calls, {self.structure_seconds_:.2f} s")
-        spn = self._refine(spn, data, continuous, X_valid)
+        mode = refine_mode(self.refine, rows, continuous, "running_average" if continuous else "em")
+        if mode != "none":
+            spn = refine_params(spn, rows, mode, n_iter=self.refine_iter,
+                                alpha=0.0 if continuous else float(self.alpha), min_std=self.min_std,
+                                random_state=self.random_state, n_threads=self.n_threads,
+                                verbose=int(self.verbose) > 1, X_valid=X_valid)
         self.fit_seconds_ = time.perf_counter() - t0
         st = builder.stats
         self.layer_nodes_ = np.asarray(st.layer_nodes, dtype=np.int64)
@@ -184,27 +209,13 @@ class Prometheus(DensityEstimator):
         self.spn_: SPN = spn
         self.cardinality_ = card
         self.n_features_in_ = d
+        self.n_structure_rows_ = int(n)
         return self
 
     def _splitter(self, continuous: bool):
         if self.n_clusters == 1:
             return _NoSplit()
         return resolve_step("sum_split", self.clustering, self, continuous)
-
-    def _refine(self, spn: SPN, data: np.ndarray, continuous: bool, X_valid) -> SPN:
-        mode = self.refine if self.refine != "auto" else ("running_average" if continuous else "em")
-        if mode == "none":
-            return spn
-        X = data.astype(np.float64)
-        Xv = None if X_valid is None else np.asarray(X_valid, dtype=np.float64)
-        opts = dict(init=spn, max_iter=int(self.refine_iter), min_std=float(self.min_std),
-                    alpha=0.0 if continuous else float(self.alpha), random_state=self.random_state,
-                    n_threads=self.n_threads, verbose=int(self.verbose) > 1)
-        if mode == "running_average":
-            opts.update(variant="online", step_decay=1.0, batch_size=max(64, X.shape[0] // 10))
-        elif mode == "hard":
-            opts.update(variant="hard")
-        return EM(**opts).fit(X, X_valid=Xv).spn_
 
 
 class _NoSplit:

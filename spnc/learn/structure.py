@@ -7,7 +7,8 @@
 * a :class:`BaseModel` fits the distribution that ends the recursion.
 
 Each paper's variant is a choice of the three. New steps subclass these bases and are
-registered by name with :func:`register_step`; the template never changes.
+registered by name with :func:`register_step`; the template never changes. Instance
+splitters live in :mod:`.row_splits` and are re-exported here.
 Statistics run in the Cython kernels of ``spnc.learn._learnspn``, ``spnc._counts`` and ``spnc._mi``.
 """
 from __future__ import annotations
@@ -24,9 +25,10 @@ from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree, mutual_information
 from ..errors import ParameterError
 from ..leaves.cltree import ChowLiuLeaf
-from ..leaves.univariate import Bernoulli, Categorical, Gaussian, Indicator
+from ..leaves.univariate import Bernoulli, Categorical, Gaussian
 from ..nodes import Node, Product
 from ._params import Constraint
+from .row_splits import InstanceSplitter, KMeansSplit, NaiveBayesEM, ObservedSplit, Part  # noqa: F401
 
 
 # ====================================================================== data
@@ -231,129 +233,6 @@ class CorrelationSplitter(VariableSplitter):
         R[:, ~ok] = 0.0
         np.fill_diagonal(R, 0.0)
         return components(R > self.threshold)
-
-
-# ====================================================================== instance splitters
-@dataclass
-class Part:
-    """One child of a sum node: its rows (training-row indices), variables, weight and an
-    optional indicator leaf multiplied in (observed splits). A part with ``node`` set is a
-    finished child (for example a tree leaf added to the mixture) and is not learned further."""
-
-    rows: np.ndarray
-    vars: np.ndarray
-    weight: float
-    indicator: Node | None = None
-    node: Node | None = None
-
-
-class InstanceSplitter(abc.ABC):
-    """Partition of a slice's rows; ``None`` when no useful split exists."""
-
-    data_kinds = ("discrete",)
-
-    @abc.abstractmethod
-    def split(self, ctx: Context, sl: Slice) -> list[Part] | None: ...
-
-
-def _parts_from_labels(sl: Slice, labels: np.ndarray, k: int) -> list[Part] | None:
-    order = np.argsort(labels, kind="stable")
-    sizes = np.bincount(labels, minlength=k)
-    if np.count_nonzero(sizes) < 2:
-        return None
-    groups = np.split(sl.rows[order], np.cumsum(sizes)[:-1])
-    n = float(sl.rows.size)
-    return [Part(g, sl.vars, g.size / n) for g in groups if g.size]
-
-
-class NaiveBayesEM(InstanceSplitter):
-    """Latent split: hard EM for a mixture of ``n_clusters`` naive-Bayes components with
-    ``n_restarts`` random restarts of at most ``n_iter`` rounds (Gens & Domingos; Rahman &
-    Gogate use 2 clusters, 3 restarts, 15 rounds)."""
-
-    def __init__(self, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 15):
-        self.n_clusters, self.n_restarts, self.n_iter = int(n_clusters), int(n_restarts), int(n_iter)
-
-    def split(self, ctx, sl):
-        n = sl.rows.size
-        k = min(self.n_clusters, n)
-        if k < 2:
-            return None
-        protos = np.stack([ctx.rng.choice(n, size=k, replace=False) for _ in range(self.n_restarts)])
-        labels, _ = _LK.nb_hard_em(ctx.data(sl), ctx.offsets(sl.vars), ctx.card[sl.vars].astype(np.int64),
-                                   protos.astype(np.int64), self.n_iter, ctx.alpha,
-                                   ctx.n_threads if n * sl.vars.size > 1 << 18 else 1)
-        return _parts_from_labels(sl, labels, k)
-
-
-class KMeansSplit(InstanceSplitter):
-    """Latent split of real rows: k-means (k-means++ seeding, ``n_restarts`` restarts) on the
-    slice's columns standardised within the slice."""
-
-    data_kinds = ("continuous",)
-
-    def __init__(self, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 100):
-        self.n_clusters, self.n_restarts, self.n_iter = int(n_clusters), int(n_restarts), int(n_iter)
-
-    def split(self, ctx, sl):
-        n = sl.rows.size
-        k = min(self.n_clusters, n)
-        if k < 2:
-            return None
-        D = ctx.data(sl)
-        sd = D.std(axis=0)
-        Z = np.ascontiguousarray((D - D.mean(axis=0)) / np.where(sd > 0, sd, 1.0))
-        seeds = np.empty((self.n_restarts, k), dtype=np.int64)
-        for r in range(self.n_restarts):        # k-means++ seeding (k is small)
-            seeds[r, 0] = ctx.rng.integers(n)
-            d2 = np.sum((Z - Z[seeds[r, 0]]) ** 2, axis=1)
-            for c in range(1, k):
-                tot = d2.sum()
-                seeds[r, c] = ctx.rng.choice(n, p=d2 / tot) if tot > 0 else ctx.rng.integers(n)
-                d2 = np.minimum(d2, np.sum((Z - Z[seeds[r, c]]) ** 2, axis=1))
-        labels, _ = _LK.kmeans(Z, seeds, self.n_iter, ctx.n_threads if n * D.shape[1] > 1 << 18 else 1)
-        return _parts_from_labels(sl, labels, k)
-
-
-class ObservedSplit(InstanceSplitter):
-    """O-SPN split on an observed variable V: one child per value v, ``[V = v]`` times a
-    sub-model of the other variables learned on the rows with ``V = v``; weights are the
-    ``alpha``-smoothed value frequencies. V maximises ``criterion``:
-
-    * ``"info_gain"``: the drop in the summed single-variable entropies of the slice when
-      conditioning on V, ``H(V) + sum_j I(V; X_j)``;
-    * ``"mi_score"``: ``sum_j I(V; X_j)`` (Rahman & Gogate).
-
-    A value never seen in the slice gets a child fitted to all rows of the slice."""
-
-    def __init__(self, criterion: str = "info_gain"):
-        if criterion not in ("info_gain", "mi_score"):
-            raise ValueError(f"criterion must be 'info_gain' or 'mi_score', got {criterion!r}")
-        self.criterion = criterion
-
-    def split(self, ctx, sl):
-        mi = ctx.mutual_information(sl)
-        score = mi.sum(axis=1) - np.diag(mi)
-        counts, off = ctx.value_counts(sl)
-        seen = np.add.reduceat((counts > 0).astype(np.int64), off[:-1])
-        if self.criterion == "info_gain":
-            score = score + np.diag(mi)       # I(V; V) = H(V)
-        score = np.where(seen > 1, score, -np.inf)
-        if not np.isfinite(score).any():
-            return None
-        j = int(np.argmax(score))
-        var = int(sl.vars[j])
-        col = ctx.data(sl)[:, j]
-        rest = np.delete(sl.vars, j)
-        k = int(ctx.card[var])
-        cnt = counts[off[j]:off[j + 1]]
-        w = (cnt + ctx.alpha) / (sl.rows.size + k * ctx.alpha)
-        parts = []
-        for v in range(k):
-            rows = sl.rows[col == v] if cnt[v] > 0 else sl.rows
-            if w[v] > 0:
-                parts.append(Part(rows, rest, float(w[v]), Indicator(var, v)))
-        return parts
 
 
 # ====================================================================== base models

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import FormatError
 from ...graph import SPN
-from ._common import Builder, MAX_NODES, integer, mapping, parse_json, real, reals, unsupported, walk
+from ._common import Builder, MAX_NODES, binary_tree_leaf, integer, mapping, parse_json, real, reals, unsupported, walk
 
 NAME = "deeprob-json"
 _KNOWN = ("Bernoulli", "Categorical", "Gaussian", "BinaryCLT")
@@ -136,38 +136,11 @@ def _node(b: Builder, key: int, rec: dict, kids: dict[int, int], where: str) -> 
 
 
 def _clt(b: Builder, key: int, vs: list[int], p: dict, label: str) -> None:
-    n = len(vs)
-    tree = p["tree"]
-    if not isinstance(tree, list) or len(tree) != n:
-        raise FormatError(f"tree must list one parent per scope variable ({n})")
-    par = [integer(t, f"tree[{i}]", -1, n - 1) for i, t in enumerate(tree)]
-    roots = [i for i, t in enumerate(par) if t == -1]
-    if len(roots) != 1:
-        raise FormatError(f"tree must have exactly one root (-1), found {len(roots)}")
-    if p["root"] is not None and integer(p["root"], "root") != vs[roots[0]]:
-        raise FormatError(f"root {p['root']} is not the tree's root variable {vs[roots[0]]}")
-    for i in range(n):          # every variable must reach the root without a cycle
-        j, steps = i, 0
-        while par[j] != -1:
-            j, steps = par[j], steps + 1
-            if steps > n:
-                raise FormatError(f"tree has a cycle through position {i}")
-    prm = p["params"]
-    if not isinstance(prm, list) or len(prm) != n:
-        raise FormatError(f"params must have shape ({n}, 2, 2)")
-    cpts = []
-    for i, blk in enumerate(prm):
-        if not isinstance(blk, list) or len(blk) != 2:
-            raise FormatError(f"params[{i}] must be 2 x 2")
-        rows = [reals(r, f"params[{i}][{l}]", 2) for l, r in enumerate(blk)]
-        if any(len(r) != 2 for r in rows):
-            raise FormatError(f"params[{i}] must be 2 x 2")
-        with np.errstate(over="ignore"):
-            c = np.exp(np.array(rows))
-        if not np.all(np.isfinite(c)):
-            raise FormatError(f"params[{i}] holds log-probabilities too large to be probabilities")
-        cpts.append(c[:1] if par[i] == -1 else c)
-    b.leaf(key, "cltree", vs, {"parents": par, "cpts": cpts}, label)
+    leaf = binary_tree_leaf(p["tree"], p["params"], len(vs), ("tree", "params"), factor_by_parent=True)
+    root = leaf["parents"].index(-1)
+    if p["root"] is not None and integer(p["root"], "root") != vs[root]:
+        raise FormatError(f"root {p['root']} is not the tree's root variable {vs[root]}")
+    b.leaf(key, "cltree", vs, leaf, label)
 
 
 def dumps(spn: SPN) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import FormatError
 from ...graph import SPN
-from ._common import MAX_NODES, Builder, integer, mapping, parse_json, real, reals, tree_size, unsupported, walk
+from ._common import MAX_NODES, Builder, binary_tree_leaf, integer, mapping, parse_json, real, reals, tree_size, unsupported, walk
 
 JSON = "spflow-json"
 
@@ -110,34 +110,8 @@ def loads_json(data: bytes | str, where: str = JSON) -> SPN:
 def _cltree(body: dict, n: int) -> dict:
     """SPFlow's CLTree: ``tree[i]`` = local parent index (-1 for the root) and
     ``log_factors[i][x_i][x_parent]`` (the root's two columns hold its prior)."""
-    tree = body["tree"]
-    if not isinstance(tree, list) or len(tree) != n:
-        raise FormatError(f"tree must list one parent per scope variable ({n})")
-    par = [integer(t, f"tree[{i}]", -1, n - 1) for i, t in enumerate(tree)]
-    if par.count(-1) != 1:
-        raise FormatError(f"tree must have exactly one root (-1), found {par.count(-1)}")
-    for i in range(n):
-        j, steps = i, 0
-        while par[j] != -1:
-            j, steps = par[j], steps + 1
-            if steps > n:
-                raise FormatError(f"tree has a cycle through position {i}")
-    lf = _array(body["log_factors"])
-    if not isinstance(lf, list) or len(lf) != n:
-        raise FormatError(f"log_factors must have shape ({n}, 2, 2)")
-    cpts = []
-    for i, blk in enumerate(lf):
-        if not isinstance(blk, list) or len(blk) != 2:
-            raise FormatError(f"log_factors[{i}] must be 2 x 2")
-        rows = [reals(r, f"log_factors[{i}][{k}]", 2) for k, r in enumerate(blk)]
-        if any(len(r) != 2 for r in rows):
-            raise FormatError(f"log_factors[{i}] must be 2 x 2")
-        with np.errstate(over="ignore"):
-            c = np.exp(np.array(rows)).T          # rows: parent state, columns: x_i
-        if not np.all(np.isfinite(c)):
-            raise FormatError(f"log_factors[{i}] are too large to be log-probabilities")
-        cpts.append(c[:1] if par[i] == -1 else c)
-    return {"parents": par, "cpts": cpts}
+    return binary_tree_leaf(body["tree"], _array(body["log_factors"]), n, ("tree", "log_factors"),
+                            factor_by_parent=False)
 
 
 def _array(v: Any) -> Any:

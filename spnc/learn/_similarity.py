@@ -1,0 +1,81 @@
+"""Per-node statistics merging works from: single-variable marginals of every node in one
+pass, mean-field distances between nodes of one scope, same-scope heights (which keep
+merging acyclic) and parameter counts."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import SUM, SPN
+
+#: pairwise distance entries computed at once
+_BLOCK = 1 << 22
+
+
+def node_marginals(spn: SPN, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, off)``: ``P[n, off[v] + k] = P_n(X_v = k)`` for every node ``n`` and discrete
+    variable ``v`` in its scope (1 for variables outside it), from one forward pass over
+    indicator evidence; real variables get no columns (``off[v] == off[v + 1]``)."""
+    card = np.where(spn.cardinality > 0, spn.cardinality, 0).astype(np.int64)
+    off = np.zeros(spn.n_vars + 1, dtype=np.int64)
+    np.cumsum(card, out=off[1:])
+    K = int(off[-1])
+    var = np.repeat(np.arange(spn.n_vars), card)
+    E = np.full((max(K, 1), spn.n_vars), np.nan)
+    E[np.arange(K), var] = np.arange(K) - off[var]
+    L = spn.node_log_values(E, n_threads=n_threads)[:K]
+    return np.exp(L.T), off
+
+
+def pairwise_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndarray:
+    """Mean-field distance matrix of the rows of ``Q`` (nodes x concatenated marginals of
+    the scope's variables, variable ``j`` starting at column ``starts[j]``)."""
+    g, k = Q.shape
+    nv = len(starts)
+    D = np.empty((g, g))
+    Z = (Q <= 0.0).astype(np.float64)          # a different support is never "similar"
+    differ = (Z @ (1.0 - Z).T + (1.0 - Z) @ Z.T) > 0
+    if distance == "hellinger":
+        Q = np.sqrt(Q)
+    elif distance == "kl":
+        Q = np.clip(Q, 1e-12, 1.0)
+        logQ = np.log(Q)
+    step = max(1, _BLOCK // max(g * k, 1))
+    for i0 in range(0, g, step):
+        A = Q[i0:i0 + step, None, :]
+        if distance == "manhattan":
+            per = np.add.reduceat(np.abs(A - Q[None]), starts, axis=2)
+        elif distance == "hellinger":
+            per = np.sqrt(0.5 * np.add.reduceat((A - Q[None]) ** 2, starts, axis=2))
+        else:   # symmetric KL: (KL(p||q) + KL(q||p)) / 2 = sum (p - q)(log p - log q) / 2
+            per = 0.5 * np.add.reduceat((A - Q[None]) * (logQ[i0:i0 + step, None, :] - logQ[None]), starts, axis=2)
+        D[i0:i0 + step] = per.sum(axis=2) / nv
+    D[differ] = np.inf
+    return D
+
+
+def same_scope_height(spn: SPN) -> np.ndarray:
+    """Longest chain of descendants with the node's own scope (0 when none)."""
+    size = np.diff(spn.scope_ptr)
+    h = np.zeros(spn.n_nodes, dtype=np.int64)
+    ptr, child, kind = spn.child_ptr, spn.child, spn.kind
+    for n in np.flatnonzero(kind < 2):
+        ch = child[ptr[n]:ptr[n + 1]]
+        same = ch[size[ch] == size[n]]
+        if same.size:
+            h[n] = 1 + int(h[same].max())
+    return h
+
+
+def n_parameters(spn: SPN) -> tuple[int, int]:
+    """(sum weights, all free parameters): sum-edge weights, plus leaf parameters
+    (Bernoulli 1, categorical k-1, Chow-Liu CPT rows, Gaussian 2, indicators 0)."""
+    sums = int(np.sum(np.diff(spn.child_ptr)[spn.kind == SUM]))
+    leaf = 0
+    for name, t in spn.leaf_tables.items():
+        if name == "indicator" or not len(t):
+            continue
+        for a in t.to_arrays().values():
+            a = np.asarray(a)
+            if a.dtype.kind == "f":
+                leaf += a.size
+    return sums, sums + leaf

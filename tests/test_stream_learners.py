@@ -1,0 +1,104 @@
+"""LearnSPN and Prometheus on streamed data: structure on rows in memory (all rows or a
+``sample_rows`` sample), parameter passes streamed over all rows; the model equals the one
+learned from the same rows as a numpy array (the structure exactly, parameters to the
+order of additions)."""
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from spnc import DataError, ParameterError
+from spnc.learn import LearnSPN
+from spnc.learn.prometheus import Prometheus
+
+from test_learnspn import planted
+
+
+def _h5(tmp_path, X, ds="/X"):
+    p = tmp_path / "data.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset(ds, data=X, chunks=(min(len(X), 500), X.shape[1]))
+    return f"{p}:{ds}"
+
+
+def same_model(a, b, exact=False):
+    assert np.array_equal(a.kind, b.kind) and np.array_equal(a.child, b.child)
+    assert np.array_equal(a.child_ptr, b.child_ptr)
+    tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-9, atol=1e-13)
+    assert np.allclose(a.weight, b.weight, **tol)
+    assert a.leaf_tables.keys() == b.leaf_tables.keys()
+    for k, t in a.leaf_tables.items():
+        for name, v in t.to_arrays().items():
+            assert np.allclose(v, b.leaf_tables[k].to_arrays()[name], **tol), (k, name)
+
+
+@pytest.fixture(scope="module")
+def binary():
+    return planted(np.random.default_rng(0), n=3000).astype(np.uint8)
+
+
+@pytest.mark.parametrize("sample_rows", [None, 1200])
+def test_learnspn_file_equals_memory(tmp_path, binary, sample_rows):
+    kw = dict(min_instances=200, refine="em", refine_iter=2, sample_rows=sample_rows, random_state=0)
+    ref = LearnSPN(**kw).fit(binary)
+    got = LearnSPN(**kw).fit(_h5(tmp_path, binary))
+    same_model(ref.spn_, got.spn_)
+    assert got.n_structure_rows_ == ref.n_structure_rows_ == (sample_rows or len(binary))
+    assert got.spn_.learner["n_train"] == len(binary)
+    if sample_rows is None:   # the structure saw all rows: the refinement is EM from the learned model
+        from spnc.learn.em import EM
+        plain = LearnSPN(min_instances=200, random_state=0).fit(binary).spn_
+        same_model(EM(init=plain, max_iter=2, alpha=0.1).fit(binary.astype(float)).spn_, got.spn_)
+
+
+def test_learnspn_sample_and_refine_defaults(tmp_path, binary):
+    spec = _h5(tmp_path, binary)
+    whole = LearnSPN(min_instances=200, random_state=0)
+    same_model(whole.fit(binary).spn_, LearnSPN(**whole.get_params()).fit(spec).spn_, exact=True)  # no refine
+    s = LearnSPN(min_instances=200, sample_rows=1000, random_state=1, refine_iter=1)
+    a, b = s.fit(spec).spn_, LearnSPN(**s.get_params()).fit([binary[i:i + 700] for i in range(0, 3000, 700)]).spn_
+    same_model(a, b)                       # a list of blocks: the same sample and passes
+    hard = LearnSPN(min_instances=200, sample_rows=1000, random_state=1, refine="hard", refine_iter=1)
+    assert hard.fit(spec).score(binary) > LearnSPN(min_instances=200, sample_rows=1000, random_state=1,
+                                                   refine="none").fit(spec).score(binary) - 0.05
+
+
+def test_prometheus_file_equals_memory(tmp_path, binary):
+    for sample_rows in (None, 1500):
+        kw = dict(min_instances=300, refine="em", refine_iter=2, sample_rows=sample_rows, random_state=0)
+        ref = Prometheus(**kw).fit(binary)
+        got = Prometheus(**kw).fit(_h5(tmp_path, binary))
+        same_model(ref.spn_, got.spn_)
+        assert got.n_structure_rows_ == (sample_rows or len(binary))
+
+
+def test_prometheus_continuous_streamed(tmp_path):
+    rng = np.random.default_rng(2)
+    z = rng.random(2000) < 0.5
+    X = rng.normal(size=(2000, 4)) + 3.0 * z[:, None]
+    spec = _h5(tmp_path, X)
+    kw = dict(min_instances=300, refine_iter=2, random_state=0)
+    got = Prometheus(**kw).fit(spec)           # refine="auto" streams soft EM
+    same_model(Prometheus(refine="em", **kw).fit(X).spn_, got.spn_)
+    with pytest.raises(ParameterError, match="refine"):
+        Prometheus(refine="running_average", **kw).fit(spec)
+
+
+def test_streamed_learner_errors(tmp_path, binary):
+    with pytest.raises(DataError, match="one-shot"):
+        LearnSPN(sample_rows=10).fit(iter([binary[:100], binary[100:200]]))
+    X = binary.copy()
+    X[-1, 0] = 2                               # a state the sample does not contain
+    with pytest.raises(DataError, match="sample of 500 rows"):
+        LearnSPN(min_instances=200, sample_rows=500, random_state=0).fit(_h5(tmp_path, X))
+    ok = LearnSPN(min_instances=200, sample_rows=500, random_state=0, cardinality=[3] + [2] * 7)
+    assert ok.fit(_h5(tmp_path, X)).spn_.cardinality[0] == 3
+
+
+def test_oslrau_reads_a_file_spec(tmp_path):
+    from spnc.learn.oslrau import OSLRAU
+    X = np.random.default_rng(3).normal(size=(3000, 3)) @ np.array([[1, .8, 0], [0, .6, 0], [0, 0, 1.]])
+    a = OSLRAU(random_state=0).fit(X)
+    b = OSLRAU(random_state=0).fit(_h5(tmp_path, X))
+    assert np.array_equal(a.score_samples(X), b.score_samples(X))
