@@ -9,7 +9,7 @@ BLOCK. Blocks of BLOCK rows run in parallel; each thread owns a row of ``ws``.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, isnan, isinf, floor, log, exp
+from libc.math cimport INFINITY, fabs, floor, log, exp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -68,20 +68,21 @@ def first_bad_value(const double[:, :] X, const int32_t[::1] card):
     """First (row, col, code) where X is inf (code 1) or, for a discrete variable, not an
     integer in [0, card) (code 2); (-1, -1, 0) if none. NaN (missing) is allowed."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
-    cdef double x
+    cdef double x, k
+    cdef int inf, off
     cdef int code = 0
     cdef Py_ssize_t br = -1, bc = -1
     with nogil:
         for r in range(n):
             for c in range(d):
+                # no branch on NaN (missing cells are common and random): both tests are
+                # false for NaN, evaluated without short-circuit
                 x = X[r, c]
-                if isnan(x):
-                    continue
-                if isinf(x):
-                    code = 1
-                elif card[c] > 0 and (x < 0 or x >= card[c] or x != floor(x)):
-                    code = 2
-                if code:
+                k = card[c]
+                inf = fabs(x) == INFINITY
+                off = (k > 0) & ((x < 0) | (x >= k) | (x != floor(x))) & (x == x) & (inf == 0)
+                if inf | off:
+                    code = 1 if inf else 2
                     br = r; bc = c
                     break
             if code:
