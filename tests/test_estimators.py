@@ -7,7 +7,7 @@ import pytest
 
 import spnc
 from spnc import ParameterError
-from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, Prometheus, TreeSPN
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
 from spnc.learn.base import DensityEstimator
 
 from conftest import shared_data
@@ -37,6 +37,17 @@ def test_bad_parameter_names_itself(cls, param, value):
     with pytest.raises(ParameterError, match=rf"{cls.__name__}: {param} must be") as err:
         est.fit(X)
     assert err.value.param == param
+
+
+@pytest.mark.parametrize("cls", [*ESTIMATORS, Merge, BaggedSPN])
+def test_validation_rows_passed_by_position_are_refused(cls):
+    """fit(X, X_valid) would bind the rows to the unused target y and skip validation."""
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 4)).astype(float)
+    est = cls()
+    if "init" in est.get_params():
+        est.set_params(init=spnc.compile(spnc.Product([spnc.Bernoulli(v, .5) for v in range(4)])))
+    with pytest.raises(spnc.DataError, match="2-D y.*X_valid="):
+        est.fit(X, X[:20])
 
 
 def test_em_needs_a_starting_model():
@@ -85,12 +96,19 @@ def test_auto_parameters_are_chosen_on_held_out_training_rows():
     rng = np.random.default_rng(3)
     z = rng.integers(0, 2, 600)
     X = (rng.random((600, 6)) < np.where(z[:, None] == 1, 0.8, 0.2)).astype(float)
-    m = LearnSPN(min_instances="auto", alpha="auto", random_state=0).fit(X)
+    m = LearnSPN(min_instances="auto", alpha="auto", g_factor=5.0, random_state=0).fit(X)
     assert set(m.auto_params_) == {"min_instances", "alpha"} and len(m.auto_scores_) == 6
     best = max(m.auto_scores_, key=lambda cs: cs[1])[0]
     assert m.auto_params_ == best and m.get_params()["min_instances"] == "auto"
-    ref = LearnSPN(random_state=0, **best).fit(X)
+    ref = LearnSPN(random_state=0, g_factor=5.0, **best).fit(X)
     np.testing.assert_array_equal(m.score_samples(X), ref.score_samples(X))
     assert m.spn_.learner["params"]["auto"]["chosen"] == best
+    # the default g_factor="auto": chosen for GVS, not searched where unused or with few rows
+    d = LearnSPN(random_state=0).fit(X)
+    assert set(d.auto_params_) == {"g_factor"} and len(d.auto_scores_) == 3
+    e = LearnSPN(splitter="ebvs", random_state=0).fit(X)
+    assert not hasattr(e, "auto_params_")
+    few = LearnSPN(random_state=0).fit(X[:12])
+    assert few.auto_params_ == {"g_factor": 5.0}
     with pytest.raises(ParameterError, match="min_instances"):
         LearnSPN(min_instances="best").fit(X)

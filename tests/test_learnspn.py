@@ -217,7 +217,8 @@ def check_valid(spn):
 
 @pytest.mark.parametrize("splitter", SPLITTERS)
 @pytest.mark.parametrize("sum_split,leaves", [("latent", "univariate"), ("latent", "chowliu"),
-                                              ("observed", "univariate"), ("observed", "chowliu")])
+                                              ("observed", "univariate"), ("observed", "chowliu"),
+                                              ("latent", "chowliu_bic")])
 def test_every_configuration_is_normalised_and_valid(splitter, sum_split, leaves):
     rng = np.random.default_rng(11)
     X = planted(rng, n=600, blocks=((0, 1, 2), (3, 4, 5, 6, 7)))
@@ -260,6 +261,14 @@ def test_learning_beats_independence_and_chow_liu_leaves_help_on_a_chain():
     clt = LearnSPN(leaves="chowliu", min_instances=4000, random_state=0).fit(tr).score(te)
     assert lspn > indep + 1.0
     assert clt > lspn
+    # BIC pruning keeps the strong links of the chain, and on 40 rows of independent
+    # columns drops the spurious edges a full tree fits to noise
+    bic = LearnSPN(leaves="chowliu_bic", min_instances=4000, random_state=0).fit(tr).score(te)
+    assert bic > lspn
+    noise = (rng.random((2040, 12)) < 0.5).astype(np.uint8)
+    full, pruned = (LearnSPN(leaves=lv, min_instances=100, random_state=0).fit(noise[:40]).score(noise[40:])
+                    for lv in ("chowliu", "chowliu_bic"))
+    assert pruned > full
 
 
 def test_continuous_data_gives_a_density():
@@ -395,7 +404,7 @@ def test_treespn_adds_trees_under_every_sum_and_em_never_loses_on_validation():
     X = planted(rng, n=1500, blocks=((0, 1, 2, 3), (4, 5, 6, 7)))
     X[:, 1] ^= X[:, 5] & (rng.random(1500) < 0.3)            # some cross-block dependence
     tr, va = X[:1000], X[1000:]
-    m = TreeSPN(n_trees=3, max_depth=2, min_instances=20, random_state=0).fit(tr, va)
+    m = TreeSPN(n_trees=3, max_depth=2, min_instances=20, random_state=0).fit(tr, X_valid=va)
     check_normalised(m, [2] * 8)
     check_valid(m.spn_)
     s = m.structure_
@@ -405,3 +414,27 @@ def test_treespn_adds_trees_under_every_sum_and_em_never_loses_on_validation():
         assert np.count_nonzero(s.kind[kids] == tree_code) >= 3
     assert m.score(va) >= float(s.log_likelihood(va).mean()) - 1e-12
     assert m.spn_.learner["name"] == "treespn"
+
+
+def test_treespn_thresholds_and_initialisations():
+    from spnc.learn.treespn import TreeSPN, g_factor_for
+    # the paper's p-values as G-test factors: 2 * g_factor is the chi-square(1) critical value
+    assert [round(g_factor_for(p), 3) for p in (0.1, 0.01, 0.001)] == [1.353, 3.317, 5.414]
+    rng = np.random.default_rng(5)
+    X = planted(rng, n=900, blocks=((0, 1, 2), (3, 4, 5)))
+    tr, va = X[:600], X[600:]
+    for init in ("clusters", "random"):
+        m = TreeSPN(n_trees=3, max_depth=2, min_instances=20, tree_init=init, random_state=0).fit(tr, X_valid=va)
+        check_normalised(m, [2] * 6)
+        assert m.score(va) >= float(m.structure_.log_likelihood(va).mean()) - 1e-12
+    # the smoothed start is under-fitted: EM raises its training log-likelihood
+    m = TreeSPN(n_trees=3, max_depth=2, min_instances=20, tree_alpha=10.0, random_state=0).fit(tr)
+    assert m.score(tr) > float(m.structure_.log_likelihood(tr).mean())
+
+
+def test_treespn_refuses_validation_rows_as_y():
+    from spnc.errors import DataError
+    from spnc.learn.treespn import TreeSPN
+    X = planted(np.random.default_rng(0), n=200, blocks=((0, 1), (2, 3)))
+    with pytest.raises(DataError, match="X_valid"):
+        TreeSPN(n_trees=2, max_depth=1).fit(X[:100], X[100:])

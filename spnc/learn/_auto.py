@@ -4,7 +4,9 @@ An estimator lists candidates in ``_auto_candidates = {name: [values]}``. When `
 finds parameters equal to ``"auto"``, :func:`fit_auto` holds out a random tenth of the
 training rows (seeded by ``random_state``), fits one copy per combination of candidates
 on the rest, keeps the combination with the best held-out log-likelihood and refits it
-on all rows. The test data is never involved; the choice is in ``auto_params_``."""
+on all rows (with fewer than ``MIN_ROWS`` rows nothing can be held out, and the first
+candidate of each parameter is used). The test data is never involved; the choice is in
+``auto_params_``."""
 from __future__ import annotations
 
 import itertools
@@ -15,12 +17,16 @@ from ..errors import DataError
 from ._params import Options
 
 AUTO = Options("auto")
+#: fewer training rows than this: no held-out tenth, the first candidate of each parameter
+MIN_ROWS = 20
 
 
 def auto_names(est) -> list[str]:
-    """Parameters of ``est`` set to ``"auto"``."""
+    """Parameters of ``est`` set to ``"auto"`` that its configuration uses (an estimator
+    may name unused ones in ``_auto_unused()``, e.g. a GVS threshold under EBVS)."""
+    unused = est._auto_unused() if hasattr(est, "_auto_unused") else set()
     return [k for k, v in est.get_params().items()
-            if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {})]
+            if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {}) and k not in unused]
 
 
 def fit_auto(est, X, sample=None, **fit_kwargs):
@@ -29,9 +35,11 @@ def fit_auto(est, X, sample=None, **fit_kwargs):
     ``X`` with them (its parameters keep the value ``"auto"``)."""
     names = auto_names(est)
     A = np.asarray(X if sample is None else sample)
-    if A.ndim != 2 or A.shape[0] < 20:
-        raise DataError(f"'auto' hyper-parameters ({', '.join(names)}) need at least 20 rows to hold "
-                        f"out a validation tenth, got shape {A.shape}")
+    if A.ndim != 2:
+        raise DataError(f"X must be a 2-D array of rows, got shape {A.shape}")
+    if A.shape[0] < MIN_ROWS:       # too few rows to hold any out: the first candidates
+        first = {k: est._auto_candidates[k][0] for k in names}
+        return _refit(est, est.get_params(), first, [(first, float("nan"))], names, X, fit_kwargs)
     rng = np.random.default_rng(getattr(est, "random_state", None))
     order = rng.permutation(A.shape[0])
     hold = max(2, A.shape[0] // 10)
@@ -46,6 +54,10 @@ def fit_auto(est, X, sample=None, **fit_kwargs):
             score = -np.inf
         scores.append((choice, float(score)))
     best = max(scores, key=lambda cs: cs[1])[0]
+    return _refit(est, params, best, scores, names, X, fit_kwargs)
+
+
+def _refit(est, params: dict, best: dict, scores: list, names: list[str], X, fit_kwargs: dict):
     final = type(est)(**{**params, **best}).fit(X, **fit_kwargs)
     keep = set(params)
     est.__dict__.update({k: v for k, v in vars(final).items() if k not in keep})

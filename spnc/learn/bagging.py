@@ -146,6 +146,7 @@ class BaggedSPN(DensityEstimator):
     def fit(self, X, y=None, X_valid=None) -> "BaggedSPN":
         """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge`` and
         by ``weights="valid"``."""
+        self._no_target(y)
         self._validate_params()
         if self.weights == "valid" and X_valid is None:
             raise DataError('weights="valid" needs X_valid')

@@ -54,6 +54,13 @@ class DensityEstimator:
     def _param_names(cls) -> list[str]:
         return list(_init_parameters(cls.__init__))
 
+    def _no_target(self, y) -> None:
+        """Density estimators take no target: a 2-D ``y`` is validation rows passed by
+        position, which would otherwise be ignored without a word."""
+        if y is not None and np.ndim(y) == 2:
+            raise DataError(f"{type(self).__name__}.fit got a 2-D y, but density estimators take no "
+                            "target; pass validation rows as X_valid=...")
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._param_names()}
 

@@ -52,6 +52,7 @@ class ChowLiuTree(DensityEstimator):
     # ------------------------------------------------------------------ fit / query
     def fit(self, X, y=None, sample_weight=None) -> "ChowLiuTree":
         """Learn the tree structure and CPTs from ``X`` (n, n_vars) integer codes."""
+        self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
         prog = Progress("chowliu")

@@ -159,6 +159,7 @@ class EM(DensityEstimator):
         early on it and keep the best model). Returns ``self``. ``X`` may also be a block
         source (HDF5/Zarr dataset, ``"file.h5:/path"``, list of row blocks) or a Dask
         array: each E-step then streams it (:mod:`spnc.learn._em_blocks`)."""
+        self._no_target(y)
         self._validate_params()
         model = self.init
         if model.combine == "independent":

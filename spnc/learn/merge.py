@@ -317,6 +317,7 @@ class Merge(DensityEstimator):
         """Merge ``init`` using the training rows ``X`` (re-estimation) and ``X_valid``
         (choices: kept member, Chow-Liu check, threshold). Without ``X_valid`` a single
         ``epsilon`` is required and the member with most training rows is kept."""
+        self._no_target(y)
         self._validate_params()
         t0 = time.perf_counter()
         init = self.init

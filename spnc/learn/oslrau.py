@@ -176,6 +176,7 @@ class OSLRAU(DensityEstimator, TreeStore):
         (``"data.h5:/X"``, ``"data.zarr"``, ``"data.npy"``), or an iterable of batches
         (arrays). Starts from the fully factorised model; with ``select``, every candidate
         takes the same pass and the best one is kept."""
+        self._no_target(y)
         if isinstance(X, (str, os.PathLike)):
             src = _stream.open_source(X)
             try:

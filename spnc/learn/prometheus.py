@@ -160,6 +160,7 @@ class Prometheus(DensityEstimator):
     def fit(self, X, y=None, X_valid=None) -> "Prometheus":
         """Learn structure and parameters from the rows of ``X``; ``X_valid`` (optional)
         picks the best refinement pass."""
+        self._no_target(y)
         self._validate_params()
         rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
         try:

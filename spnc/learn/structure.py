@@ -269,12 +269,23 @@ class UnivariateLeaves(BaseModel):
 
 
 class ChowLiuLeaves(BaseModel):
-    """A Chow-Liu tree over the slice's variables (``alpha``-smoothed), as one leaf."""
+    """A Chow-Liu tree over the slice's variables (``alpha``-smoothed), as one leaf.
+
+    ``bic=True`` keeps an edge only when its mutual information pays for its parameter
+    under BIC, ``MI > log(n) / (2 n)`` nats for ``n`` rows (one extra free parameter per
+    edge for binary pairs, the count used for all data): a small slice gets a forest, down
+    to the naive factorisation, instead of a full tree fitted to noise."""
+
+    def __init__(self, bic: bool = False):
+        self.bic = bool(bic)
 
     def fit(self, ctx, sl):
         if sl.vars.size == 1:
             return UnivariateLeaves().fit(ctx, sl)
-        res = fit_chow_liu(ctx.data(sl), ctx.card[sl.vars], alpha=ctx.alpha, n_threads=ctx.n_threads)
+        n = sl.rows.size
+        mi = float(np.log(max(n, 2)) / (2.0 * max(n, 2))) if self.bic else 0.0
+        res = fit_chow_liu(ctx.data(sl), ctx.card[sl.vars], alpha=ctx.alpha, mi_threshold=mi,
+                           n_threads=ctx.n_threads)
         parents, cpts = forest_to_tree(res.parents, res.cpts)
         return ChowLiuLeaf(sl.vars, parents, cpts)
 
@@ -328,3 +339,4 @@ register_step("sum_split", "latent", lambda e, c: (KMeansSplit if c else NaiveBa
 register_step("sum_split", "observed", lambda e, c: ObservedSplit(e.criterion))
 register_step("leaves", "univariate", lambda e, c: UnivariateLeaves())
 register_step("leaves", "chowliu", lambda e, c: ChowLiuLeaves())
+register_step("leaves", "chowliu_bic", lambda e, c: ChowLiuLeaves(bic=True))

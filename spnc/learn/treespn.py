@@ -9,24 +9,37 @@ import numpy as np
 from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..leaves.cltree import ChowLiuLeaf
-from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval
+from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 from .em import EM
 from .learnspn import LearnSPN
 from .structure import InstanceSplitter, NaiveBayesEM, Part, Slice, UnivariateLeaves
 
 
+def g_factor_for(p_value: float, dof: int = 1) -> float:
+    """The GVS ``g_factor`` whose threshold ``2 * dof * g_factor`` is the G-test's critical
+    value at ``p_value`` (chi-square with ``dof`` degrees of freedom; binary pairs have one):
+    p 0.1, 0.01, 0.001 give 1.353, 3.317, 5.414."""
+    from scipy.stats import chi2
+    return float(chi2.isf(p_value, dof)) / (2.0 * dof)
+
+
 class TreeMixtureSplit(InstanceSplitter):
     """The children of ``inner`` plus ``n_trees`` Chow-Liu tree leaves over the slice's
-    variables, initialised as a mixture: the rows are clustered into ``n_trees`` groups
-    (naive-Bayes hard EM) and each tree is fitted to one group. The trees share
-    ``tree_share`` of the sum's weight, in proportion to their groups."""
+    variables, initialised as a mixture: the rows are split into ``n_trees`` groups
+    (``init="clusters"``: naive-Bayes hard EM; ``"random"``: a random partition) and each
+    tree is fitted to one group with Dirichlet smoothing ``tree_alpha`` (None: the
+    learner's ``alpha``). The trees share ``tree_share`` of the sum's weight, in proportion
+    to their groups."""
 
-    def __init__(self, inner: InstanceSplitter, n_trees: int = 5, tree_share: float = 0.5, n_iter: int = 10):
+    def __init__(self, inner: InstanceSplitter, n_trees: int = 5, tree_share: float = 0.5, n_iter: int = 10,
+                 init: str = "clusters", tree_alpha: float | None = None):
         self.inner = inner
         self.n_trees = int(n_trees)
         self.tree_share = float(tree_share)
         self.n_iter = int(n_iter)
+        self.init = init
+        self.tree_alpha = tree_alpha
 
     def split(self, ctx, sl):
         parts = self.inner.split(ctx, sl)
@@ -36,7 +49,9 @@ class TreeMixtureSplit(InstanceSplitter):
             return parts
         D = ctx.data(sl)
         card = ctx.card[sl.vars].astype(np.int64)
-        if k > 1:
+        if self.init == "random":     # a random partition: EM has to find the mixture
+            labels = ctx.rng.permutation(n) % k
+        elif k > 1:
             protos = ctx.rng.choice(n, size=(1, k), replace=False).astype(np.int64)
             labels, _ = _LK.nb_hard_em(D, ctx.offsets(sl.vars), card, protos, self.n_iter, ctx.alpha, 1)
         else:
@@ -50,12 +65,13 @@ class TreeMixtureSplit(InstanceSplitter):
             if sl.vars.size == 1:
                 leaf = UnivariateLeaves().fit(ctx, Slice(sl.rows[rows], sl.vars))
             else:
-                fit = fit_chow_liu(D[rows], card, alpha=max(ctx.alpha, 1e-3), n_threads=1)
+                fit = fit_chow_liu(D[rows], card, alpha=max(ctx.alpha if self.tree_alpha is None else self.tree_alpha, 1e-3), n_threads=1)
                 leaf = ChowLiuLeaf(sl.vars, *forest_to_tree(fit.parents, fit.cpts))
             trees.append(Part(sl.rows[rows], sl.vars, share * rows.size / n, node=leaf))
         for p in parts or []:
             p.weight *= 1.0 - share
         return (parts or []) + trees
+
 
 
 class TreeSPN(DensityEstimator):
@@ -64,8 +80,18 @@ class TreeSPN(DensityEstimator):
     depth limit, refined by soft EM on weights and trees until the validation
     log-likelihood stops improving (``patience`` passes).
 
+    The paper's independence thresholds p = 0.1, 0.01, 0.001 are ``g_factor`` 1.353,
+    3.317, 5.414 (:func:`g_factor_for`). The initial trees are fitted to their groups
+    with smoothing ``tree_alpha`` (default 10 per CPT entry; None: the learner's
+    ``alpha``), so the starting model is under-fitted and EM, stopped on validation,
+    decides how far the trees sharpen. With many trees per sum node on large sets EM can
+    still lower the validation log-likelihood from the first pass (the trees are fitted
+    to the rows they are then made responsible for); EM then returns the start.
+    ``tree_alpha`` and ``em_alpha`` (EM's pseudo-count) are best chosen on validation
+    (``tools/bench_treespn.py``).
+
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
-    ``history_`` (EM's train/valid log-likelihood per pass)."""
+    ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes)."""
 
     _parameter_constraints = {
         "n_trees": [Interval(int, 1)],
@@ -74,6 +100,8 @@ class TreeSPN(DensityEstimator):
         "min_instances": [Interval(int, 1)],
         "alpha": [Interval(float, 0)],
         "tree_share": [Interval(float, 0, 1)],
+        "tree_init": [Options("clusters", "random")],
+        "tree_alpha": [Interval(float, 0), None],
         "n_restarts": [Interval(int, 1)],
         "n_iter": [Interval(int, 1)],
         "em_max_iter": [Interval(int, 1)],
@@ -85,7 +113,8 @@ class TreeSPN(DensityEstimator):
     }
 
     def __init__(self, n_trees: int = 5, max_depth: int = 4, *, g_factor: float = 5.0, min_instances: int = 50,
-                 alpha: float = 0.1, tree_share: float = 0.5, n_restarts: int = 3, n_iter: int = 15,
+                 alpha: float = 0.1, tree_share: float = 0.5, tree_init: str = "clusters",
+                 tree_alpha: float | None = 10.0, n_restarts: int = 3, n_iter: int = 15,
                  em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, random_state: int | None = None,
                  verbose: int = 0, n_threads: int | None = None):
         self.n_trees = n_trees
@@ -94,6 +123,8 @@ class TreeSPN(DensityEstimator):
         self.min_instances = min_instances
         self.alpha = alpha
         self.tree_share = tree_share
+        self.tree_init = tree_init
+        self.tree_alpha = tree_alpha
         self.n_restarts = n_restarts
         self.n_iter = n_iter
         self.em_max_iter = em_max_iter
@@ -106,7 +137,9 @@ class TreeSPN(DensityEstimator):
     def fit(self, X, y=None, X_valid=None) -> "TreeSPN":
         """Learn the structure on ``X``, then run EM (stopping on ``X_valid`` when given)."""
         self._validate_params()
-        split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share)
+        self._no_target(y)
+        split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share,
+                                 init=self.tree_init, tree_alpha=self.tree_alpha)
         ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
                       min_instances=self.min_instances, max_depth=self.max_depth, alpha=self.alpha,
                       data_type="discrete", random_state=self.random_state, n_threads=self.n_threads).fit(X)
@@ -123,5 +156,6 @@ class TreeSPN(DensityEstimator):
         spn.learner = learner
         self.spn_ = spn
         self.history_ = em.history_
+        self.n_iter_ = em.n_iter_
         self.n_features_in_ = ls.n_features_in_
         return self
