@@ -13,6 +13,14 @@ cdef struct GraphC:
     const int32_t *child_slot      # workspace slot of each edge's child (forward-only sweeps)
     const int32_t *node_slot       # workspace slot of each node (forward-only sweeps)
     const int32_t *ident           # identity slots (every node keeps its values)
+    # backward and selection sweeps (see plan_backward)
+    Py_ssize_t n_sums, n_sum_edges, n_pslots
+    bint shares                    # backward keeps edge shares (else every node's value)
+    const int64_t *toff            # sum node: its first edge's row in the edge-share buffer
+    const int64_t *sidx            # sum node: its index among the sums
+    const int32_t *pslot           # backward slot of each node
+    const uint8_t *first           # edge: its parent is the child's first (highest) writer
+    const uint8_t *alias           # node shares the slot of its only parent, a product
 
 
 cdef struct StatesC:
@@ -22,17 +30,20 @@ cdef struct StatesC:
     const double *miss             # (N,) value when the variable is missing (per mode)
     const double *lm               # the states' probabilities as lm * 2^le (linear sweeps)
     const double *le
+    const double *prob             # exp(logp), for sampling
     const int32_t *nst             # (N,) number of states of an inline leaf
     const int32_t *best            # (N,) its most probable state (first maximum)
+    const uint8_t *skip            # (N,) inline leaf read only by product parents (never materialised)
 
 
 cdef class Graph:
     """The compiled structure every kernel takes (see spnc/_graph.pyx)."""
     cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_
+    cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_
     cdef GraphC c
 
 
 cdef class LeafStates:
     """Discrete univariate leaves evaluated inside the sweep (a state table per leaf)."""
-    cdef readonly object var_, off_, logp_, miss_, lm_, le_, nst_, best_
+    cdef readonly object var_, off_, logp_, miss_, lm_, le_, nst_, best_, skip_, prob_
     cdef StatesC c

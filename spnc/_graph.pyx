@@ -9,6 +9,7 @@ univariate leaves, which the sweep evaluates itself instead of reading a leaf ma
 import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport qsort
+from libc.math cimport exp
 
 from spnc._kinds cimport SUM, PRODUCT, LEAF
 
@@ -21,6 +22,11 @@ cdef enum ScopeCode:
     C_DUP_CHILD = 4      # a child listed twice under a sum (extra = child)
 
 SCOPE_OK, SCOPE_EMPTY, SCOPE_OVERLAP, SCOPE_MISMATCH, SCOPE_DUP_CHILD = C_OK, C_EMPTY, C_OVERLAP, C_MISMATCH, C_DUP_CHILD
+
+
+#: backward sweeps keep one share per sum edge and row while the sum edges are at most this
+#: many per node, else every node's value (two per node and row in the linear domain)
+SHARES_PER_NODE = 2
 
 
 cdef class Graph:
@@ -64,6 +70,27 @@ cdef class Graph:
         if not self.c.n_edges:  # keep the 1-element placeholders alive
             self.child_, self.logw_ = c.base, lw.base
 
+        self._plan_backward(keep)
+
+    def _plan_backward(self, keep):
+        n_edges = self.c.n_edges
+        deg = np.diff(self.child_ptr_)
+        is_sum = self.kind_ == SUM
+        sum_deg = np.where(is_sum, deg, 0)
+        self.toff_ = np.ascontiguousarray(np.cumsum(sum_deg) - sum_deg, dtype=np.int64)
+        self.sidx_ = np.ascontiguousarray(np.cumsum(is_sum) - is_sum, dtype=np.int64)
+        self.c.n_sum_edges = int(sum_deg.sum())
+        self.c.n_sums = int(is_sum.sum())
+        self.c.shares = self.c.n_sum_edges <= SHARES_PER_NODE * self.c.n_nodes
+        self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.c.n_pslots = plan_backward(
+            self.kind_, self.child_ptr_, self.child_[:n_edges], np.ascontiguousarray(keep, dtype=np.int64))
+        cdef const int64_t[::1] to = self.toff_
+        cdef const int64_t[::1] si = self.sidx_
+        cdef const int32_t[::1] ps = self.pslot_
+        cdef const uint8_t[::1] fi = self.first_
+        cdef const uint8_t[::1] al = self.alias_
+        self.c.toff, self.c.sidx, self.c.pslot, self.c.first, self.c.alias = &to[0], &si[0], &ps[0], &fi[0], &al[0]
+
     def __repr__(self):
         return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
 
@@ -71,6 +98,20 @@ cdef class Graph:
     def linear(self):
         """True if sum-product sweeps run in the linear domain (see choose_linear)."""
         return bool(self.c.linear)
+
+    @property
+    def shares(self):
+        """True if backward sweeps keep each sum edge's share (else every node's value)."""
+        return bool(self.c.shares)
+
+    @shares.setter
+    def shares(self, value):
+        self.c.shares = bool(value)
+
+    @property
+    def n_pslots(self):
+        """Slots of the backward and selection sweeps (see plan_backward)."""
+        return self.c.n_pslots
 
     @property
     def n_slots(self):
@@ -82,10 +123,14 @@ cdef class LeafStates:
     """``var`` int32[N] (-1: not inline), ``off`` int64[N], ``logp`` float64[T] (the
     log-probabilities of the states of every inline leaf), ``miss`` float64[N] (its value
     when the variable is missing, for the query's mode), ``nst``/``best`` int32[N] (its
-    number of states and most probable state, for selection)."""
+    number of states and most probable state, for selection), ``skip`` uint8[N] (inline
+    leaves that only products read, which read them from the data themselves)."""
 
-    def __cinit__(self, var, off, logp, miss, nst=None, best=None):
+    def __cinit__(self, var, off, logp, miss, nst=None, best=None, skip=None):
         self.var_ = np.ascontiguousarray(var, dtype=np.int32)
+        self.skip_ = np.ascontiguousarray(np.zeros(len(self.var_)) if skip is None else skip, dtype=np.uint8)
+        cdef const uint8_t[::1] sk = self.skip_
+        self.c.skip = &sk[0]
         self.nst_ = np.ascontiguousarray(np.zeros(len(self.var_)) if nst is None else nst, dtype=np.int32)
         self.best_ = np.ascontiguousarray(np.zeros(len(self.var_)) if best is None else best, dtype=np.int32)
         cdef const int32_t[::1] ns = self.nst_
@@ -99,6 +144,13 @@ cdef class LeafStates:
         cdef const double[::1] lm = self.lm_
         cdef const double[::1] le = self.le_
         self.c.lm, self.c.le = &lm[0], &le[0]
+        self.prob_ = np.empty(len(self.logp_))
+        cdef double[::1] pr = self.prob_
+        cdef const double[::1] lpv = self.logp_
+        cdef Py_ssize_t i
+        for i in range(pr.shape[0]):
+            pr[i] = exp(lpv[i])   # libm, as the sampler always used
+        self.c.prob = &pr[0]
         cdef const int32_t[::1] v = self.var_
         cdef const int64_t[::1] o = self.off_
         cdef const double[::1] lp = self.logp_
@@ -223,6 +275,76 @@ def reachable(const int64_t[::1] roots, const int64_t[::1] child_ptr, const int3
                 for e in range(child_ptr[n], child_ptr[n + 1]):
                     mark[child[e]] = 1
     return mark_arr
+
+
+def plan_backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[::1] child,
+                  const int64_t[::1] roots):
+    """Slots of the backward (top-down) sweeps, in which every node's posterior (or flag) is
+    live from its first (highest) parent to itself. A node whose only parent is a product
+    (and that is no root) shares that parent's slot: its posterior is the parent's. Returns
+    (pslot int32[N], first uint8[E] (the edge's parent is the child's first writer), alias
+    uint8[N], start int64[] (roots and parentless nodes: their slots are zeroed before the
+    sweep), prod_only uint8[N] (the node has parents, all of them products, and is no
+    root), n_slots)."""
+    cdef Py_ssize_t N = kind.shape[0], E = child.shape[0], n, e, c
+    maxpar_arr = np.full(N, -1, dtype=np.int64)
+    indeg_arr = np.zeros(N, dtype=np.int64)
+    is_root_arr = np.zeros(N, dtype=np.uint8)
+    pslot_arr = np.zeros(max(N, 1), dtype=np.int32)
+    first_arr = np.zeros(max(E, 1), dtype=np.uint8)
+    alias_arr = np.zeros(max(N, 1), dtype=np.uint8)
+    prod_arr = np.zeros(max(N, 1), dtype=np.uint8)
+    grp_arr = np.zeros(max(N, 1), dtype=np.int64)
+    last_arr = np.zeros(max(N, 1), dtype=np.int64)
+    free_arr = np.empty(N + 1, dtype=np.int32)
+    cdef int64_t[::1] maxpar = maxpar_arr, indeg = indeg_arr, grp = grp_arr, last = last_arr
+    cdef uint8_t[::1] is_root = is_root_arr, first = first_arr, alias = alias_arr, prod = prod_arr
+    cdef int32_t[::1] pslot = pslot_arr, free_ = free_arr
+    cdef int64_t nfree = 0, nslots = 0
+    for n in range(roots.shape[0]):
+        is_root[roots[n]] = 1
+    with nogil:
+        for n in range(N):
+            prod[n] = 1
+        for n in range(N):
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                c = child[e]
+                indeg[c] += 1
+                maxpar[c] = n
+                if kind[n] != PRODUCT:
+                    prod[c] = 0
+        for n in range(N):
+            if indeg[n] == 0 or is_root[n]:
+                prod[n] = 0
+            alias[n] = indeg[n] == 1 and not is_root[n] and kind[maxpar[n]] == PRODUCT
+        for n in range(N):
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                c = child[e]
+                first[e] = maxpar[c] == n and not is_root[c]
+        for n in range(N - 1, -1, -1):
+            grp[n] = grp[maxpar[n]] if alias[n] else n
+            last[grp[n]] = n          # descending: ends at the group's lowest node
+        for n in range(N):
+            if (indeg[n] == 0 or is_root[n]) and not alias[n]:
+                pslot[n] = <int32_t> nslots
+                nslots += 1
+        for n in range(N - 1, -1, -1):
+            for e in range(child_ptr[n], child_ptr[n + 1]):
+                c = child[e]
+                if alias[c]:
+                    pslot[c] = pslot[n]
+                elif first[e]:
+                    if nfree > 0:
+                        nfree -= 1
+                        pslot[c] = free_[nfree]
+                    else:
+                        pslot[c] = <int32_t> nslots
+                        nslots += 1
+            if last[grp[n]] == n:
+                free_[nfree] = pslot[n]
+                nfree += 1
+    start = np.flatnonzero((indeg_arr == 0) | (is_root_arr == 1)).astype(np.int64)
+    return pslot_arr, first_arr, alias_arr, start, prod_arr, max(int(nslots), 1)
 
 
 def plan_slots(const int64_t[::1] child_ptr, const int32_t[::1] child, const int64_t[::1] keep):

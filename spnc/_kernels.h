@@ -28,6 +28,8 @@
 #else
 #define SPNC_CLONES
 #endif
+/* block kernels are inlined into the sweeps of _sweeps.h, which are the cloned functions */
+#define SPNC_INLINE inline __attribute__((always_inline))
 
 static inline int64_t spnc_bits(double x) { int64_t b; memcpy(&b, &x, 8); return b; }
 static inline double spnc_double(int64_t b) { double x; memcpy(&x, &b, 8); return x; }
@@ -90,6 +92,18 @@ static inline double spnc_log_pos(double s)
 
 /* ---- forward -------------------------------------------------------------------------- */
 
+/* T[e] /= s (0 where s is 0): the terms of a sum become the edges' shares of it. */
+static SPNC_INLINE void spnc_share(double *restrict T, const double *restrict s, int64_t k)
+{
+    double inv[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) { const double r = 1.0 / s[j]; inv[j] = s[j] > 0.0 ? r : 0.0; }
+    for (e = 0; e < k; e++)
+        for (j = 0; j < SPNC_B; j++) T[e * SPNC_B + j] *= inv[j];
+}
+
+
 /* m = max_e(logw[e] + W[ch[e]]) over the k edges of one node (inlined into each clone). */
 static inline __attribute__((always_inline))
 void spnc_edge_max(double *restrict m, const double *restrict W, const int32_t *restrict ch,
@@ -108,10 +122,11 @@ void spnc_edge_max(double *restrict m, const double *restrict W, const int32_t *
     }
 }
 
-/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node. */
-SPNC_CLONES
-static void spnc_sum_block(double *restrict out, const double *restrict W,
-                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+/* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node; with T, each
+ * edge's share of the sum, w_e S_e / S (rows of T follow the edges), for the backward pass. */
+static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restrict W,
+                                       const int32_t *restrict ch, const double *restrict logw, int64_t k,
+                                       double *restrict T)
 {
     double m[SPNC_B], s[SPNC_B];
     int64_t e;
@@ -124,35 +139,43 @@ static void spnc_sum_block(double *restrict out, const double *restrict W,
     for (e = 0; e < k; e++) {
         const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
         const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) s[j] += spnc_exp_nonpos(c[j] + lw - m[j]);
+        if (T) {
+            double *restrict t = T + e * SPNC_B;
+            for (j = 0; j < SPNC_B; j++) { t[j] = spnc_exp_nonpos(c[j] + lw - m[j]); s[j] += t[j]; }
+        } else {
+            for (j = 0; j < SPNC_B; j++) s[j] += spnc_exp_nonpos(c[j] + lw - m[j]);
+        }
     }
     for (j = 0; j < SPNC_B; j++) out[j] = m[j] + spnc_log_pos(s[j]);
+    if (T) spnc_share(T, s, k);
 }
 
-/* out = max_e(logw[e] + W[ch[e]]): the max-product sum node. */
-SPNC_CLONES
-static void spnc_max_block(double *restrict out, const double *restrict W,
-                           const int32_t *restrict ch, const double *restrict logw, int64_t k)
+/* out = max_e(logw[e] + W[ch[e]]): the max-product sum node; with arg, the arg-max edge of
+ * each row (first maximum). */
+static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
+                                       const int32_t *restrict ch, const double *restrict logw, int64_t k,
+                                       double *restrict arg)
 {
-    spnc_edge_max(out, W, ch, logw, k);
-}
-
-/* out = sum_e W[ch[e]]: the product node in the log domain. */
-SPNC_CLONES
-static void spnc_prod_block(double *restrict out, const double *restrict W,
-                            const int32_t *restrict ch, int64_t k)
-{
-    double s[SPNC_B];
+    if (!arg) {
+        spnc_edge_max(out, W, ch, logw, k);
+        return;
+    }
+    double m[SPNC_B], am[SPNC_B];
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+    for (j = 0; j < SPNC_B; j++) { m[j] = -INFINITY; am[j] = 0.0; }
     for (e = 0; e < k; e++) {
         const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        for (j = 0; j < SPNC_B; j++) s[j] += c[j];
+        const double lw = logw[e], de = (double)e;
+        for (j = 0; j < SPNC_B; j++) {
+            const double v = c[j] + lw;
+            am[j] = v > m[j] ? de : am[j];
+            m[j] = v > m[j] ? v : m[j];
+        }
     }
-    for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+    memcpy(out, m, sizeof(m));
+    memcpy(arg, am, sizeof(am));
 }
-
 
 /* ---- linear domain with power-of-two exponents ---------------------------------------- */
 /* A value is m * 2^e with m in [0.5, 1) (or 0, with e = SPNC_NOEXP) and e an integer held
@@ -183,9 +206,9 @@ static inline void spnc_lin_norm(double *restrict m, double *restrict e, double 
     *e = s > 0.0 ? e0 + ex - (small ? 200.0 : 0.0) : SPNC_NOEXP;
 }
 
-SPNC_CLONES
-static void spnc_lin_sum_block(double *restrict out, const double *restrict W, const int32_t *restrict ch,
-                               const double *restrict wm, const double *restrict we, int64_t k)
+static SPNC_INLINE void spnc_lin_sum_block(double *restrict out, const double *restrict W, const int32_t *restrict ch,
+                                           const double *restrict wm, const double *restrict we, int64_t k,
+                                           double *restrict T)
 {
     double emax[SPNC_B], s[SPNC_B];
     int64_t e;
@@ -203,32 +226,19 @@ static void spnc_lin_sum_block(double *restrict out, const double *restrict W, c
         const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
         const double *restrict ce = cm + SPNC_B;
         const double a = wm[e], x = we[e];
-        for (j = 0; j < SPNC_B; j++) s[j] += a * cm[j] * spnc_pow2(ce[j] + x - emax[j]);
+        if (T) {
+            double *restrict t = T + e * SPNC_B;
+            for (j = 0; j < SPNC_B; j++) { t[j] = a * cm[j] * spnc_pow2(ce[j] + x - emax[j]); s[j] += t[j]; }
+        } else {
+            for (j = 0; j < SPNC_B; j++) s[j] += a * cm[j] * spnc_pow2(ce[j] + x - emax[j]);
+        }
     }
     for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, s[j], emax[j]);
-}
-
-SPNC_CLONES
-static void spnc_lin_prod_block(double *restrict out, const double *restrict W,
-                                const int32_t *restrict ch, int64_t k)
-{
-    double m[SPNC_B], x[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) { m[j] = 1.0; x[j] = 0.0; }
-    for (e = 0; e < k; e++) {
-        const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
-        const double *restrict ce = cm + SPNC_B;
-        for (j = 0; j < SPNC_B; j++) { m[j] *= cm[j]; x[j] += ce[j]; }
-        if ((e & 511) == 511)  /* mantissas >= 0.5 each: renormalise before 2^-1022 */
-            for (j = 0; j < SPNC_B; j++) spnc_lin_norm(m + j, x + j, m[j], x[j]);
-    }
-    for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, m[j], x[j]);
+    if (T) spnc_share(T, s, k);
 }
 
 /* Discrete leaf from its state table (mantissa sm, exponent se), missing -> (mm, me). */
-SPNC_CLONES
-static void spnc_lin_states_block(double *restrict out, const double *restrict x,
+static SPNC_INLINE void spnc_lin_states_block(double *restrict out, const double *restrict x,
                                   const double *restrict sm, const double *restrict se,
                                   double mm, double me)
 {
@@ -243,8 +253,7 @@ static void spnc_lin_states_block(double *restrict out, const double *restrict x
 }
 
 /* A leaf's log-values (from the leaf matrix) into (m, e): one exp per leaf and row. */
-SPNC_CLONES
-static void spnc_lin_from_log(double *restrict out, const double *restrict lv)
+static SPNC_INLINE void spnc_lin_from_log(double *restrict out, const double *restrict lv)
 {
     int j;
     for (j = 0; j < SPNC_B; j++) {
@@ -255,126 +264,6 @@ static void spnc_lin_from_log(double *restrict out, const double *restrict lv)
         double fin = l > -INFINITY;
         out[j] = fin ? spnc_exp_nonpos(fin ? r : 0.0) : 0.0;
         out[SPNC_B + j] = fin ? e : SPNC_NOEXP;
-    }
-}
-
-/* Backward through a sum node in the linear domain: a child's share of the parent's
- * posterior is w_c S_c / S_n = (wm cm / nm) 2^(we + ce - ne). */
-SPNC_CLONES
-static void spnc_lin_sum_back_block(double *restrict R, const double *restrict W, int64_t n,
-                                    const int32_t *restrict ch, const double *restrict wm,
-                                    const double *restrict we, int64_t k,
-                                    double *restrict edge_acc, const double *restrict row_w)
-{
-    const double *restrict nm = W + n * 2 * SPNC_B;
-    const double *restrict ne = nm + SPNC_B;
-    const double *restrict rn = R + n * SPNC_B;
-    double q[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) q[j] = rn[j] > 0.0 ? rn[j] / nm[j] : 0.0;
-    for (e = 0; e < k; e++) {
-        const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
-        const double *restrict ce = cm + SPNC_B;
-        double *restrict rc = R + (int64_t)ch[e] * SPNC_B;
-        const double a = wm[e], x = we[e];
-        double acc = 0.0;
-        for (j = 0; j < SPNC_B; j++) {
-            double d = ce[j] + x - ne[j];
-            double t = q[j] * a * cm[j] * spnc_pow2(d < 1.0 ? d : 1.0);
-            rc[j] += t;
-            acc += t * row_w[j];
-        }
-        if (edge_acc) edge_acc[e] += acc;
-    }
-}
-
-/* ---- backward ------------------------------------------------------------------------- */
-/* R holds node posteriors rho_n = S_n * dS/dS_n / S (linear, in [0, 1]): the probability that
- * node n is on the induced tree that generated the row. Parents push to children; edge
- * counts (the EM statistic beta of a sum edge) are the pushed masses summed over rows. */
-
-SPNC_CLONES
-static void spnc_sum_back_block(double *restrict R, const double *restrict W, int64_t n,
-                                const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                double *restrict edge_acc, const double *restrict row_w)
-{
-    const double *restrict wn = W + n * SPNC_B;
-    const double *restrict rn = R + n * SPNC_B;
-    double t[SPNC_B];
-    int64_t e;
-    int j;
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        double *restrict rc = R + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        double acc = 0.0;
-        for (j = 0; j < SPNC_B; j++) {
-            double x = rn[j] > 0.0 ? c[j] + lw - wn[j] : -INFINITY;
-            x = x > 0.0 ? 0.0 : x;
-            t[j] = rn[j] * spnc_exp_nonpos(x);
-            rc[j] += t[j];
-            acc += t[j] * row_w[j];
-        }
-        if (edge_acc) edge_acc[e] += acc;
-    }
-}
-
-SPNC_CLONES
-static void spnc_prod_back_block(double *restrict R, int64_t n, const int32_t *restrict ch, int64_t k)
-{
-    const double *restrict rn = R + n * SPNC_B;
-    int64_t e;
-    int j;
-    for (e = 0; e < k; e++) {
-        double *restrict rc = R + (int64_t)ch[e] * SPNC_B;
-        for (j = 0; j < SPNC_B; j++) rc[j] += rn[j];
-    }
-}
-
-/* ---- top-down selection (MPE and sampling) --------------------------------------------- */
-
-/* For a sum node active on some rows, activate the arg-max child (first maximum); if
- * edge_acc is given, add each active row's weight to the count of the edge it takes. */
-static void spnc_sum_select_max(uint8_t *restrict A, const double *restrict W, int64_t n,
-                                const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                double *restrict edge_acc, const double *restrict row_w)
-{
-    const uint8_t *restrict an = A + n * SPNC_B;
-    double best[SPNC_B];
-    int64_t arg[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) { best[j] = -INFINITY; arg[j] = 0; }
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            int better = v > best[j];
-            best[j] = better ? v : best[j];
-            arg[j] = better ? e : arg[j];
-        }
-    }
-    for (j = 0; j < SPNC_B; j++)
-        if (an[j]) {
-            A[(int64_t)ch[arg[j]] * SPNC_B + j] = 1;
-            if (edge_acc) edge_acc[arg[j]] += row_w[j];
-        }
-}
-
-/* ---- discrete leaves inside the sweep ------------------------------------------------- */
-/* out = lp[x] for an observed state x, miss where x is NaN (one leaf, one block). */
-SPNC_CLONES
-static void spnc_states_block(double *restrict out, const double *restrict x,
-                              const double *restrict lp, double miss)
-{
-    int j;
-    for (j = 0; j < SPNC_B; j++) {
-        double v = x[j];
-        int32_t s = (int32_t)(v == v ? v : 0.0);
-        double y = lp[s];
-        out[j] = v == v ? y : miss;
     }
 }
 

@@ -69,14 +69,24 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
         spans[table.name] = (base, base + len(lp))
         base += len(lp)
     logp = np.concatenate(parts) if parts else np.zeros(1)
-    return _graph.LeafStates(var, off, logp, miss, nst, best), matrix, spans
+    skip = graph_of(spn).prod_only_[:N].astype(bool) & (var >= 0)
+    return _graph.LeafStates(var, off, logp, miss, nst, best, skip), matrix, spans
+
+
+def _width(rows: int) -> int:
+    """Columns of a transposed chunk: whole blocks, an odd number of them. A row stride of
+    a multiple of 4 kB * 2^k maps the chunk's variables (read together, a block at a time)
+    to the same cache sets, which evicts them from L1 and L2 long before the caches fill."""
+    b = -(-rows // BLOCK)
+    return (b + 1 - b % 2) * BLOCK
 
 
 class Sweep:
     """One pass over the rows of ``X`` in ``mode``.
 
     ``workspace``: ``"plan"`` (forward values of the live nodes only), ``"all"`` (every
-    node's value kept: selection, node values) or ``"backward"`` (values and posteriors).
+    node's value kept: node values), ``"backward"`` (values and posteriors) or ``"select"``
+    (MPE, hard EM and sampling).
     ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
 
@@ -90,16 +100,18 @@ class Sweep:
         self._fill_matrix = leaf_matrix
         n_mat = sum(len(t) for t in self.matrix)
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
-        self.step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS))
-        m_max = min(self.step, -(-max(n, 1) // BLOCK) * BLOCK)
+        step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS)) // BLOCK
+        self.step = (step - 1 + step % 2) * BLOCK if step > 1 else BLOCK   # an odd number of blocks
+        m_max = _width(min(self.step, max(n, 1)))
         # linear sweeps keep a mantissa and an exponent per value
-        per = {"plan": 2 * self.graph.n_slots, "all": spn.n_nodes, "backward": 3 * spn.n_nodes}[workspace]
-        self.ws = np.empty((nt, max(per, 1) * BLOCK))
+        per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
+               "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
+        self.ws = np.empty((nt, max(per, BLOCK)))
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
 
     def acts(self) -> np.ndarray:
         """Per-thread activation flags for selection kernels."""
-        return np.empty((self.n_threads, self.spn.n_nodes * BLOCK), dtype=np.uint8)
+        return np.empty((self.n_threads, self.graph.n_pslots * BLOCK), dtype=np.uint8)
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         """(r0, r1, XT, L): the transposed chunk padded with NaN to a multiple of BLOCK, and
@@ -107,8 +119,7 @@ class Sweep:
         X, n = self.X, self.X.shape[0]
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
-            m = -(-(r1 - r0) // BLOCK) * BLOCK
-            XT = np.full((self.spn.n_vars, m), np.nan)
+            XT = np.full((self.spn.n_vars, _width(r1 - r0)), np.nan)
             XT[:, : r1 - r0] = X[r0:r1].T
             yield r0, r1, XT, self.leaf_matrix(XT)
 

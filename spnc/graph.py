@@ -15,7 +15,7 @@ import numpy as np
 from . import _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
-from ._sweep import Sweep
+from ._sweep import Sweep, leaf_states
 from .data import as_data
 from .errors import DataError, StructureError
 from .leaves import base as _lb
@@ -130,6 +130,30 @@ class SPN:
                     roots=self.roots, root_weights=self.root_weights, combine=self.combine,
                     stats=self.stats, learner=self.learner)
 
+    def _reparameterised(self, weight: np.ndarray, leaf_tables: dict, root_weights=None) -> "SPN":
+        """The same structure with new sum weights, leaf tables (same leaves, same order)
+        and root weights: what EM's M-step produces. Checks the new parameters only."""
+        new = object.__new__(SPN)
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_compiled"})
+        new.weight = _v.as_array(weight, np.float64, "weight")
+        new.root_weights = None if root_weights is None else _v.as_array(root_weights, np.float64, "root_weights")
+        new.leaf_tables = dict(leaf_tables)
+        new.stats, new.learner = dict(self.stats), dict(self.learner)
+        for k, t in new.leaf_tables.items():
+            old = self.leaf_tables[k]
+            if t is not old and not np.array_equal(t.node, old.node):
+                raise StructureError(f"leaf table {k!r}: the leaves changed; build a new SPN")
+            t.slot = old.slot
+        parent = np.repeat(np.arange(self.n_nodes), np.diff(self.child_ptr))
+        _v.check_weights(self.kind, self.child_ptr, new.weight, parent)
+        _v.check_leaf_parameters(new.leaf_tables, self.cardinality)
+        _v.check_roots(self.roots, self.combine, new.root_weights, self.n_nodes, self.scope_ptr, self.scope,
+                       self.child_ptr, self.child)
+        new.logw = np.log(new.weight, where=new.weight > 0, out=np.full(len(new.weight), -np.inf))
+        new.logw[self.kind[parent] == PRODUCT] = 0.0
+        new.logw.setflags(write=False)
+        return new
+
     def copy(self) -> "SPN":
         """An independent copy (arrays copied, parameters editable on the copy only)."""
         tables = {k: type(t).from_arrays(t.node.copy(), [s.copy() for s in t.scopes],
@@ -215,8 +239,9 @@ class SPN:
         completed rows. Observed entries are kept as given."""
         X = self._check_X(X)
         self._need_single_root("mpe")
-        filled = self._select(X, MAX, seed=0, n_threads=n_threads, evidence=True)
-        return filled, self.log_likelihood(filled, n_threads=n_threads)
+        ll = np.empty(X.shape[0])
+        filled = self._select(X, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll)
+        return filled, ll
 
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
                n_threads: int | None = None) -> np.ndarray:
@@ -247,9 +272,14 @@ class SPN:
             raise StructureError(f"{what} needs a single-root model; this one has combine={self.combine!r} "
                                  "(add a sum root to mix the members)")
 
-    def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool) -> np.ndarray:
+    def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool,
+                ll: np.ndarray | None = None) -> np.ndarray:
+        """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
+        each completed row (in the same sweep when every leaf is inline)."""
         out = X.copy()
-        sw = Sweep(self, X, mode, n_threads, workspace="all", leaf_matrix=evidence)
+        sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
+        fused = ll is not None and not sw.matrix
+        ll_states = leaf_states(self, MARGINAL)[0] if fused else None
         acts = sw.acts()
         none = np.empty((0, 1))
         rlw = self._root_logw()
@@ -261,14 +291,19 @@ class SPN:
             rv = np.empty(m)
             rw = np.zeros(m)
             outT = XT.copy()
+            llc = np.empty(m) if fused else None
             _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
-                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT)
+                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
             if mode == MAX and np.any(rv[: r1 - r0] == -np.inf):
                 r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
             for table in sw.matrix:
                 table.fill(XT, active, outT, mode, seed, r0)
             out[r0:r1] = outT[:, : r1 - r0].T
+            if fused:
+                ll[r0:r1] = llc[: r1 - r0]
+        if ll is not None and not fused:
+            ll[:] = self.log_likelihood(out, n_threads=n_threads)
         return out
 
     def backward(self, X, *, sample_weight=None, node_posteriors: bool = False,

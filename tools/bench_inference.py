@@ -20,6 +20,12 @@ import statistics
 import sys
 import time
 
+# threads sleep at barriers instead of spinning, so CPU time counts work, not waiting (a
+# parallel region here lasts tens of milliseconds; waking costs microseconds). The peers run
+# with the caller's environment: their many short parallel regions would pay for waking.
+PEER_ENV = dict(os.environ)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 import numpy as np  # noqa: E402
 
 import spnc  # noqa: E402
@@ -202,7 +208,7 @@ def peer_rates(spn: spnc.SPN, X: np.ndarray, peers: str) -> dict[str, dict]:
             if not os.path.exists(py):
                 continue
             r = subprocess.run([py, os.path.join(here, "peer_eval.py"), lib, mpath, dpath],
-                               capture_output=True, text=True, timeout=1800)
+                               capture_output=True, text=True, timeout=1800, env=PEER_ENV)
             if r.returncode:
                 print(f"   ({lib} failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode})")
                 continue
@@ -216,12 +222,19 @@ def peer_rates(spn: spnc.SPN, X: np.ndarray, peers: str) -> dict[str, dict]:
     return out
 
 
+CPU_TIME = {}
+
+
 def timeit(f, repeat=3):
-    ts = []
+    """Median wall time of ``repeat`` calls; the median process CPU time (all threads) is
+    left in ``CPU_TIME["last"]``."""
+    ts, cs = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         f()
         ts.append(time.perf_counter() - t0)
+        cs.append(time.process_time() - c0)
+    CPU_TIME["last"] = statistics.median(cs)
     return statistics.median(ts)
 
 
@@ -262,11 +275,17 @@ def main(argv=None) -> int:
     from spnc._threads import available_threads
     from spnc.learn import EM
     avail = available_threads()
-    exp_rate, fma_rate = _infer.probe("exp"), _infer.probe("fma")
-    print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}")
+    # best of several short probes: a probe the OS preempts on a shared machine reads low
+    exp_rate = max(_infer.probe("exp") for _ in range(7))
+    fma_rate = max(_infer.probe("fma") for _ in range(7))
+    print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}"
+          f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}  load average {os.getloadavg()[0]:.2f}")
     print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s")
     print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} "
-          f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8}")
+          f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8} {'cpu 1/2':>8}")
+    print("(2 thr/1: wall-clock speed-up; cpu 1/2: CPU seconds of one thread over those of two, all threads"
+          " summed: 1.0 means the second thread adds no work, so a wall-clock 2 thr/1 below that is the"
+          " machine's load, not the kernel)")
     rng = np.random.default_rng(1)
     cases = []
     for shape in args.shape:
@@ -307,7 +326,7 @@ def main(argv=None) -> int:
             em.n_threads = nt
             em.rejected_ = 0
             em._mstep(spn, em._estep(spn, X, ones, hard=False), X, ones)
-        base = {}
+        base, cpu = {}, {}
         for name, f in (
             ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt)),
             ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt)),
@@ -319,12 +338,15 @@ def main(argv=None) -> int:
             for nt in (1, 2):  # two threads always run (and say so) even where fewer are available
                 f(nt)  # warm-up
                 t = timeit(lambda: f(nt), rep)
+                cpu.setdefault((name, nt), CPU_TIME["last"])
                 rps = n / t
                 base.setdefault((name, nt), rps)
                 r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
                 r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
                 rl = f"{base[('loglik', nt)] / rps:9.2f}x" if name != "loglik" else f"{'':>10}"
                 sp = f"{rps / base[(name, 1)]:7.2f}x" if nt == 2 else f"{'':>8}"
+                if nt == 2:
+                    sp += f" {cpu[(name, 1)] / max(cpu[(name, 2)], 1e-9):7.2f}x"
                 note = "" if nt <= avail else "  (more threads than available)"
                 print(f"{spn.n_edges:>9} {spn.n_nodes:>7} {name:<10} {nt:>3} {rps:11.3g} {rps * spn.n_edges:13.3g} "
                       f"{rps * spn.n_edges / nt:9.3g} {r1} {r2} {rl} {sp}{note}")
@@ -333,6 +355,9 @@ def main(argv=None) -> int:
                 print(f"{'':>9} {'':>7} {lib:<10} {1:>3} {d['rows_per_s']:11.3g} {d['rows_per_s'] * spn.n_edges:13.3g}"
                       f"   marginal rows/s {d['marginal_rows_per_s'] or float('nan'):.3g}   LL agrees with spnc: {d['agrees']}"
                       f"   marginal agrees: {d['marginal_agrees']}")
+                if d.get("sample_rows_per_s"):
+                    print(f"{'':>9} {'':>7} {lib + '-samp':<10} {1:>3} {d['sample_rows_per_s']:11.3g}"
+                          f"   spnc samples {base[('sample', 1)] / d['sample_rows_per_s']:.2f}x as fast")
         if ref_node:
             print(f"{'':>9} {'':>7} {'numpy-node':<10} {1:>3} {ref_node:11.3g} {ref_node * spn.n_edges:13.3g}")
             print(f"{'':>9} {'':>7} {'numpy-layer':<10} {1:>3} {ref_layer:11.3g} {ref_layer * spn.n_edges:13.3g}")

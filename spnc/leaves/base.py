@@ -101,6 +101,11 @@ class LeafType(abc.ABC):
         """Build the table from file arrays (``to_arrays`` output). Does not validate."""
         return cls(node, scopes, arrays)
 
+    def with_params(self, params: dict[str, np.ndarray]) -> "LeafType":
+        """The same leaves with new parameters (not validated). Types whose construction
+        derives nothing from the parameters may override this with a cheaper copy."""
+        return type(self).from_arrays(self.node, self.scopes, params)
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The datasets of ``/leaves/<name>`` except ``node``, exactly as stored."""
         return dict(self.params)

@@ -1,0 +1,444 @@
+/* The node loops of spnc's sweeps over one block of SPNC_B rows (see _kernels.h for the
+ * block kernels they inline). Each sweep is one cloned function, so the per-node kernels
+ * are inlined and specialised for the CPU instead of being called through the loader.
+ *
+ * Inline discrete leaves (a state table per leaf) are read straight from the data by
+ * their product parents; a leaf whose parents are all products is never materialised.
+ * Sum nodes can write each edge's share of the sum, w_c S_c / S_n, to T (rows of SPNC_B,
+ * sum edges in order): the backward pass and sampling then need no node value at all,
+ * so the forward keeps only the live set of nodes (the plan of plan_slots) in cache.
+ */
+#ifndef SPNC_SWEEPS_H
+#define SPNC_SWEEPS_H
+
+#include "_kernels.h"
+
+typedef struct {
+    int64_t n_nodes;
+    const uint8_t *kind;           /* 0 sum, 1 product, >= 2 leaf */
+    const int64_t *child_ptr;
+    const int32_t *child;
+    const double *logw, *wm, *we;
+    const int64_t *leaf_slot;
+    const int64_t *toff;           /* sum node: its first edge's row in T */
+    const int64_t *sidx;           /* sum node: its index among the sums */
+    const int32_t *pslot;          /* backward slot of each node */
+    const uint8_t *first;          /* edge: the parent is the child's first (highest) writer */
+    const uint8_t *alias;          /* node shares the slot of its only parent, a product */
+    const uint8_t *skip;           /* inline leaf read only by products: no slot written */
+    /* inline discrete leaves */
+    const int32_t *var;            /* -1: not inline */
+    const int64_t *off;
+    const double *logp, *miss, *lm, *le;
+    const double *prob;            /* exp(logp) (libm), for sampling */
+    const int32_t *nst, *best;
+    /* the chunk */
+    const double *XT, *L;
+    int64_t m;
+} spnc_net;
+
+/* Add (log domain) leaf c's log-values for rows col0.. to s. */
+static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int64_t c, int64_t col0)
+{
+    const double *restrict x = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict lp = g->logp + g->off[c];
+    const double miss = g->miss[c];
+    int j;
+    if (g->nst[c] == 2) {
+        const double a0 = lp[0], a1 = lp[1];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = x[j];
+            double y = v == 1.0 ? a1 : a0;
+            s[j] += v == v ? y : miss;
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j++) {
+            double v = x[j];
+            int32_t st = (int32_t)(v == v ? v : 0.0);
+            double y = lp[st];
+            s[j] += v == v ? y : miss;
+        }
+    }
+}
+
+/* Multiply (linear domain) leaf c's values into (m, x); missing -> 1 = 0.5 * 2^1. */
+static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x, const spnc_net *g,
+                                          int64_t c, int64_t col0)
+{
+    const double *restrict xv = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict sm = g->lm + g->off[c];
+    const double *restrict se = g->le + g->off[c];
+    int j;
+    if (g->nst[c] == 2) {
+        const double a0 = sm[0], a1 = sm[1], b0 = se[0], b1 = se[1];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            double a = v == 1.0 ? a1 : a0, b = v == 1.0 ? b1 : b0;
+            m[j] *= v == v ? a : 0.5;
+            x[j] += v == v ? b : 1.0;
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            int32_t st = (int32_t)(v == v ? v : 0.0);
+            double a = sm[st], b = se[st];
+            m[j] *= v == v ? a : 0.5;
+            x[j] += v == v ? b : 1.0;
+        }
+    }
+}
+
+/* Log-domain product: children in slots (cs) or inline leaves read from the data. */
+static SPNC_INLINE void spnc_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
+                                       int64_t a, int64_t k, const int32_t *restrict cs, int64_t col0)
+{
+    double s[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+    for (e = 0; e < k; e++) {
+        int64_t c = g->child[a + e];
+        if (g->var[c] >= 0) {
+            spnc_leaf_add(s, g, c, col0);
+        } else {
+            const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
+            for (j = 0; j < SPNC_B; j++) s[j] += v[j];
+        }
+    }
+    for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+}
+
+static SPNC_INLINE void spnc_lin_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
+                                           int64_t a, int64_t k, const int32_t *restrict cs, int64_t col0)
+{
+    double m[SPNC_B], x[SPNC_B];
+    int64_t e;
+    int j;
+    for (j = 0; j < SPNC_B; j++) { m[j] = 1.0; x[j] = 0.0; }
+    for (e = 0; e < k; e++) {
+        int64_t c = g->child[a + e];
+        if (g->var[c] >= 0) {
+            spnc_lin_leaf_mul(m, x, g, c, col0);
+        } else {
+            const double *restrict cm = W + (int64_t)cs[a + e] * 2 * SPNC_B;
+            const double *restrict ce = cm + SPNC_B;
+            for (j = 0; j < SPNC_B; j++) { m[j] *= cm[j]; x[j] += ce[j]; }
+        }
+        if ((e & 511) == 511)  /* mantissas >= 0.5 each: renormalise before 2^-1022 */
+            for (j = 0; j < SPNC_B; j++) spnc_lin_norm(m + j, x + j, m[j], x[j]);
+    }
+    for (j = 0; j < SPNC_B; j++) spnc_lin_norm(out + j, out + SPNC_B + j, m[j], x[j]);
+}
+
+/* Forward sweep in the log domain, sum-product (mode 0) or max-product (mode 1): node n's
+ * values at W + ns[n] * SPNC_B, children's slots cs per edge. With T (mode 0), sums write
+ * their edges' shares; with arg (mode 1), sums write their arg-max edge per row (SPNC_B
+ * int32 per sum, at sidx). */
+SPNC_CLONES
+static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
+                             const int32_t *ns, double *T, double *arg)
+{
+    int64_t n;
+    for (n = 0; n < g->n_nodes; n++) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *out = W + (int64_t)ns[n] * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->skip && g->skip[n]) continue;
+            if (g->var[n] >= 0) {
+                int j;
+                for (j = 0; j < SPNC_B; j++) out[j] = 0.0;
+                spnc_leaf_add(out, g, n, col0);
+            } else {
+                memcpy(out, g->L + g->leaf_slot[n] * g->m + col0, SPNC_B * sizeof(double));
+            }
+        } else if (g->kind[n] == 1) {
+            spnc_prod_node(out, W, g, a, k, cs, col0);
+        } else if (mode == 0) {
+            spnc_sum_block(out, W, cs + a, g->logw + a, k, T ? T + g->toff[n] * SPNC_B : NULL);
+        } else {
+            spnc_max_block(out, W, cs + a, g->logw + a, k, arg ? arg + g->sidx[n] * SPNC_B : NULL);
+        }
+    }
+}
+
+/* Sum-product forward sweep in the linear domain (mantissas then exponents per slot). */
+SPNC_CLONES
+static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,
+                             const int32_t *ns, double *T)
+{
+    int64_t n;
+    for (n = 0; n < g->n_nodes; n++) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *out = W + (int64_t)ns[n] * 2 * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->skip && g->skip[n]) continue;
+            if (g->var[n] >= 0) {
+                const int64_t o = g->off[n];
+                spnc_lin_states_block(out, g->XT + (int64_t)g->var[n] * g->m + col0, g->lm + o, g->le + o,
+                                      0.5, 1.0);
+            } else {
+                spnc_lin_from_log(out, g->L + g->leaf_slot[n] * g->m + col0);
+            }
+        } else if (g->kind[n] == 1) {
+            spnc_lin_prod_node(out, W, g, a, k, cs, col0);
+        } else {
+            spnc_lin_sum_block(out, W, cs + a, g->wm + a, g->we + a, k, T ? T + g->toff[n] * SPNC_B : NULL);
+        }
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* Row sums over a block in 8 lanes, added in a fixed tree: a dependency chain of SPNC_B adds
+ * would cost more than the rest of the backward. */
+#define SPNC_LANES 8
+static SPNC_INLINE double spnc_lanes_sum(const double *l)
+{
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* What sum node n pushes to child c, rho_n w_c S_c / S_n, from node values kept in W
+ * (slot = node; no T), linear (mantissas, exponents; q = rho_n / m_n) or log domain. */
+static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restrict W, int linear, int64_t n,
+                                     int64_t c, double lw, double wm, double we, const double *restrict q)
+{
+    int j;
+    if (linear) {
+        const double *restrict ne = W + n * 2 * SPNC_B + SPNC_B;
+        const double *restrict cm = W + c * 2 * SPNC_B, *restrict ce = cm + SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double d = ce[j] + we - ne[j];
+            out[j] = q[j] * wm * cm[j] * spnc_pow2(d < 1.0 ? d : 1.0);
+        }
+    } else {
+        const double *restrict wn = W + n * SPNC_B, *restrict wc = W + c * SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double x = wc[j] + lw - wn[j];   /* NaN where q is 0 and S_n is 0: masked below */
+            const double y = q[j] * spnc_exp_nonpos(x > 0.0 ? 0.0 : x);
+            out[j] = q[j] > 0.0 ? y : 0.0;
+        }
+    }
+}
+
+/* Sum of a block's SPNC_B values by halving (short dependency chains); t is overwritten. */
+static SPNC_INLINE double spnc_tree_sum(double *restrict t)
+{
+    int h, i;
+    for (h = SPNC_B / 2; h >= SPNC_LANES; h /= 2)
+        for (i = 0; i < h; i++) t[i] += t[i + h];
+    return spnc_lanes_sum(t);
+}
+
+/* sum_j p[j] w[j] */
+static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *restrict w)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) l[i] += p[j + i] * w[j + i];
+    return spnc_lanes_sum(l);
+}
+
+/* sum_j p[j] w[j] over the rows with x[j] == s (a blend, no branch). */
+static SPNC_INLINE double spnc_wdot_eq(const double *restrict p, const double *restrict w,
+                                       const double *restrict x, double s)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) {
+            double v = p[j + i] * w[j + i];
+            l[i] += x[j + i] == s ? v : 0.0;
+        }
+    return spnc_lanes_sum(l);
+}
+/* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
+ * in the backward slots pslot: a node whose only parent is a product shares its slot, so
+ * products copy nothing to such children. Parents push to children: rho_c = sum over parents
+ * of rho_p (products) or rho_p T_e (sums); the first (highest) parent writes, the others add.
+ * Accumulates, weighted by wt: edge_acc[e] (sum edges), node_acc[n]; writes leaf_resp
+ * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
+ * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
+SPNC_CLONES
+static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
+                          int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                          double *leaf_resp, double *all_post, double *state_acc)
+{
+    int64_t n;
+    int j;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const int64_t ps = g->pslot[n];
+        const double *restrict pn = P + ps * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
+            double q[SPNC_B], v[SPNC_B];
+            if (!t && linear) {
+                const double *restrict nm = W + n * 2 * SPNC_B;
+                for (j = 0; j < SPNC_B; j++) {
+                    const double r = pn[j] / nm[j];   /* both sides computed: vectorises */
+                    q[j] = pn[j] > 0.0 ? r : 0.0;
+                }
+            } else if (!t) {
+                memcpy(q, pn, SPNC_B * sizeof(double));
+            }
+            for (e = 0; e < k; e++) {
+                double *restrict pc = P + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                if (t) {
+                    const double *restrict te = t + e * SPNC_B;
+                    for (j = 0; j < SPNC_B; j++) v[j] = pn[j] * te[j];
+                } else {
+                    spnc_push_of(v, W, linear, n, g->child[a + e], g->logw[a + e], g->wm[a + e], g->we[a + e], q);
+                }
+                if (g->first[a + e]) memcpy(pc, v, SPNC_B * sizeof(double));
+                else for (j = 0; j < SPNC_B; j++) pc[j] += v[j];
+                edge_acc[a + e] += spnc_wdot(v, wt);
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
+                else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
+            }
+        } else {
+            if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
+            if (state_acc && g->var[n] >= 0) {
+                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
+                double *restrict sa = state_acc + g->off[n];
+                const int32_t ns = g->nst[n];
+                if (ns == 2) {
+                    double t0[SPNC_B], t1[SPNC_B];
+                    for (j = 0; j < SPNC_B; j++) {
+                        double v = pn[j] * wt[j];
+                        t0[j] = x[j] == 0.0 ? v : 0.0;
+                        t1[j] = x[j] == 1.0 ? v : 0.0;
+                    }
+                    sa[0] += spnc_tree_sum(t0);
+                    sa[1] += spnc_tree_sum(t1);
+                } else if (ns <= 8) {
+                    int32_t st;
+                    for (st = 0; st < ns; st++) sa[st] += spnc_wdot_eq(pn, wt, x, (double)st);
+                } else {
+                    for (j = 0; j < SPNC_B; j++)
+                        if (x[j] == x[j]) sa[(int64_t)x[j]] += pn[j] * wt[j];
+                }
+            }
+        }
+        if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
+        node_acc[n] += dotc[ps];
+        if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+    }
+}
+
+/* ---- top-down selection (MPE, hard EM, sampling) -------------------------------------- */
+
+/* Any of a block's SPNC_B flags set? */
+static SPNC_INLINE int spnc_any(const uint8_t *f)
+{
+    uint64_t w = 0, v;
+    int i;
+    for (i = 0; i < SPNC_B; i += 8) { memcpy(&v, f + i, 8); w |= v; }
+    return w != 0;
+}
+/* One induced tree per row, as flags A in the backward plan's slots (set by the caller for
+ * the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
+ * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
+ * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
+ * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
+ * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
+ * out_XT: the most probable state (mode 1) or a drawn one. row: the block's first row. */
+SPNC_CLONES
+static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
+                        const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
+                        double *out_XT)
+{
+    int64_t n;
+    int j;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint8_t *restrict an = A + (int64_t)g->pslot[n] * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
+            if (mode == 1 && !edge_acc && k <= 64) {   /* few edges: per edge, branch-free */
+                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+                for (e = 0; e < k; e++) {
+                    uint8_t *restrict ac = A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                    const double de = (double)e;
+                    for (j = 0; j < SPNC_B; j++) ac[j] |= (uint8_t)(an[j] & (ar[j] == de));
+                }
+            } else if (mode == 1) {
+                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+                for (j = 0; j < SPNC_B; j++)
+                    if (an[j]) {
+                        const int64_t pe = a + (int64_t)ar[j];
+                        A[(int64_t)g->pslot[g->child[pe]] * SPNC_B + j] = 1;
+                        if (edge_acc) edge_acc[pe] += row_w[j];
+                    }
+            } else {
+                for (j = 0; j < SPNC_B; j++) {
+                    if (!an[j]) continue;
+                    double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                    int64_t pick = -1, last = -1;
+                    for (e = 0; e < k; e++) {
+                        double p = evidence ? W[(int64_t)g->child[a + e] * SPNC_B + j] + g->logw[a + e] - W[n * SPNC_B + j]
+                                            : g->logw[a + e];
+                        p = spnc_exp_nonpos(p < 0.0 ? p : 0.0);
+                        if (p > 0.0) last = e;
+                        cum += p;
+                        if (cum >= u) { pick = e; break; }
+                    }
+                    if (pick < 0) pick = last;
+                    if (pick >= 0) A[(int64_t)g->pslot[g->child[a + pick]] * SPNC_B + j] = 1;
+                }
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                uint8_t *restrict ac = A + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(ac, an, SPNC_B);
+                else for (j = 0; j < SPNC_B; j++) ac[j] |= an[j];
+            }
+        } else {
+            if (leaf_active) memcpy(leaf_active + g->leaf_slot[n] * g->m + col0, an, SPNC_B);
+            if (leaf_resp)
+                for (j = 0; j < SPNC_B; j++) leaf_resp[g->leaf_slot[n] * g->m + col0 + j] = an[j];
+            if (out_XT && g->var[n] >= 0 && spnc_any(an)) {
+                const int64_t o = g->off[n], ns = g->nst[n];
+                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
+                double *restrict y = out_XT + (int64_t)g->var[n] * g->m + col0;
+                if (mode == 1) {
+                    const double b = g->best[n];
+                    for (j = 0; j < SPNC_B; j++) y[j] = an[j] && x[j] != x[j] ? b : y[j];
+                } else {
+                    for (j = 0; j < SPNC_B; j++) {
+                        if (!an[j] || x[j] == x[j]) continue;
+                        double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                        int64_t st, pick = -1, last = -1;
+                        for (st = 0; st < ns; st++) {
+                            double p = g->prob[o + st];
+                            if (p > 0.0) last = st;
+                            cum += p;
+                            if (u <= cum && p > 0.0) { pick = st; break; }
+                        }
+                        y[j] = pick >= 0 ? pick : last;
+                    }
+                }
+            }
+        }
+        if (node_acc) {
+            double acc = 0.0;
+            for (j = 0; j < SPNC_B; j++)
+                if (an[j]) acc += row_w[j];
+            node_acc[n] += acc;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,69 @@
+"""EM's passes over rows in memory: the E-step's chunked backward (or hard selection)
+pass and the per-leaf scores of Eq. 12 that guard the M-step."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _infer
+from .._kinds import MARGINAL, MAX
+from .._sweep import CHUNK_VALUES, Sweep
+from ..graph import SPN
+from ..leaves import base as _lb
+
+#: leaf-matrix and responsibility values per chunk: small enough to stay in cache between the
+#: backward kernel that writes the responsibilities and the statistics kernels that read them
+_CACHE_VALUES = 1 << 18
+
+
+def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.ndarray:
+    """sum_r resp[r, i] log phi_i(x_r) for each leaf i of ``table`` (Eq. 12), in row blocks."""
+    out = np.zeros(len(table))
+    step = 4096
+    slot = table.slot
+    for r0 in range(0, X.shape[0], step):
+        XT = np.ascontiguousarray(X[r0:r0 + step].T)
+        L = np.zeros((int(slot.max()) + 1, XT.shape[1]))
+        table.log_prob(XT, L, MARGINAL, 1)
+        lp = L[slot].T
+        r = resp[r0:r0 + step]
+        out += np.where(r > 0, r * np.where(r > 0, lp, 0.0), 0.0).sum(0)
+    return out
+
+
+def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
+                  need_R: bool = True, count_states: bool = False):
+    """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m), the
+    leaf responsibilities in slot layout (n_leaves, m; filled if ``need_R``), row weights
+    (m,; 0 on padding) and the objective of the real rows; edge and node counts are added
+    to ``acc``, and with ``count_states`` the weighted state counts of the discrete leaves
+    (``acc["states"]``, laid out by ``acc["spans"]``). Soft EM runs the backward pass; hard
+    EM the max-product selection kernel with counts (each row follows its max-product
+    induced tree, first maximum at ties)."""
+    sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="select" if hard else "backward",
+               budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None)
+    nt = sw.n_threads
+    n_states = max((b for _, b in sw.spans.values()), default=0)
+    states = np.zeros((nt, max(n_states, 1))) if count_states else None
+    no_resp = np.empty((0, 1))
+    rlw = spn._root_logw()
+    edge = np.zeros((nt, spn.n_edges))
+    node = np.zeros((nt, spn.n_nodes))
+    acts = sw.acts() if hard else None
+    no_active = np.empty((0, 1), dtype=np.uint8)
+    for r0, r1, XT, L in sw:
+        m = XT.shape[1]
+        rw = np.zeros(m)
+        rw[: r1 - r0] = w[r0:r1]
+        v = np.empty(m)
+        R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
+        if hard:
+            _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
+                          rw, edge, node, R, nt, sw.ws, acts)
+        else:
+            _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
+                            np.empty((0, m)), nt, sw.ws, states)
+        yield r0, XT, R, rw, v[: r1 - r0]
+    acc["edge"] += edge.sum(0)
+    acc["node"] += node.sum(0)
+    if states is not None:
+        acc["states"], acc["spans"] = states.sum(0), sw.spans
