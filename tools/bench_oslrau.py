@@ -43,7 +43,7 @@ def load_folds(root: Path, name: str) -> list[np.ndarray]:
 
 def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced: bool = False,
                 min_var: float = 1e-6, folds_to_run: list[int] | None = None, select: bool = False,
-                floor: str = "always") -> dict:
+                floor: str = "always", defaults: bool = False) -> dict:
     bs, target = SETTINGS[name]
     folds = load_folds(root, name)
     d = folds[0].shape[1]
@@ -51,7 +51,7 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
     for k in (folds_to_run or range(10)):
         train = np.vstack(folds[k + 1:] + folds[:k])
 
-        model = OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
+        model = OSLRAU(random_state=seed + k) if defaults else OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
                        min_merge_points=min_merge, spaced_merges=spaced, min_var=min_var, variance_floor=floor,
                        max_nodes=None, select="auto" if select else None, random_state=seed + k)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -67,7 +67,7 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
               f"{spn.n_nodes} nodes", file=sys.stderr, flush=True)
     sd = lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")  # noqa: E731
     se = lambda a: sd(a) / np.sqrt(len(a))  # noqa: E731
-    return {"name": name, "d": d, "batch": bs, "cap": paper_leaf_cap(d), "target": target,
+    return {"name": name, "d": d, "batch": "auto" if defaults else bs, "cap": paper_leaf_cap(d), "target": target,
             "ll": float(np.mean(lls)), "ll_se": se(lls), "ll_sd": sd(lls), "time": float(np.mean(times)),
             "time_se": se(times), "cpu": float(np.mean(cpus)), "pps": float(np.sum(npts) / np.sum(times)),
             "size": float(np.mean(sizes)), "size_se": se(sizes), "n_train": int(np.mean(npts)),
@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="space a product's tests by min_merge_points * (merges + 1) (spaced_merges=True)")
     ap.add_argument("--folds", type=int, nargs="+", default=None,
                     help="test folds to run (1..10; default all ten)")
+    ap.add_argument("--defaults", action="store_true",
+                    help="OSLRAU() with every parameter at its default (a user's first run)")
     ap.add_argument("--select", action="store_true",
                     help='OSLRAU(select="auto"): floor and spacing chosen in the same single pass, prequentially')
     ap.add_argument("--paper-floor", action="store_true",
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         min_var = args.min_var if args.min_var is not None else (1e-4 if args.paper_floor else 1e-6)
         r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, min_var,
                         [k - 1 for k in args.folds] if args.folds else None, args.select,
-                        "creation" if args.paper_floor else "always")
+                        "creation" if args.paper_floor else "always", args.defaults)
         rows.append(r)
         print(f"{name:9s} d={r['d']} batch={r['batch']} cap={r['cap']}: test LL {r['ll']:.2f} ± {r['ll_se']:.2f} "
               f"(paper {r['target']:.2f}), {r['time']:.3f} s/fold (CPU {r['cpu']:.3f} s), {r['pps']:,.0f} points/s, "
