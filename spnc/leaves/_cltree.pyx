@@ -53,6 +53,18 @@ cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
     return t
 
 
+cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode) noexcept nogil:
+    """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf."""
+    cdef double s = 0.0
+    cdef Py_ssize_t x
+    for x in range(k):
+        if mode == MARGINAL:
+            s += row[x] * lf[x]
+        elif row[x] * lf[x] > s:
+            s = row[x] * lf[x]
+    return s
+
+
 cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
                     int mode, double *lam, int32_t *val) noexcept nogil:
     """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
@@ -60,7 +72,6 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
     cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
     cdef double v, m, s, logscale = 0.0, root_val = 0.0
     cdef double *lf
-    cdef const double *row
     cdef bint all_obs = True
     for q in range(f0, f1):
         v = XT[t.gvar[q], r]
@@ -101,25 +112,11 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
         logscale += log(m)
         p = t.fpar[f]
         if p < 0:
-            row = t.cpt + t.coff[f]
-            s = 0.0
-            for x in range(k):
-                if mode == MARGINAL:
-                    s += row[x] * lf[x]
-                elif row[x] * lf[x] > s:
-                    s = row[x] * lf[x]
-            root_val = s
+            root_val = _message(t.cpt + t.coff[f], lf, k, mode)
         else:
             kp = t.card[p]
             for a in range(kp):
-                row = t.cpt + t.coff[f] + a * k
-                s = 0.0
-                for x in range(k):
-                    if mode == MARGINAL:
-                        s += row[x] * lf[x]
-                    elif row[x] * lf[x] > s:
-                        s = row[x] * lf[x]
-                lam[t.loff[p] + a] *= s
+                lam[t.loff[p] + a] *= _message(t.cpt + t.coff[f] + a * k, lf, k, mode)
     if root_val <= 0.0:
         return -INFINITY
     return logscale + log(root_val)
