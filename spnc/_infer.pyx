@@ -54,9 +54,9 @@ cdef extern from "_sweeps.h" nogil:
                        int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
                        double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                     const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                     const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                     double *out_XT)
+                     double *out_XT, uint64_t *mb, int64_t n_vars)
     double spnc_exp_nonpos(double x)
     double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
 
@@ -249,7 +249,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
            const int64_t[::1] roots, const double[::1] root_logw, int mode, bint evidence,
            uint64_t seed, int64_t row0, double[::1] root_value, uint8_t[:, ::1] leaf_active,
            const double[::1] row_w, double[:, ::1] edge_acc, double[:, ::1] node_acc,
-           double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint8_t[:, ::1] acts,
+           double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint64_t[:, ::1] acts,
            double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
@@ -286,7 +286,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef double best, v
     cdef double *W
     cdef double *arg
-    cdef uint8_t *A
+    cdef uint64_t *A
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -294,7 +294,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         A = &acts[t, 0]
         col0 = b * SPNC_B
         for i in range(start.shape[0]):
-            memset(A + g.pslot[start[i]] * SPNC_B, 0, SPNC_B)
+            A[g.pslot[start[i]]] = 0
         if evidence:
             spnc_forward_log(&net, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
         for j in range(SPNC_B):
@@ -310,9 +310,10 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                 best = 0.0
             root_value[col0 + j] = best
             if best > -INFINITY:
-                A[g.pslot[roots[pick]] * SPNC_B + j] = 1
+                A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
         spnc_select(&net, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
-                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt)
+                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt,
+                    A + g.n_pslots, XT.shape[0])
         if want_ll:
             if g.linear:
                 spnc_forward_lin(&lnet, col0, W, g.child_slot, g.node_slot, NULL)

@@ -110,8 +110,9 @@ class Sweep:
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
 
     def acts(self) -> np.ndarray:
-        """Per-thread activation flags for selection kernels."""
-        return np.empty((self.n_threads, self.graph.n_pslots * BLOCK), dtype=np.uint8)
+        """Per-thread row masks of the selection kernels (a 64-bit word per slot and one per
+        variable)."""
+        return np.empty((self.n_threads, self.graph.n_pslots + self.spn.n_vars), dtype=np.uint64)
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         """(r0, r1, XT, L): the transposed chunk padded with NaN to a multiple of BLOCK, and

@@ -334,55 +334,63 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
 }
 
 /* ---- top-down selection (MPE, hard EM, sampling) -------------------------------------- */
+/* The rows of a block that are on a node's induced tree are one bit mask (bit j: row j);
+ * a sum visits only its active rows, a product ORs its mask into its children, a leaf
+ * fills only its active rows. The work is per active row, not per node and row. */
+#if SPNC_B != 64
+#error "spnc_select keeps one 64-bit row mask per node and block: SPNC_B must be 64"
+#endif
 
-/* Any of a block's SPNC_B flags set? */
-static SPNC_INLINE int spnc_any(const uint8_t *f)
-{
-    uint64_t w = 0, v;
-    int i;
-    for (i = 0; i < SPNC_B; i += 8) { memcpy(&v, f + i, 8); w |= v; }
-    return w != 0;
-}
-/* One induced tree per row, as flags A in the backward plan's slots (set by the caller for
- * the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
+/* Calls body with j = each set bit of mask, lowest first. */
+#define SPNC_FOR_BITS(j, mask, ...)                               \
+    do {                                                          \
+        uint64_t spnc_bits_ = (mask);                             \
+        while (spnc_bits_) {                                      \
+            const int j = __builtin_ctzll(spnc_bits_);            \
+            spnc_bits_ &= spnc_bits_ - 1;                         \
+            __VA_ARGS__                                           \
+        }                                                         \
+    } while (0)
+
+/* One induced tree per row, as row masks A in the backward plan's slots (set by the caller
+ * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
  * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
  * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
  * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
  * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
- * out_XT: the most probable state (mode 1) or a drawn one. row: the block's first row. */
+ * out_XT: the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
+ * for the masks of the missing entries. row: the block's first row. */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                        const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                         double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                        double *out_XT)
+                        double *out_XT, uint64_t *mb, int64_t n_vars)
 {
     int64_t n;
     int j;
+    if (out_XT)
+        for (n = 0; n < n_vars; n++) {
+            const double *restrict x = g->XT + n * g->m + col0;
+            uint64_t b = 0;
+            for (j = 0; j < SPNC_B; j++) b |= (uint64_t)(x[j] != x[j]) << j;
+            mb[n] = b;
+        }
     for (n = g->n_nodes - 1; n >= 0; n--) {
         const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
-        const uint8_t *restrict an = A + (int64_t)g->pslot[n] * SPNC_B;
+        const uint64_t an = A[g->pslot[n]];
         int64_t e;
         if (g->kind[n] == 0) {
             for (e = 0; e < k; e++)
-                if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
-            if (mode == 1 && !edge_acc && k <= 64) {   /* few edges: per edge, branch-free */
+                if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+            if (mode == 1) {
                 const double *restrict ar = arg + g->sidx[n] * SPNC_B;
-                for (e = 0; e < k; e++) {
-                    uint8_t *restrict ac = A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
-                    const double de = (double)e;
-                    for (j = 0; j < SPNC_B; j++) ac[j] |= (uint8_t)(an[j] & (ar[j] == de));
-                }
-            } else if (mode == 1) {
-                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
-                for (j = 0; j < SPNC_B; j++)
-                    if (an[j]) {
-                        const int64_t pe = a + (int64_t)ar[j];
-                        A[(int64_t)g->pslot[g->child[pe]] * SPNC_B + j] = 1;
-                        if (edge_acc) edge_acc[pe] += row_w[j];
-                    }
+                SPNC_FOR_BITS(j, an, {
+                    const int64_t pe = a + (int64_t)ar[j];
+                    A[g->pslot[g->child[pe]]] |= 1ULL << j;
+                    if (edge_acc) edge_acc[pe] += row_w[j];
+                });
             } else {
-                for (j = 0; j < SPNC_B; j++) {
-                    if (!an[j]) continue;
+                SPNC_FOR_BITS(j, an, {
                     double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
                     int64_t pick = -1, last = -1;
                     for (e = 0; e < k; e++) {
@@ -394,31 +402,34 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                         if (cum >= u) { pick = e; break; }
                     }
                     if (pick < 0) pick = last;
-                    if (pick >= 0) A[(int64_t)g->pslot[g->child[a + pick]] * SPNC_B + j] = 1;
-                }
+                    if (pick >= 0) A[g->pslot[g->child[a + pick]]] |= 1ULL << j;
+                });
             }
         } else if (g->kind[n] == 1) {
             for (e = 0; e < k; e++) {
                 const int64_t c = g->child[a + e];
-                uint8_t *restrict ac = A + (int64_t)g->pslot[c] * SPNC_B;
                 if (g->alias[c]) continue;
-                if (g->first[a + e]) memcpy(ac, an, SPNC_B);
-                else for (j = 0; j < SPNC_B; j++) ac[j] |= an[j];
+                if (g->first[a + e]) A[g->pslot[c]] = an;
+                else A[g->pslot[c]] |= an;
             }
         } else {
-            if (leaf_active) memcpy(leaf_active + g->leaf_slot[n] * g->m + col0, an, SPNC_B);
-            if (leaf_resp)
-                for (j = 0; j < SPNC_B; j++) leaf_resp[g->leaf_slot[n] * g->m + col0 + j] = an[j];
-            if (out_XT && g->var[n] >= 0 && spnc_any(an)) {
+            if (leaf_active) {
+                uint8_t *restrict la = leaf_active + g->leaf_slot[n] * g->m + col0;
+                for (j = 0; j < SPNC_B; j++) la[j] = (uint8_t)((an >> j) & 1);
+            }
+            if (leaf_resp) {
+                double *restrict lr = leaf_resp + g->leaf_slot[n] * g->m + col0;
+                for (j = 0; j < SPNC_B; j++) lr[j] = (double)((an >> j) & 1);
+            }
+            if (out_XT && g->var[n] >= 0 && (an & mb[g->var[n]])) {
+                const uint64_t fill = an & mb[g->var[n]];
                 const int64_t o = g->off[n], ns = g->nst[n];
-                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
                 double *restrict y = out_XT + (int64_t)g->var[n] * g->m + col0;
                 if (mode == 1) {
                     const double b = g->best[n];
-                    for (j = 0; j < SPNC_B; j++) y[j] = an[j] && x[j] != x[j] ? b : y[j];
+                    SPNC_FOR_BITS(j, fill, { y[j] = b; });
                 } else {
-                    for (j = 0; j < SPNC_B; j++) {
-                        if (!an[j] || x[j] == x[j]) continue;
+                    SPNC_FOR_BITS(j, fill, {
                         double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
                         int64_t st, pick = -1, last = -1;
                         for (st = 0; st < ns; st++) {
@@ -428,14 +439,13 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                             if (u <= cum && p > 0.0) { pick = st; break; }
                         }
                         y[j] = pick >= 0 ? pick : last;
-                    }
+                    });
                 }
             }
         }
         if (node_acc) {
             double acc = 0.0;
-            for (j = 0; j < SPNC_B; j++)
-                if (an[j]) acc += row_w[j];
+            SPNC_FOR_BITS(j, an, { acc += row_w[j]; });
             node_acc[n] += acc;
         }
     }
