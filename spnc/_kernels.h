@@ -150,31 +150,68 @@ static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restr
     if (T) spnc_share(T, s, k);
 }
 
+/* Eight rows as one vector (GCC vector extension: one zmm on AVX-512, two ymm on AVX2, four
+ * xmm on the baseline). Loads and stores go through memcpy: no alignment is assumed. */
+typedef double spnc_v8 __attribute__((vector_size(64)));
+typedef int64_t spnc_m8 __attribute__((vector_size(64)));
+static SPNC_INLINE spnc_v8 spnc_ld(const double *p) { spnc_v8 v; memcpy(&v, p, sizeof v); return v; }
+static SPNC_INLINE void spnc_st(double *p, spnc_v8 v) { memcpy(p, &v, sizeof v); }
+static SPNC_INLINE spnc_v8 spnc_splat(double x) { spnc_v8 v = {x, x, x, x, x, x, x, x}; return v; }
+/* where msk: a, else b */
+static SPNC_INLINE spnc_v8 spnc_blend(spnc_m8 msk, spnc_v8 a, spnc_v8 b)
+{
+    return (spnc_v8)(((spnc_m8)a & msk) | ((spnc_m8)b & ~msk));
+}
+
 /* out = max_e(logw[e] + W[ch[e]]): the max-product sum node; with arg, the arg-max edge of
- * each row (first maximum). */
+ * each row (first maximum). Rows go 16 at a time with the edges inside, so the running
+ * maximum and arg-max stay in registers (with the edge loop outside, both are stored and
+ * reloaded for every edge, and GCC vectorises that loop across edges, with gathers). */
 static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
                                        const int32_t *restrict ch, const double *restrict logw, int64_t k,
                                        double *restrict arg)
 {
+    int64_t e;
+    int j0, i;
     if (!arg) {
-        spnc_edge_max(out, W, ch, logw, k);
+        for (j0 = 0; j0 < SPNC_B; j0 += 32) {
+            spnc_v8 m0 = spnc_splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+            for (e = 0; e < k; e++) {
+                const double *restrict c = W + (int64_t)ch[e] * SPNC_B + j0;
+                const spnc_v8 lw = spnc_splat(logw[e]);
+                const spnc_v8 v0 = spnc_ld(c) + lw, v1 = spnc_ld(c + 8) + lw;
+                const spnc_v8 v2 = spnc_ld(c + 16) + lw, v3 = spnc_ld(c + 24) + lw;
+                m0 = spnc_blend(v0 > m0, v0, m0);
+                m1 = spnc_blend(v1 > m1, v1, m1);
+                m2 = spnc_blend(v2 > m2, v2, m2);
+                m3 = spnc_blend(v3 > m3, v3, m3);
+            }
+            spnc_st(out + j0, m0);
+            spnc_st(out + j0 + 8, m1);
+            spnc_st(out + j0 + 16, m2);
+            spnc_st(out + j0 + 24, m3);
+        }
         return;
     }
-    double m[SPNC_B], am[SPNC_B];
-    int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) { m[j] = -INFINITY; am[j] = 0.0; }
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e], de = (double)e;
-        for (j = 0; j < SPNC_B; j++) {
-            const double v = c[j] + lw;
-            am[j] = v > m[j] ? de : am[j];
-            m[j] = v > m[j] ? v : m[j];
+    for (j0 = 0; j0 < SPNC_B; j0 += 16) {
+        spnc_v8 m0 = spnc_splat(-INFINITY), m1 = m0, a0 = spnc_splat(0.0), a1 = a0;
+        for (e = 0; e < k; e++) {
+            const double *restrict c = W + (int64_t)ch[e] * SPNC_B + j0;
+            const spnc_v8 lw = spnc_splat(logw[e]), de = spnc_splat((double)e);
+            const spnc_v8 v0 = spnc_ld(c) + lw, v1 = spnc_ld(c + 8) + lw;
+            const spnc_m8 g0 = v0 > m0, g1 = v1 > m1;
+            a0 = spnc_blend(g0, de, a0);
+            a1 = spnc_blend(g1, de, a1);
+            m0 = spnc_blend(g0, v0, m0);
+            m1 = spnc_blend(g1, v1, m1);
+        }
+        spnc_st(out + j0, m0);
+        spnc_st(out + j0 + 8, m1);
+        if (arg) {
+            spnc_st(arg + j0, a0);
+            spnc_st(arg + j0 + 8, a1);
         }
     }
-    memcpy(out, m, sizeof(m));
-    memcpy(arg, am, sizeof(am));
 }
 
 /* ---- linear domain with power-of-two exponents ---------------------------------------- */
