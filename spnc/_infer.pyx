@@ -119,16 +119,19 @@ cdef inline double _lin_log(const double *W, int64_t slot, Py_ssize_t j) noexcep
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads, double[:, ::1] ws):
+            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False):
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
     holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
     keep a mantissa and an exponent per value). Blocks are handed out dynamically: nothing
     is accumulated, so the result does not depend on which thread ran a block, and a thread
-    the OS preempts on a busy machine does not hold the others up."""
+    the OS preempts on a busy machine does not hold the others up. ``keep_all``: every
+    node keeps its value in ``ws`` (N slots per thread) without ``all_values``, so
+    ``out_nodes`` may be any nodes, not only roots."""
     cdef const GraphC *g = &graph.c
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
-    cdef bint keep = all_values.shape[0] == N
+    cdef bint copy_all = all_values.shape[0] == N
+    cdef bint keep = copy_all or keep_all
     cdef spnc_net net = _net(g, &states.c, XT, L, not keep)
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i
     cdef const int32_t *child = g.child if keep else g.child_slot
@@ -147,7 +150,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
         spnc_forward_log(&net, b * SPNC_B, W, mode, child, slot, NULL, NULL)
         for i in range(R):
             memcpy(&out[i, b * SPNC_B], W + (<int64_t> slot[out_nodes[i]]) * SPNC_B, SPNC_B * sizeof(double))
-        if keep:
+        if copy_all:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
 

@@ -124,3 +124,16 @@ def test_route_is_the_best_induced_tree_by_brute_force(seed):
         best = max(v for v, _ in trees)
         winners = [s for v, s in trees if v >= best - 1e-12]
         assert frozenset(np.flatnonzero(R[r]).tolist()) in winners
+
+
+@pytest.mark.parametrize("mode", [0, MAX])
+def test_node_values_are_columns_of_node_log_values(mode):
+    from spnc.learn.routing import node_values
+    rng = np.random.default_rng(5)
+    spn = spnc.compile(random_spn(rng, [2, 3, 2, 2], depth=3, share=0.5))
+    X = spn.sample(300, seed=5)
+    X[::7, 1] = np.nan
+    nodes = np.array([spn.n_nodes - 1, 0, 3, 3, spn.n_nodes // 2])
+    want = spn.node_log_values(X, mode=mode)[:, nodes]
+    assert np.array_equal(node_values(spn, X, nodes, mode=mode), want)
+    assert node_values(spn, X[:0], nodes).shape == (0, len(nodes))

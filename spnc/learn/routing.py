@@ -32,16 +32,6 @@ from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ._routing import bits_to_csc
 
-#: node values held per chunk of rows (float64) by :func:`node_values`: 64 MB
-_CHUNK_VALUES = 1 << 23
-
-
-def _chunks(spn: SPN, n: int):
-    step = max(64, min(n, _CHUNK_VALUES // max(spn.n_nodes, 1)))
-    for r0 in range(0, n, step):
-        yield r0, min(n, r0 + step)
-
-
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None) -> sp.csc_matrix:
     """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
     ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s
@@ -122,11 +112,17 @@ def observed_sums(spn: SPN) -> np.ndarray:
 
 
 def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None) -> np.ndarray:
-    """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)), in row
-    chunks (memory bounded whatever the model's size)."""
+    """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)): one
+    forward sweep keeping every node's value per block, copying out only ``nodes``."""
     X = spn._check_X(X)
-    nodes = np.asarray(nodes, dtype=np.int64)
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.empty((X.shape[0], len(nodes)))
-    for r0, r1 in _chunks(spn, X.shape[0]):
-        out[r0:r1] = spn.node_log_values(X[r0:r1], mode=mode, n_threads=n_threads)[:, nodes]
+    if not len(nodes) or not X.shape[0]:
+        return out
+    sw = Sweep(spn, X, mode, n_threads, workspace="all")
+    empty = np.empty((0, 0))
+    for r0, r1, XT, L in sw:
+        vals = np.empty((len(nodes), XT.shape[1]))
+        _infer.forward(sw.graph, sw.states, XT, L, nodes, vals, empty, mode, sw.n_threads, sw.ws, True)
+        out[r0:r1] = vals[:, : r1 - r0].T
     return out
