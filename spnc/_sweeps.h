@@ -451,4 +451,38 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
     }
 }
 
+/* Hard routing of rows to nodes (merging): the max-product selection of spnc_select on the
+ * same row masks A, each node's mask written to bits[n * stride] (bit j: row j of the block)
+ * and each sum edge's rows counted in edge_acc. arg holds the forward's arg-max edge of each
+ * sum (first maximum). */
+SPNC_CLONES
+static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
+                       double *edge_acc)
+{
+    int64_t n;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint64_t an = A[g->pslot[n]];
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+            SPNC_FOR_BITS(j, an, {
+                const int64_t pe = a + (int64_t)ar[j];
+                A[g->pslot[g->child[pe]]] |= 1ULL << j;
+                edge_acc[pe] += 1.0;
+            });
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) A[g->pslot[c]] = an;
+                else A[g->pslot[c]] |= an;
+            }
+        }
+        bits[n * stride] = an;
+    }
+}
+
 #endif
