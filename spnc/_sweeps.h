@@ -220,15 +220,6 @@ static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restric
     }
 }
 
-/* Sum of a block's SPNC_B values by halving (short dependency chains); t is overwritten. */
-static SPNC_INLINE double spnc_tree_sum(double *restrict t)
-{
-    int h, i;
-    for (h = SPNC_B / 2; h >= SPNC_LANES; h /= 2)
-        for (i = 0; i < h; i++) t[i] += t[i + h];
-    return spnc_lanes_sum(t);
-}
-
 /* sum_j p[j] w[j] */
 static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *restrict w)
 {
@@ -309,15 +300,18 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
                 const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
                 double *restrict sa = state_acc + g->off[n];
                 const int32_t ns = g->nst[n];
-                if (ns == 2) {
-                    double t0[SPNC_B], t1[SPNC_B];
-                    for (j = 0; j < SPNC_B; j++) {
-                        double v = pn[j] * wt[j];
-                        t0[j] = x[j] == 0.0 ? v : 0.0;
-                        t1[j] = x[j] == 1.0 ? v : 0.0;
-                    }
-                    sa[0] += spnc_tree_sum(t0);
-                    sa[1] += spnc_tree_sum(t1);
+                if (ns == 2) {   /* both states in one pass, in lanes */
+                    double l0[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                    double l1[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                    int i;
+                    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+                        for (i = 0; i < SPNC_LANES; i++) {
+                            const double v = pn[j + i] * wt[j + i], xv = x[j + i];
+                            l0[i] += xv == 0.0 ? v : 0.0;
+                            l1[i] += xv == 1.0 ? v : 0.0;
+                        }
+                    sa[0] += spnc_lanes_sum(l0);
+                    sa[1] += spnc_lanes_sum(l1);
                 } else if (ns <= 8) {
                     int32_t st;
                     for (st = 0; st < ns; st++) sa[st] += spnc_wdot_eq(pn, wt, x, (double)st);
