@@ -17,7 +17,7 @@ from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._openmp cimport SPNC_OPENMP
 
-cdef extern from "_sweeps.h" nogil:
+cdef extern from "_select.h" nogil:
     int SPNC_B
     ctypedef struct spnc_net:
         int64_t n_nodes

@@ -1,0 +1,160 @@
+/* Top-down selection over a compiled graph (MPE, hard EM, sampling) and merging's hard
+ * routing: the passes that follow one induced tree per row from the root, after the
+ * forward sweeps of _sweeps.h. */
+#ifndef SPNC_SELECT_H
+#define SPNC_SELECT_H
+
+#include "_sweeps.h"
+
+/* The rows of a block that are on a node's induced tree are one bit mask (bit j: row j);
+ * a sum visits only its active rows, a product ORs its mask into its children, a leaf
+ * fills only its active rows. The work is per active row, not per node and row. */
+#if SPNC_B != 64
+#error "spnc_select keeps one 64-bit row mask per node and block: SPNC_B must be 64"
+#endif
+
+/* Calls body with j = each set bit of mask, lowest first. */
+#define SPNC_FOR_BITS(j, mask, ...)                               \
+    do {                                                          \
+        uint64_t spnc_bits_ = (mask);                             \
+        while (spnc_bits_) {                                      \
+            const int j = __builtin_ctzll(spnc_bits_);            \
+            spnc_bits_ &= spnc_bits_ - 1;                         \
+            __VA_ARGS__                                           \
+        }                                                         \
+    } while (0)
+
+/* One induced tree per row, as row masks A in the backward plan's slots (set by the caller
+ * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
+ * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
+ * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
+ * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
+ * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
+ * out_XT: the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
+ * for the masks of the missing entries. row: the block's first row. */
+SPNC_CLONES
+static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
+                        const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
+                        double *out_XT, uint64_t *mb, int64_t n_vars)
+{
+    int64_t n;
+    int j;
+    if (out_XT)
+        for (n = 0; n < n_vars; n++) {
+            const double *restrict x = g->XT + n * g->m + col0;
+            uint64_t b = 0;
+            for (j = 0; j < SPNC_B; j++) b |= (uint64_t)(x[j] != x[j]) << j;
+            mb[n] = b;
+        }
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint64_t an = A[g->pslot[n]];
+        int64_t e;
+        if (g->kind[n] == 0) {
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+            if (mode == 1) {
+                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+                SPNC_FOR_BITS(j, an, {
+                    const int64_t pe = a + (int64_t)ar[j];
+                    A[g->pslot[g->child[pe]]] |= 1ULL << j;
+                    if (edge_acc) edge_acc[pe] += row_w[j];
+                });
+            } else {
+                SPNC_FOR_BITS(j, an, {
+                    double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                    int64_t pick = -1, last = -1;
+                    for (e = 0; e < k; e++) {
+                        double p = evidence ? W[(int64_t)g->child[a + e] * SPNC_B + j] + g->logw[a + e] - W[n * SPNC_B + j]
+                                            : g->logw[a + e];
+                        p = spnc_exp_nonpos(p < 0.0 ? p : 0.0);
+                        if (p > 0.0) last = e;
+                        cum += p;
+                        if (cum >= u) { pick = e; break; }
+                    }
+                    if (pick < 0) pick = last;
+                    if (pick >= 0) A[g->pslot[g->child[a + pick]]] |= 1ULL << j;
+                });
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) A[g->pslot[c]] = an;
+                else A[g->pslot[c]] |= an;
+            }
+        } else {
+            if (leaf_active) {
+                uint8_t *restrict la = leaf_active + g->leaf_slot[n] * g->m + col0;
+                for (j = 0; j < SPNC_B; j++) la[j] = (uint8_t)((an >> j) & 1);
+            }
+            if (leaf_resp) {
+                double *restrict lr = leaf_resp + g->leaf_slot[n] * g->m + col0;
+                for (j = 0; j < SPNC_B; j++) lr[j] = (double)((an >> j) & 1);
+            }
+            if (out_XT && g->var[n] >= 0 && (an & mb[g->var[n]])) {
+                const uint64_t fill = an & mb[g->var[n]];
+                const int64_t o = g->off[n], ns = g->nst[n];
+                double *restrict y = out_XT + (int64_t)g->var[n] * g->m + col0;
+                if (mode == 1) {
+                    const double b = g->best[n];
+                    SPNC_FOR_BITS(j, fill, { y[j] = b; });
+                } else {
+                    SPNC_FOR_BITS(j, fill, {
+                        double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+                        int64_t st, pick = -1, last = -1;
+                        for (st = 0; st < ns; st++) {
+                            double p = g->prob[o + st];
+                            if (p > 0.0) last = st;
+                            cum += p;
+                            if (u <= cum && p > 0.0) { pick = st; break; }
+                        }
+                        y[j] = pick >= 0 ? pick : last;
+                    });
+                }
+            }
+        }
+        if (node_acc) {
+            double acc = 0.0;
+            SPNC_FOR_BITS(j, an, { acc += row_w[j]; });
+            node_acc[n] += acc;
+        }
+    }
+}
+
+/* Hard routing of rows to nodes (merging): the max-product selection of spnc_select on the
+ * same row masks A, each node's mask written to bits[n * stride] (bit j: row j of the block)
+ * and each sum edge's rows counted in edge_acc. arg holds the forward's arg-max edge of each
+ * sum (first maximum). */
+SPNC_CLONES
+static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
+                       double *edge_acc)
+{
+    int64_t n;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint64_t an = A[g->pslot[n]];
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+            SPNC_FOR_BITS(j, an, {
+                const int64_t pe = a + (int64_t)ar[j];
+                A[g->pslot[g->child[pe]]] |= 1ULL << j;
+                edge_acc[pe] += 1.0;
+            });
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) A[g->pslot[c]] = an;
+                else A[g->pslot[c]] |= an;
+            }
+        }
+        bits[n * stride] = an;
+    }
+}
+
+#endif
