@@ -112,9 +112,11 @@ class MVGaussianLeaves(LeafType):
     def _lower_cov(self) -> np.ndarray:
         """The covariances as used (formats/spnc-hdf5.md §5.2): lower triangle mirrored."""
         cov, ptr = self.params["cov"].astype(np.float64), self.params["cov_ptr"]
-        for i, d in enumerate(np.diff(self.var_ptr).tolist()):
-            c = cov[ptr[i]:ptr[i + 1]].reshape(d, d)
-            c[np.triu_indices(d, 1)] = c.T[np.triu_indices(d, 1)]
+        dim = np.diff(self.var_ptr)
+        for d in np.unique(dim[dim > 1]).tolist():  # one gather per leaf size, not per leaf
+            r, c = np.triu_indices(d, 1)
+            base = ptr[:-1][dim == d][:, None]
+            cov[base + r * d + c] = cov[base + c * d + r]
         return cov
 
     def _args(self):
