@@ -32,6 +32,7 @@ from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ._routing import bits_to_csc
 
+
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None) -> sp.csc_matrix:
     """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
     ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s

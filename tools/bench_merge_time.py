@@ -1,0 +1,109 @@
+"""Merge time against Rahman & Gogate's G-time column (Table 2), per shared set.
+
+For each set, kind (L-SPN / O-SPN) and leaf type, one tree is learned with the
+configuration the validation grid of ``tools/bench_merge.py`` chose (``CHOSEN``; where
+that grid was not run, the stated fallback), then merged with ``Merge``'s defaults
+(L-SPNs) or ``Merge(local_check=True)`` (O-SPNs, the acceptance rule of that table).
+Printed: merge seconds (the whole ``Merge.fit``, threshold path included), the paper's
+G-time and the ratio paper / ours (the issue asks for >= 100). Reference measured in the
+same run: the seconds of one max-product node-values matrix of the training rows
+(``SPN.node_log_values(mode=MAX)``), which the routing built before it became a compiled
+pass (a lower bound of the old routing's cost), against one compiled ``route``.
+
+Usage: python tools/bench_merge_time.py [--sets ...] [--kinds lspn ospn] [--leaves ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import _bench  # noqa: E402  (threads, import path; before numpy)
+import numpy as np  # noqa: E402
+from _bench import DEFAULT_DATA, SETS  # noqa: E402
+from bench_merge import PAPER2  # noqa: E402
+from spnc._kinds import MAX  # noqa: E402
+from spnc.learn import LearnSPN, Merge  # noqa: E402
+from spnc.learn.merge import n_parameters  # noqa: E402
+from spnc.learn.routing import route  # noqa: E402
+
+GVS = {"splitter": "gvs", "g_factor": 5.0}
+
+
+def mi(beta, depth, crit="info_gain"):
+    return {"splitter": "mi_components", "mi_threshold": beta, "max_depth": depth, "criterion": crit}
+
+
+#: (set, kind, leaves) -> tree configuration chosen on validation by bench_merge.py
+#: (docs/benchmarks-merge.md); missing entries use FALLBACK
+CHOSEN = {
+    ("nltcs", "lspn", "chowliu"): mi(0.001, 10), ("nltcs", "lspn", "univariate"): mi(0.001, 10),
+    ("nltcs", "ospn", "chowliu"): mi(0.001, 5), ("nltcs", "ospn", "univariate"): mi(0.001, 7),
+    ("plants", "lspn", "chowliu"): dict(GVS, min_instances=200), ("plants", "lspn", "univariate"): GVS,
+    ("plants", "ospn", "chowliu"): mi(0.001, 7), ("plants", "ospn", "univariate"): mi(0.01, 10),
+    ("baudio", "lspn", "chowliu"): GVS, ("baudio", "lspn", "univariate"): GVS,
+    ("baudio", "ospn", "chowliu"): mi(0.001, 5),
+    ("jester", "lspn", "chowliu"): dict(GVS, min_instances=200), ("jester", "lspn", "univariate"): mi(0.001, 7),
+    ("jester", "ospn", "chowliu"): mi(0.001, 5), ("jester", "ospn", "univariate"): mi(0.001, 7),
+}
+FALLBACK = {"lspn": GVS, "ospn": mi(0.001, 5)}
+
+
+def best_of(f, k=3) -> float:
+    best = np.inf
+    for _ in range(k):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sets", nargs="+", default=SETS)
+    ap.add_argument("--kinds", nargs="+", default=["lspn", "ospn"], choices=["lspn", "ospn"])
+    ap.add_argument("--leaves", nargs="+", default=["chowliu", "univariate"], choices=["chowliu", "univariate"])
+    ap.add_argument("--json", default=None, help="append rows as JSON lines here")
+    args = ap.parse_args()
+    rows = []
+    for name in args.sets:
+        X, Xv, _ = _bench.load(args.data, name, dtype=np.float64)
+        for kind in args.kinds:
+            for leaves in args.leaves:
+                cfg = CHOSEN.get((name, kind, leaves))
+                fallback = cfg is None
+                cfg = dict(FALLBACK[kind] if fallback else cfg)
+                p = dict(sum_split="latent" if kind == "lspn" else "observed", leaves=leaves, min_instances=10,
+                         alpha=1.0, random_state=0)
+                p.update(cfg)
+                tree = LearnSPN(**p).fit(X).spn_
+                t = time.perf_counter()
+                m = Merge(init=tree, local_check=kind == "ospn").fit(X, X_valid=Xv)
+                secs = time.perf_counter() - t
+                t_ref = best_of(lambda: tree.node_log_values(X, mode=MAX))
+                t_route = best_of(lambda: route(tree, X))
+                paper = PAPER2[kind][name][5]
+                r = {"set": name, "kind": kind, "leaves": leaves, "tree": cfg, "fallback": fallback,
+                     "nodes": tree.n_nodes, "T": n_parameters(tree)[0], "G": n_parameters(m.spn_)[0],
+                     "merge_s": secs, "paper_s": paper, "x_below_paper": paper / secs, "epsilon": m.epsilon_,
+                     "node_values_max_s": t_ref, "route_s": t_route, "load": os.getloadavg()[0]}
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+    print("\n| set | kind | leaves | tree | nodes | \\|T\\| / \\|G\\| | merge s | paper G-time s | x below paper "
+          "| route s / old values matrix s | load |")
+    print("|" + "---|" * 11)
+    for r in rows:
+        tree = ", ".join(f"{k}={v}" for k, v in r["tree"].items()) + (" (fallback)" if r["fallback"] else "")
+        print(f"| {r['set']} | {r['kind']} | {r['leaves']} | {tree} | {r['nodes']} | {r['T']} / {r['G']} | "
+              f"{r['merge_s']:.2f} | {r['paper_s']:.2f} | {r['x_below_paper']:.1f} | "
+              f"{r['route_s']:.3f} / {r['node_values_max_s']:.3f} | {r['load']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
