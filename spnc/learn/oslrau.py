@@ -7,8 +7,8 @@ does the routing and counting for many batches per call without the GIL, scores 
 batch before learning from it, and returns when a product shows a correlation above the
 threshold; the structure change (Alg. 2-5) is then made here, in Python, and streaming
 resumes. ``spn_`` compiles the tree into a :class:`spnc.SPN` on demand
-(:mod:`._oslrau_model`); ``select`` picks settings in the same pass
-(:mod:`._oslrau_select`).
+(:mod:`._oslrau_model`); ``select`` picks settings in the same pass, racing the
+candidates until ``race_after`` points (:mod:`._oslrau_select`).
 
 Implementation notes (where the paper leaves a choice, settled as in the authors' code,
 github.com/whsu/spn, whose final version reproduces Table 1):
