@@ -57,6 +57,8 @@ cdef extern from "_sweeps.h" nogil:
                      const double *arg, uint8_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
                      double *out_XT)
+    void spnc_route(const spnc_net *g, const double *arg, uint8_t *A, uint64_t *bits, int64_t stride,
+                    double *edge_acc)
     double spnc_exp_nonpos(double x)
     double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
 
@@ -117,16 +119,19 @@ cdef inline double _lin_log(const double *W, int64_t slot, Py_ssize_t j) noexcep
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads, double[:, ::1] ws):
+            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False):
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
     holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
     keep a mantissa and an exponent per value). Blocks are handed out dynamically: nothing
     is accumulated, so the result does not depend on which thread ran a block, and a thread
-    the OS preempts on a busy machine does not hold the others up."""
+    the OS preempts on a busy machine does not hold the others up. ``keep_all``: every
+    node keeps its value in ``ws`` (N slots per thread) without ``all_values``, so
+    ``out_nodes`` may be any nodes, not only roots."""
     cdef const GraphC *g = &graph.c
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
-    cdef bint keep = all_values.shape[0] == N
+    cdef bint copy_all = all_values.shape[0] == N
+    cdef bint keep = copy_all or keep_all
     cdef spnc_net net = _net(g, &states.c, XT, L, not keep)
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i
     cdef const int32_t *child = g.child if keep else g.child_slot
@@ -145,7 +150,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
         spnc_forward_log(&net, b * SPNC_B, W, mode, child, slot, NULL, NULL)
         for i in range(R):
             memcpy(&out[i, b * SPNC_B], W + (<int64_t> slot[out_nodes[i]]) * SPNC_B, SPNC_B * sizeof(double))
-        if keep:
+        if copy_all:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
 
@@ -320,6 +325,57 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                 spnc_forward_log(&lnet, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
             for j in range(SPNC_B):
                 ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, g.linear)
+
+
+def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
+          const int64_t[::1] roots, const double[::1] root_logw, bint pick_one, Py_ssize_t m_valid,
+          uint64_t[:, ::1] bits, Py_ssize_t word0, double[:, ::1] edge_acc, int n_threads, double[:, ::1] ws,
+          uint8_t[:, ::1] acts):
+    """Hard routing of the chunk's first ``m_valid`` rows (merging, see spnc.learn.routing):
+    max-product forward, then every row follows its max-product induced tree from the root
+    (``pick_one``: the first root maximising value + ``root_logw``, even when every root
+    gives the row probability zero; else every root). Node n's rows are written as bits,
+    ``bits[n, word0 + w]`` holding rows ``64 w .. 64 w + 63`` of the chunk; each sum edge's
+    rows are counted in ``edge_acc[t, e]`` (per thread t). ``ws`` and ``acts`` as for
+    :func:`select`."""
+    cdef const GraphC *g = &graph.c
+    cdef spnc_net net = _net(g, &states.c, XT, L, True)
+    cdef Py_ssize_t R = roots.shape[0], wpb = SPNC_B // 64
+    cdef Py_ssize_t n_blocks = (m_valid + SPNC_B - 1) // SPNC_B, b, i, j, t, col0
+    cdef Py_ssize_t W_arg = max(g.n_nodes, 2 * g.n_slots) * SPNC_B
+    cdef const int64_t[::1] start = graph.start_
+    cdef int64_t pick
+    cdef double best, v
+    cdef double *W
+    cdef double *arg
+    cdef uint8_t *A
+    if n_blocks * SPNC_B > XT.shape[1] or word0 + n_blocks * wpb > bits.shape[1] or bits.shape[0] != g.n_nodes:
+        raise ValueError("route: bits or chunk too small")
+    if n_blocks == 0:
+        return
+    for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
+        t = threadid()
+        W = &ws[t, 0]
+        arg = W + W_arg
+        A = &acts[t, 0]
+        col0 = b * SPNC_B
+        for i in range(start.shape[0]):
+            memset(A + g.pslot[start[i]] * SPNC_B, 0, SPNC_B)
+        spnc_forward_log(&net, col0, W, MAX, g.child_slot, g.node_slot, NULL, arg)
+        for j in range(min(SPNC_B, m_valid - col0)):
+            if pick_one:
+                best = -INFINITY
+                pick = 0
+                for i in range(R):
+                    v = W[g.node_slot[roots[i]] * SPNC_B + j] + root_logw[i]
+                    if v > best:
+                        best = v
+                        pick = i
+                A[g.pslot[roots[pick]] * SPNC_B + j] = 1
+            else:
+                for i in range(R):
+                    A[g.pslot[roots[i]] * SPNC_B + j] = 1
+        spnc_route(&net, arg, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])
 
 
 cdef extern from *:

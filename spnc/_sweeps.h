@@ -441,4 +441,62 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
     }
 }
 
+#if SPNC_B % 64 != 0
+#error "spnc_route packs SPNC_B flags into 64-bit words"
+#endif
+/* Hard routing of rows to nodes (merging): the max-product selection of spnc_select, with
+ * every node's flags packed into bits, SPNC_B / 64 words per block at bits + n * stride
+ * (bit j of word q: row 64 q + j of the block), and each sum edge's rows counted in
+ * edge_acc. arg holds the forward's arg-max edge of each sum (first maximum). */
+SPNC_CLONES
+static void spnc_route(const spnc_net *g, const double *arg, uint8_t *A, uint64_t *bits, int64_t stride,
+                       double *edge_acc)
+{
+    int64_t n;
+    int j, q;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const uint8_t *restrict an = A + (int64_t)g->pslot[n] * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+            for (e = 0; e < k; e++)
+                if (g->first[a + e]) memset(A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B, 0, SPNC_B);
+            if (k <= 64) {       /* few edges: per edge, branch-free */
+                for (e = 0; e < k; e++) {
+                    uint8_t *restrict ac = A + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                    const double de = (double)e;
+                    int cnt = 0;
+                    for (j = 0; j < SPNC_B; j++) {
+                        const uint8_t f = (uint8_t)(an[j] & (ar[j] == de));
+                        ac[j] |= f;
+                        cnt += f;
+                    }
+                    edge_acc[a + e] += cnt;
+                }
+            } else {
+                for (j = 0; j < SPNC_B; j++)
+                    if (an[j]) {
+                        const int64_t pe = a + (int64_t)ar[j];
+                        A[(int64_t)g->pslot[g->child[pe]] * SPNC_B + j] = 1;
+                        edge_acc[pe] += 1.0;
+                    }
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                uint8_t *restrict ac = A + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(ac, an, SPNC_B);
+                else for (j = 0; j < SPNC_B; j++) ac[j] |= an[j];
+            }
+        }
+        for (q = 0; q < SPNC_B / 64; q++) {
+            uint64_t w = 0;
+            for (j = 0; j < 64; j++) w |= (uint64_t)(an[64 * q + j] != 0) << j;
+            bits[n * stride + q] = w;
+        }
+    }
+}
+
 #endif

@@ -47,12 +47,10 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     for c, dt in zip(cols, X.dtypes):
         k = getattr(dt, "kind", "O")
         if k not in "biuf":
-            if str(dt) in ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64",
-                           "Float32", "Float64", "boolean"):
-                k = "f"          # pandas nullable dtypes: missing values become NaN
-            else:
-                raise DataError(f"{name}: column {c!r} has dtype {dt}, not numeric (encode "
-                                "categories as integer codes 0, 1, 2, ...)")
+            raise DataError(f"{name}: column {c!r} has dtype {dt}, not numeric (encode "
+                            "categories as integer codes 0, 1, 2, ...)")
+        if k != "f" and getattr(dt, "na_value", None) is not None and bool(X[c].isna().any()):
+            k = "f"              # pandas nullable Int64/boolean with <NA>: missing values become NaN
         kinds.append(k)
     if dtype is None:
         dtype = np.int64 if all(k in "biu" for k in kinds) else np.float64

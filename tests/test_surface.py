@@ -381,6 +381,21 @@ def test_dataframes_everywhere(model):
         LearnSPN().fit(df.astype({"a": str}))
 
 
+def test_nullable_pandas_columns_are_missing_values(model):
+    pd = pytest.importorskip("pandas")
+    from spnc.learn import ChowLiuTree
+    X = model["X"][:20].astype(float)
+    df = pd.DataFrame(X, columns=NAMES).astype({"a": "Int64", "b": "boolean", "c": "Int8", "d": "UInt8"})
+    spn = model["spn"]
+    assert np.array_equal(spn.log_likelihood(df), spn.log_likelihood(X))
+    df.loc[0, "a"] = pd.NA
+    df.loc[1, "b"] = pd.NA
+    X[0, 0] = X[1, 1] = np.nan
+    assert np.array_equal(spn.log_likelihood(df), spn.log_likelihood(X))
+    with pytest.raises(DataError, match="missing"):
+        ChowLiuTree().fit(df)
+
+
 def test_parquet_input(model, tmp_path, capsys):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")

@@ -49,6 +49,28 @@ def leaf_signature(obj) -> tuple:
                                          if s != "__weakref__" and hasattr(obj, s))
 
 
+def leaf_keys(table) -> list:
+    """A hashable key per leaf of ``table``, equal for two leaves exactly when their type,
+    scope and parameters are equal: read from the parameter arrays (per-leaf entries, or
+    slices of ``name`` delimited by ``name_ptr``), else from the construction objects."""
+    L = len(table)
+    p = table.params
+    cols = []
+    for k in sorted(p):
+        a = p[k]
+        if k.endswith("_ptr") and k[:-4] in p:
+            continue
+        ptr = p.get(k + "_ptr")
+        if ptr is not None and len(ptr) == L + 1:
+            cols.append([a[ptr[i]:ptr[i + 1]].tobytes() for i in range(L)])
+        elif a.ndim >= 1 and a.shape[0] == L:
+            cols.append([a[i].tobytes() for i in range(L)])
+        else:
+            return [leaf_signature(table.to_node(i)) for i in range(L)]
+    scopes = [s.tobytes() for s in table.scopes]
+    return [(table.name, scopes[i]) + tuple(c[i] for c in cols) for i in range(L)]
+
+
 def hash_cons(spn: SPN) -> np.ndarray:
     """``rep``: for every node the first node (in topological order) computing exactly the
     same function by the same structure and parameters (sum children compared as a set of
@@ -56,13 +78,14 @@ def hash_cons(spn: SPN) -> np.ndarray:
     N = spn.n_nodes
     rep = np.arange(N, dtype=np.int64)
     seen: dict = {}
-    leaves = leaf_objects(spn)
+    lkey: dict[int, tuple] = {}
+    for t in spn.leaf_tables.values():
+        lkey.update(zip(t.node.tolist(), leaf_keys(t)))
     kind, ptr, child, weight = spn.kind, spn.child_ptr, spn.child, spn.weight
     for n in range(N):
         k = int(kind[n])
         if k >= 2:
-            t, i = leaves[n]
-            key = ("L", k, leaf_signature(t.to_node(i)))
+            key = ("L", k, lkey[n])
         else:
             ch = rep[child[ptr[n]:ptr[n + 1]]]
             if k == PRODUCT:
@@ -242,4 +265,5 @@ def _assemble(roots: list[Node], like: SPN, index: dict[int, int], learner, stat
     return SPN.from_arrays(kind, cptr, ch, w, tables, like.cardinality, var_type=like.var_type,
                            var_names=like.var_names, roots=new_roots,
                            root_weights=like.root_weights if like.combine == "mixture" else None,
-                           combine=like.combine, stats=stats, learner=learner)
+                           combine=like.combine, stats=stats, learner=learner,
+                           validate=False)   # structure checked; parameters by Merge.fit

@@ -128,9 +128,11 @@ class _Round:
             rep[c] = best
         return rep
 
-    def refit(self, spn: SPN, kept: list[int]) -> SPN:
+    def refit(self, spn: SPN, kept: list[int]):
+        """The model with the kept sub-networks re-estimated, and the training routing the
+        last closed-form refit used (None after soft EM)."""
         if not kept:
-            return spn
+            return spn, None
         free = descendants(spn, kept)
         if self.est.refit == "em":
             if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
@@ -138,17 +140,19 @@ class _Round:
                 # one smoothed counting pass first, so EM can use every row
                 spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt)[0]
             return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
-                      n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_
+                      n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_, None
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
-        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt)[0]
+        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt)
 
-    def chowliu_check(self, spn: SPN, kept: list[int]) -> dict:
-        """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree."""
+    def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:
+        """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree (learned
+        on the training rows the refit gave the node, ``R``, when given)."""
         cand = [n for n in kept if spn.kind[n] < 2 and spn.scope_ptr[n + 1] - spn.scope_ptr[n] >= 2
                 and np.all(spn.cardinality[spn.node_scope(n)] > 0)]
         if self.Xv is None or not cand:
             return {}
-        R = _routing.route(spn, self.X, n_threads=self.nt)
+        if R is None:
+            R = _routing.route(spn, self.X, n_threads=self.nt)
         Rv = _routing.route(spn, self.Xv, n_threads=self.nt)
         Lv = _routing.node_values(spn, self.Xv, cand, n_threads=self.nt)
         out = {}
@@ -192,9 +196,9 @@ class _Round:
         made: list[int] = []
         new, keep = rebuild(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
         kept = sorted({keep[int(k)] for k in np.unique(rep[moved]) if int(k) in keep} | set(made))
-        new = self.refit(new, kept)
+        new, R = self.refit(new, kept)
         if self.est.chowliu_check:
-            repl = self.chowliu_check(new, kept)
+            repl = self.chowliu_check(new, kept, R)
             if repl:
                 new, _ = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})
         return new, int(moved.size)

@@ -26,49 +26,39 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _infer
+from .._kinds import MAX
+from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
-from ..leaves import base as _lb
-from ._routing import route_active as _route_active
-
-#: node values held per chunk of rows (float64): 64 MB
-_CHUNK_VALUES = 1 << 23
-
-
-def _chunks(spn: SPN, n: int):
-    step = max(64, min(n, _CHUNK_VALUES // max(spn.n_nodes, 1)))
-    for r0 in range(0, n, step):
-        yield r0, min(n, r0 + step)
-
+from ._routing import bits_to_csc
 
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None) -> sp.csc_matrix:
     """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
     ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s
-    indices are the rows of node ``n``. Works on any single-root or mixture model.
-    ``edge_counts`` (n_edges,), when given, receives the rows sent along each sum edge."""
-    ec = np.zeros(spn.n_edges) if edge_counts is None else edge_counts
+    indices are the rows of node ``n``, in increasing order. Works on any single-root or
+    mixture model. ``edge_counts`` (n_edges,), when given, receives the rows sent along
+    each sum edge (added to its contents).
+
+    One compiled sweep per chunk of rows (:func:`spnc._infer.route`): the max-product
+    forward keeps only the live nodes' values and each sum's arg-max edge, the top-down
+    pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes."""
     X = spn._check_X(X)
     n = X.shape[0]
     N = spn.n_nodes
-    kind, ptr, child, logw = spn.kind, spn.child_ptr, spn.child, spn.logw
-    cols, rows = [], []
-    for r0, r1 in _chunks(spn, n):
-        V = spn.node_log_values(X[r0:r1], mode=_lb.MAX, n_threads=n_threads)     # (m, N)
-        m = r1 - r0
-        act = np.zeros((m, N), dtype=bool)
-        if spn.combine == "mixture":
-            lw = np.log(spn.root_weights, where=spn.root_weights > 0, out=np.full(len(spn.roots), -np.inf))
-            pick = np.argmax(V[:, spn.roots] + lw, axis=1)
-            for i, r in enumerate(spn.roots):
-                act[:, r] |= pick == i
-        else:
-            act[:, spn.roots] = True
-        _route_active(kind, ptr, child, logw, V, act.view(np.uint8), ec)
-        nz_r, nz_n = np.nonzero(act)
-        cols.append(nz_n)
-        rows.append(nz_r + r0)
-    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    return sp.csc_matrix((np.ones(len(r), dtype=bool), (r, c)), shape=(n, N))
+    sw = Sweep(spn, X, MAX, n_threads, workspace="select")
+    nt = sw.n_threads
+    acts = sw.acts()
+    edge = np.zeros((nt, max(spn.n_edges, 1)))
+    bits = np.zeros((N, -(-n // 64) + 1), dtype=np.uint64)
+    rlw = spn._root_logw()
+    pick_one = spn.combine == "mixture"
+    for r0, r1, XT, L in sw:
+        _infer.route(sw.graph, sw.states, XT, L, spn.roots, rlw, pick_one, r1 - r0, bits, r0 // 64, edge, nt,
+                     sw.ws, acts)
+    if edge_counts is not None:
+        edge_counts += edge.sum(0)[: spn.n_edges]
+    indptr, indices = bits_to_csc(bits, n)
+    return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
 
 
 def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:
@@ -122,11 +112,17 @@ def observed_sums(spn: SPN) -> np.ndarray:
 
 
 def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None) -> np.ndarray:
-    """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)), in row
-    chunks (memory bounded whatever the model's size)."""
+    """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)): one
+    forward sweep keeping every node's value per block, copying out only ``nodes``."""
     X = spn._check_X(X)
-    nodes = np.asarray(nodes, dtype=np.int64)
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.empty((X.shape[0], len(nodes)))
-    for r0, r1 in _chunks(spn, X.shape[0]):
-        out[r0:r1] = spn.node_log_values(X[r0:r1], mode=mode, n_threads=n_threads)[:, nodes]
+    if not len(nodes) or not X.shape[0]:
+        return out
+    sw = Sweep(spn, X, mode, n_threads, workspace="all")
+    empty = np.empty((0, 0))
+    for r0, r1, XT, L in sw:
+        vals = np.empty((len(nodes), XT.shape[1]))
+        _infer.forward(sw.graph, sw.states, XT, L, nodes, vals, empty, mode, sw.n_threads, sw.ws, True)
+        out[r0:r1] = vals[:, : r1 - r0].T
     return out

@@ -1,0 +1,139 @@
+"""Hard routing of rows to nodes (spnc.learn.routing.route): the compiled sweep against a
+plain numpy implementation and against brute force over induced trees."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spnc
+from spnc._kinds import MAX
+from spnc.learn import LearnSPN
+from spnc.learn.routing import route
+from spnc.nodes import Product, Sum
+
+from conftest import all_states, random_spn
+
+
+def reference_route(spn, X):
+    """Plain numpy routing: every node's max-product value, then top-down, each sum sending
+    a row to its first child maximising log w + value, a product to all children; every
+    root gets every row (a mixture: the first root maximising value + log weight)."""
+    X = np.asarray(X, dtype=np.float64)
+    n, N = X.shape[0], spn.n_nodes
+    V = spn.node_log_values(X, mode=MAX)
+    act = np.zeros((n, N), dtype=bool)
+    if spn.combine == "mixture":
+        with np.errstate(divide="ignore"):
+            lw = np.log(spn.root_weights)
+        pick = np.argmax(V[:, spn.roots] + lw, axis=1)
+        for i, r in enumerate(spn.roots):
+            act[:, r] |= pick == i
+    else:
+        act[:, spn.roots] = True
+    ec = np.zeros(spn.n_edges)
+    for node in range(N - 1, -1, -1):
+        a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
+        ch = spn.child[a:b]
+        if spn.kind[node] == 1:
+            act[:, ch] |= act[:, [node]]
+        elif spn.kind[node] == 0:
+            best = np.argmax(V[:, ch] + spn.logw[a:b], axis=1)
+            for r in np.flatnonzero(act[:, node]):
+                act[r, ch[best[r]]] = True
+                ec[a + best[r]] += 1
+    return act, ec
+
+
+def _check(spn, X, n_threads=None):
+    ec = np.zeros(spn.n_edges)
+    R = route(spn, X, n_threads=n_threads, edge_counts=ec)
+    want, want_ec = reference_route(spn, X)
+    assert isinstance(R, sp.csc_matrix) and R.shape == want.shape
+    assert R.has_sorted_indices
+    assert np.array_equal(R.toarray(), want)
+    assert np.array_equal(ec, want_ec)
+    return R
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_route_matches_numpy_reference_on_random_dags(seed):
+    rng = np.random.default_rng(seed)
+    card = [2, 3, 2, 2, 4]
+    spn = spnc.compile(random_spn(rng, card, depth=3, share=0.5))
+    X = spn.sample(700, seed=seed)
+    _check(spn, X)
+    _check(spn, X, n_threads=2)
+
+
+def test_route_matches_reference_across_chunks_and_on_odd_row_counts():
+    rng = np.random.default_rng(7)
+    spn = spnc.compile(random_spn(rng, [2] * 4, depth=2, share=0.3, leaf="bernoulli"))
+    for n in (0, 1, 63, 64, 65, 40_001):      # 40 001 rows: several chunks of the sweep
+        X = spn.sample(n, seed=n) if n else np.zeros((0, 4))
+        _check(spn, X)
+
+
+@pytest.mark.parametrize("split", ["observed", "latent"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_route_matches_reference_on_learned_trees(split, leaves):
+    gen = spnc.compile(random_spn(np.random.default_rng(3), [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(1500, seed=3)
+    tree = LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves, min_instances=15, mi_threshold=0.001,
+                    alpha=1.0, random_state=0).fit(X).spn_
+    _check(tree, X)
+
+
+def test_route_matches_reference_on_mixtures_and_zero_probability_rows():
+    rng = np.random.default_rng(4)
+    card = [2, 2, 3]
+    a, b = (spnc.compile(random_spn(rng, card, depth=2, share=0.3)) for _ in range(2))
+    X = np.vstack([a.sample(300, seed=1), b.sample(300, seed=2)])
+    mix = spnc.compile([a.to_nodes(), b.to_nodes()], root_weights=[.3, .7], cardinality=card)
+    assert mix.combine == "mixture"
+    _check(mix, X)
+    # a row of probability zero still follows the first root and first children
+    zero = spnc.compile(Sum([Product([spnc.Categorical(0, [0.0, 1.0]), spnc.Bernoulli(1, .5)]),
+                             Product([spnc.Categorical(0, [0.0, 1.0]), spnc.Bernoulli(1, .2)])], [.5, .5]))
+    _check(zero, np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]]))
+
+
+def _induced_trees(spn, node, x):
+    """Every induced tree below ``node`` for the complete row ``x``: (log value, node set)."""
+    a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
+    if spn.kind[node] >= 2:
+        return [(float(spn.node_log_values(x[None], mode=MAX)[0, node]), frozenset([node]))]
+    parts = [_induced_trees(spn, int(c), x) for c in spn.child[a:b]]
+    if spn.kind[node] == 0:
+        return [(v + spn.logw[a + e], s | {node}) for e, p in enumerate(parts) for v, s in p]
+    return [(sum(v for v, _ in combo), frozenset({node}).union(*(s for _, s in combo)))
+            for combo in itertools.product(*parts)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_route_is_the_best_induced_tree_by_brute_force(seed):
+    rng = np.random.default_rng(10 + seed)
+    card = [2, 3, 2]
+    spn = spnc.compile(random_spn(rng, card, depth=2, share=0.4))
+    S = all_states(card)
+    R = route(spn, S).toarray()
+    for r, x in enumerate(S):
+        trees = _induced_trees(spn, int(spn.roots[0]), x)
+        best = max(v for v, _ in trees)
+        winners = [s for v, s in trees if v >= best - 1e-12]
+        assert frozenset(np.flatnonzero(R[r]).tolist()) in winners
+
+
+@pytest.mark.parametrize("mode", [0, MAX])
+def test_node_values_are_columns_of_node_log_values(mode):
+    from spnc.learn.routing import node_values
+    rng = np.random.default_rng(5)
+    spn = spnc.compile(random_spn(rng, [2, 3, 2, 2], depth=3, share=0.5))
+    X = spn.sample(300, seed=5)
+    X[::7, 1] = np.nan
+    nodes = np.array([spn.n_nodes - 1, 0, 3, 3, spn.n_nodes // 2])
+    want = spn.node_log_values(X, mode=mode)[:, nodes]
+    assert np.array_equal(node_values(spn, X, nodes, mode=mode), want)
+    assert node_values(spn, X[:0], nodes).shape == (0, len(nodes))
