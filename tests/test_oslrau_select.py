@@ -85,3 +85,46 @@ def test_fit_needs_rows():
         OSLRAU().fit(np.zeros((0, 3)))
     with pytest.raises(DataError):
         OSLRAU().fit([])
+
+
+@pytest.mark.parametrize("after, leader_wins", [(1000, False), (2000, True)])
+def test_race_keeps_exactly_what_the_leader_gives_alone(after, leader_wins):
+    X = correlated(3000, d=4, seed=9)
+    X[:, 3] = np.round(X[:, 3], 1)                 # repeated values: the floors differ
+    kw = dict(batch_size=4, min_merge_points=20, select="auto", random_state=0)
+    full = OSLRAU(race_after=None, **kw).fit(X)
+    race = OSLRAU(race_after=after, **kw).fit(X)
+    rec, frec = race.selection_, full.selection_
+    assert rec["decided_at"] == after and frec["decided_at"] is None
+    # the scores at the decision point are those of each candidate alone on those points
+    at = [OSLRAU(batch_size=4, min_merge_points=20, random_state=0, **c).fit(X[:after]).prequential_ll_
+          for c in AUTO_CANDIDATES]
+    assert rec["prequential_ll_at_decision"] == at
+    assert rec["selected"] == int(np.argmax(at))
+    assert [s is not None for s in rec["prequential_ll"]] == [i == rec["selected"] for i in range(4)]
+    alone = OSLRAU(batch_size=4, min_merge_points=20, random_state=0,
+                   **AUTO_CANDIDATES[rec["selected"]]).fit(X)
+    for key in ("kind", "count", "mean", "cov", "child"):
+        np.testing.assert_array_equal(race.spn_.learner["arrays"][key], alone.spn_.learner["arrays"][key])
+    np.testing.assert_array_equal(race.score_samples(X), alone.score_samples(X))
+    assert (frec["selected"] == rec["selected"]) == leader_wins
+    if leader_wins:                                # same model as the full contest's
+        np.testing.assert_array_equal(race.score_samples(X), full.score_samples(X))
+        assert race.prequential_ll_ == full.prequential_ll_
+
+
+def test_race_with_auto_batches_and_chunks_is_recorded(tmp_path):
+    X = correlated(6000, d=3, seed=10)
+    m = OSLRAU(min_merge_points=30, select=[{}, {"spaced_merges": True}], race_after=4500,
+               random_state=0).fit(X)
+    assert m.selection_["decided_at"] == 4608        # rounded up to 256 rows (batch "auto")
+    alone = OSLRAU(min_merge_points=30, random_state=0,
+                   **m.selection_["candidates"][m.selection_["selected"]]).fit(X)
+    np.testing.assert_array_equal(m.score_samples(X), alone.score_samples(X))
+    path = tmp_path / "race.h5"
+    spnc.save(m.spn_, path)
+    back = OSLRAU.resume(path)
+    assert back.selection_["decided_at"] == 4608 and back.get_params()["race_after"] == 4500
+    chunks = OSLRAU(batch_size=10, select="auto", race_after=25, random_state=0).fit(
+        [X[i:i + 20] for i in range(0, 200, 20)])
+    assert chunks.selection_["decided_at"] == 40      # iterables: at the end of a chunk

@@ -7,7 +7,7 @@ over the folds and ± standard deviation (what the authors' script prints), trai
 time, points/s and SPN size, and writes a Markdown table.
 
     python tools/bench_oslrau.py [--data DIR] [--datasets qu banknote ...] [--folds 1 2 ...]
-                                 [--spaced] [--paper-floor] [--select]
+                                 [--spaced] [--paper-floor] [--select [--race-after N]]
                                  [--min-merge N] [--min-var V] [--out FILE]
 
 ``--paper-floor`` floors leaf variances at 1e-4 only when a leaf is created (the authors'
@@ -15,6 +15,8 @@ code, ``PAPER_FLOOR``). ``--select`` is ``OSLRAU(select="auto")``: the default a
 the paper's floor, each with and without spacing, learn side by side in the same single
 pass over the training stream, each scoring every batch before learning from it, and the
 best prequential score is kept (time and size are those of the whole selecting pass).
+``--race-after N`` (default 100,000, the learner's): after N points only the leader keeps
+learning; 0 lets every candidate take the whole stream.
 
 Times are wall-clock and CPU seconds of ``fit`` plus compiling ``spn_`` (one thread)."""
 from __future__ import annotations
@@ -43,17 +45,19 @@ def load_folds(root: Path, name: str) -> list[np.ndarray]:
 
 def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced: bool = False,
                 min_var: float = 1e-6, folds_to_run: list[int] | None = None, select: bool = False,
-                floor: str = "always", defaults: bool = False) -> dict:
+                floor: str = "always", defaults: bool = False, race_after: int | None = 100_000,
+                max_train: int | None = None) -> dict:
     bs, target = SETTINGS[name]
     folds = load_folds(root, name)
     d = folds[0].shape[1]
     lls, times, cpus, sizes, npts, chosen = [], [], [], [], [], []
     for k in (folds_to_run or range(10)):
-        train = np.vstack(folds[k + 1:] + folds[:k])
+        train = np.vstack(folds[k + 1:] + folds[:k])[:max_train]
 
         model = OSLRAU(random_state=seed + k) if defaults else OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
                        min_merge_points=min_merge, spaced_merges=spaced, min_var=min_var, variance_floor=floor,
-                       max_nodes=None, select="auto" if select else None, random_state=seed + k)
+                       max_nodes=None, select="auto" if select else None, race_after=race_after,
+                       random_state=seed + k)
         t0, c0 = time.perf_counter(), time.process_time()
         model.fit(train)
         spn = model.spn_
@@ -65,6 +69,14 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
         npts.append(len(train))
         print(f"  {name} fold {k + 1}: test LL {lls[-1]:.3f}, {times[-1]:.2f} s (CPU {cpus[-1]:.2f} s), "
               f"{spn.n_nodes} nodes", file=sys.stderr, flush=True)
+        if select:
+            rec = model.selection_
+            fmt = lambda v: " ".join("-" if x is None else f"{x:.3f}" for x in v)  # noqa: E731
+            print(f"    kept {rec['selected']}; decided at {rec['decided_at']} points, prequential there "
+                  f"{fmt(rec['prequential_ll_at_decision'] or [])}; final {fmt(rec['prequential_ll'])}",
+                  file=sys.stderr, flush=True)
+            for n, sc in rec["trace"]:
+                print(f"    trace {n} {fmt(sc)}", file=sys.stderr, flush=True)
     sd = lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")  # noqa: E731
     se = lambda a: sd(a) / np.sqrt(len(a))  # noqa: E731
     return {"name": name, "d": d, "batch": "auto" if defaults else bs, "cap": paper_leaf_cap(d), "target": target,
@@ -89,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="OSLRAU() with every parameter at its default (a user's first run)")
     ap.add_argument("--select", action="store_true",
                     help='OSLRAU(select="auto"): floor and spacing chosen in the same single pass, prequentially')
+    ap.add_argument("--race-after", type=int, default=100_000,
+                    help="with --select: only the leader keeps learning after this many points (0: no race)")
+    ap.add_argument("--max-train", type=int, default=None,
+                    help="stream only the first N training points of each fold (for traces; not a benchmark)")
     ap.add_argument("--paper-floor", action="store_true",
                     help='floor leaf variances only when a leaf is created (variance_floor="creation")')
     ap.add_argument("--min-var", type=float, default=None,
@@ -100,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         min_var = args.min_var if args.min_var is not None else (1e-4 if args.paper_floor else 1e-6)
         r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, min_var,
                         [k - 1 for k in args.folds] if args.folds else None, args.select,
-                        "creation" if args.paper_floor else "always", args.defaults)
+                        "creation" if args.paper_floor else "always", args.defaults,
+                        args.race_after or None, args.max_train)
         rows.append(r)
         print(f"{name:9s} d={r['d']} batch={r['batch']} cap={r['cap']}: test LL {r['ll']:.2f} ± {r['ll_se']:.2f} "
               f"(paper {r['target']:.2f}), {r['time']:.3f} s/fold (CPU {r['cpu']:.3f} s), {r['pps']:,.0f} points/s, "

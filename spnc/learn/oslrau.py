@@ -7,8 +7,8 @@ does the routing and counting for many batches per call without the GIL, scores 
 batch before learning from it, and returns when a product shows a correlation above the
 threshold; the structure change (Alg. 2-5) is then made here, in Python, and streaming
 resumes. ``spn_`` compiles the tree into a :class:`spnc.SPN` on demand
-(:mod:`._oslrau_model`); ``select`` picks settings in the same pass
-(:mod:`._oslrau_select`).
+(:mod:`._oslrau_model`); ``select`` picks settings in the same pass, racing the
+candidates until ``race_after`` points (:mod:`._oslrau_select`).
 
 Implementation notes (where the paper leaves a choice, settled as in the authors' code,
 github.com/whsu/spn, whose final version reproduces Table 1):
@@ -99,6 +99,12 @@ class OSLRAU(DensityEstimator, TreeStore):
         (:data:`AUTO_CANDIDATES`) or a list of dicts of parameter overrides. Every
         candidate learns from the same stream and scores each batch before training on
         it (prequential log-likelihood); the best candidate is kept.
+    race_after : with ``select``, a race: once this many points have been seen (rounded
+        up to a whole batch; 256 rows with ``batch_size="auto"``), only the candidate with
+        the best prequential score so far keeps learning, so the pass costs about one
+        learner's run plus ``race_after`` points per dropped candidate. Candidates are
+        independent, so the kept model is exactly what the candidate gives alone.
+        None: every candidate learns from the whole stream.
     weighted_routing : route by weighted child likelihood instead of the paper's plain
         child likelihood.
     random_state : seed of the tie-breaking hash (None: fresh entropy, recorded).
@@ -129,6 +135,7 @@ class OSLRAU(DensityEstimator, TreeStore):
         "max_nodes": [Interval(int, 1), None],
         "weighted_routing": [BOOL],
         "select": [Options("auto"), ARRAY_LIKE, None],
+        "race_after": [Interval(int, 1), None],
         "random_state": [RANDOM_STATE, None],
     }
 
@@ -136,7 +143,8 @@ class OSLRAU(DensityEstimator, TreeStore):
                  batch_size: int | str = "auto", structure_until: int | None = None,
                  min_merge_points: int | None = None, spaced_merges: bool = False,
                  min_var: float = 1e-6, variance_floor: str = "always", max_nodes: int | None = 100_000,
-                 weighted_routing: bool = False, select=None, random_state: int | None = None):
+                 weighted_routing: bool = False, select=None, race_after: int | None = 100_000,
+                 random_state: int | None = None):
         self.correlation_threshold = correlation_threshold
         self.max_leaf_vars = max_leaf_vars
         self.batch_size = batch_size
@@ -148,6 +156,7 @@ class OSLRAU(DensityEstimator, TreeStore):
         self.max_nodes = max_nodes
         self.weighted_routing = weighted_routing
         self.select = select
+        self.race_after = race_after
         self.random_state = random_state
 
     def _init_state(self, d: int) -> None:
@@ -189,20 +198,26 @@ class OSLRAU(DensityEstimator, TreeStore):
         if self.select is None:
             learners = [self]
         else:
-            from ._oslrau_select import candidates
-            learners = candidates(self)
+            from ._oslrau_select import Race
+            race = Race(self)
+            learners = race.learners
         bs = self.batch_size
-        step = max(1, (1 << 16) // (256 if bs == "auto" else int(bs))) * (256 if bs == "auto" else int(bs))
+        unit = 256 if bs == "auto" else int(bs)
+        step = max(1, (1 << 16) // unit) * unit
+        cut = None
+        if self.select is not None and self.race_after is not None:
+            cut = -(-int(self.race_after) // unit) * unit    # a whole batch: batches unchanged
         prog = Progress("oslrau", total=X.shape[0] if len(getattr(X, "shape", ())) == 2 else None, unit=" rows")
-        for block in _blocks(X, step):
-            for est in learners:
-                est.partial_fit(block)
-            prog.update(done=learners[0]._n_seen)
+        for block in _blocks(X, step, cut):
+            if self.select is None:
+                self.partial_fit(block)
+            else:
+                race.step(block)
+            prog.update(done=learners[0]._n_seen if self.select is None else race.n_seen)
         if getattr(learners[0], "_d", None) is None or learners[0]._n_seen == 0:
             raise DataError("fit got no rows: oSLRAU needs at least one point to learn from")
         if self.select is not None:
-            from ._oslrau_select import keep_best
-            keep_best(self, learners)
+            race.keep_best()
         return self
 
     def _start(self, d: int) -> None:
@@ -427,15 +442,16 @@ class OSLRAU(DensityEstimator, TreeStore):
         return _model.restore(cls, source)
 
 
-def _blocks(X, step: int):
+def _blocks(X, step: int, cut: int | None = None):
     """The rows of ``X`` in order: slabs of ``step`` rows of an array or h5py/zarr
-    dataset (``step`` is a multiple of the batch size, so slabs change no batch), or the
-    arrays of an iterable of batches."""
+    dataset (``step`` and ``cut`` are multiples of the batch size, so slabs change no
+    batch; a slab ends at row ``cut``), or the arrays of an iterable of batches."""
     if hasattr(X, "shape") and hasattr(X, "__getitem__") and len(X.shape) == 2:
         if X.shape[0] == 0:
             yield np.zeros((0, X.shape[1]))
-        for r0 in range(0, X.shape[0], step):
-            yield X[r0:r0 + step]
+        bounds = sorted(set(range(0, X.shape[0], step)) | ({cut} if cut and cut < X.shape[0] else set()))
+        for r0, r1 in zip(bounds, bounds[1:] + [X.shape[0]]):
+            yield X[r0:r1]
     elif isinstance(X, Iterable) and not isinstance(X, (str, bytes)) and not hasattr(X, "shape") \
             and not (isinstance(X, (list, tuple)) and (len(X) == 0 or np.ndim(X[0]) < 2)):
         yield from X
