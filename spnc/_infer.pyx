@@ -245,6 +245,23 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
                       &state_acc[t, 0] if want_states else NULL)
 
 
+cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,
+                               const double *root_logw, Py_ssize_t R, Py_ssize_t j,
+                               double *best) noexcept nogil:
+    """The first root maximising its log value (row j of the block, W in log domain) plus its
+    log weight; that maximum in ``best`` (-inf when every root gives the row probability 0)."""
+    cdef int64_t pick = 0
+    cdef Py_ssize_t i
+    cdef double v
+    best[0] = -INFINITY
+    for i in range(R):
+        v = W[slot[roots[i]] * SPNC_B + j] + root_logw[i]
+        if v > best[0]:
+            best[0] = v
+            pick = i
+    return pick
+
+
 def select_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`select` needs."""
     return (max(graph.c.n_nodes, 2 * graph.c.n_slots) + graph.c.n_sums + 1) * SPNC_B
@@ -303,16 +320,10 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         if evidence:
             spnc_forward_log(&net, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
         for j in range(SPNC_B):
-            best = -INFINITY
             pick = 0
+            best = 0.0
             if evidence:
-                for i in range(R):
-                    v = W[ns[roots[i]] * SPNC_B + j] + root_logw[i]
-                    if v > best:
-                        best = v
-                        pick = i
-            else:
-                best = 0.0
+                pick = _best_root(W, ns, &roots[0], &root_logw[0], R, j, &best)
             root_value[col0 + j] = best
             if best > -INFINITY:
                 A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
@@ -365,13 +376,7 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
         spnc_forward_log(&net, col0, W, MAX, g.child_slot, g.node_slot, NULL, arg)
         for j in range(min(SPNC_B, m_valid - col0)):
             if pick_one:
-                best = -INFINITY
-                pick = 0
-                for i in range(R):
-                    v = W[g.node_slot[roots[i]] * SPNC_B + j] + root_logw[i]
-                    if v > best:
-                        best = v
-                        pick = i
+                pick = _best_root(W, g.node_slot, &roots[0], &root_logw[0], R, j, &best)
                 A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
             else:
                 for i in range(R):

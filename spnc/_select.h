@@ -24,6 +24,19 @@
         }                                                         \
     } while (0)
 
+/* A product's rows are on every child's tree: its mask goes to each (non-alias) child; the
+ * first parent edge of a child (first[]) resets the child's mask, later ones OR into it. */
+static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, uint64_t an, uint64_t *A)
+{
+    int64_t e;
+    for (e = 0; e < k; e++) {
+        const int64_t c = g->child[a + e];
+        if (g->alias[c]) continue;
+        if (g->first[a + e]) A[g->pslot[c]] = an;
+        else A[g->pslot[c]] |= an;
+    }
+}
+
 /* One induced tree per row, as row masks A in the backward plan's slots (set by the caller
  * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
  * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
@@ -78,12 +91,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 });
             }
         } else if (g->kind[n] == 1) {
-            for (e = 0; e < k; e++) {
-                const int64_t c = g->child[a + e];
-                if (g->alias[c]) continue;
-                if (g->first[a + e]) A[g->pslot[c]] = an;
-                else A[g->pslot[c]] |= an;
-            }
+            spnc_product_masks(g, a, k, an, A);
         } else {
             if (leaf_active) {
                 uint8_t *restrict la = leaf_active + g->leaf_slot[n] * g->m + col0;
@@ -146,12 +154,7 @@ static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64
                 edge_acc[pe] += 1.0;
             });
         } else if (g->kind[n] == 1) {
-            for (e = 0; e < k; e++) {
-                const int64_t c = g->child[a + e];
-                if (g->alias[c]) continue;
-                if (g->first[a + e]) A[g->pslot[c]] = an;
-                else A[g->pslot[c]] |= an;
-            }
+            spnc_product_masks(g, a, k, an, A);
         }
         bits[n * stride] = an;
     }
