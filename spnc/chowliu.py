@@ -65,8 +65,8 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
     ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
     entry."""
     A = np.asarray(X)
-    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
-        raise DataError(f"{name} must be a numeric array of discrete codes, got dtype {A.dtype}")
+    if A.dtype.kind not in "biuf":
+        raise DataError(f"{name} must be a real numeric array of discrete codes, got dtype {A.dtype}")
     if A.ndim != 2:
         raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {A.shape}")
     if A.shape[0] == 0 or A.shape[1] == 0:
@@ -123,7 +123,7 @@ def check_weights(sample_weight, n: int) -> np.ndarray | None:
     if sample_weight is None:
         return None
     w = np.asarray(sample_weight)
-    if not (np.issubdtype(w.dtype, np.number) or w.dtype == np.bool_):
+    if w.dtype.kind not in "biuf":
         raise DataError(f"sample_weight must be numeric, got dtype {w.dtype}")
     w = w.astype(np.float64)
     if w.shape != (n,):

@@ -167,6 +167,8 @@ class SPN:
     def _check_X(self, X, name: str = "X") -> np.ndarray:
         """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell."""
         X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
+        if getattr(getattr(X, "dtype", None), "kind", "") == "c":
+            raise DataError(f"{name} has complex values; the model's variables are real")
         try:
             A = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -250,8 +252,8 @@ class SPN:
         whatever ``n_threads``."""
         self._need_single_root("sample")
         if evidence is None:
-            if n is None or int(n) < 0:
-                raise ValueError("sample needs n >= 0 (or evidence rows)")
+            if n is None or not float(n).is_integer() or int(n) < 0:
+                raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
             X = np.full((int(n), self.n_vars), np.nan)
         else:
             X = self._check_X(evidence, "evidence")

@@ -101,6 +101,8 @@ def test_unreachable_nodes_are_rejected():
     (np.array([[0.0, 0.5]]), r"X\[0, 1\] = 0.5"),
     (np.array([[0.0, -1.0]]), r"X\[0, 1\] = -1.0"),
     ([["a", "b"]], "numeric"),
+    (np.array([[0.0, 1 + 2j]]), "complex"),
+    ([[0.0, 1 + 2j]], "numeric"),
 ])
 def test_bad_data_raises_data_error(X, match):
     spn = _simple()
@@ -112,6 +114,8 @@ def test_bad_call_arguments():
     spn = _simple()
     with pytest.raises(ValueError, match="n >= 0"):
         spn.sample(-1)
+    with pytest.raises(ValueError, match="whole number"):
+        spn.sample(2.5)
     with pytest.raises(ValueError, match="n_threads"):
         spn.log_likelihood(np.zeros((1, 2)), n_threads=0)
     with pytest.raises(spnc.DataError, match="sample_weight"):

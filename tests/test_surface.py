@@ -423,3 +423,12 @@ def test_reader_line_endings_quotes_and_blocks(tmp_path, monkeypatch):
     (tmp_path / "b.csv").write_text("a,b\n" + rows.replace("oops", "1"))
     t = _table.read_table(str(tmp_path / "b.csv"))
     assert t.X.shape == (10, 2) and t.lines.tolist() == list(range(2, 12))
+
+
+@pytest.mark.parametrize("learner", ["LearnSPN", "ChowLiuTree", "Prometheus", "OSLRAU", "TreeSPN"])
+def test_complex_data_is_refused_not_truncated(learner):
+    import spnc.learn
+    make = getattr(spnc.learn, learner)
+    X = (np.random.default_rng(0).random((60, 3)) < 0.5).astype(complex)
+    with pytest.raises(spnc.DataError, match="complex"):
+        make().fit(X)

@@ -15,8 +15,8 @@ def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, n
     A = np.asarray(X)
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
         raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
-    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
-        raise DataError(f"X must be numeric, got dtype {A.dtype}")
+    if A.dtype.kind not in "biuf":
+        raise DataError(f"X must be real numbers, got dtype {A.dtype}")
     continuous = data_type == "continuous"
     if data_type == "auto" and np.issubdtype(A.dtype, np.floating):
         continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))

@@ -320,6 +320,8 @@ class OSLRAU(DensityEstimator, TreeStore):
                            score)
 
     def _check_data(self, X) -> np.ndarray:
+        if getattr(getattr(X, "dtype", None), "kind", "") == "c":
+            raise DataError("X has complex values; oSLRAU needs real ones")
         try:
             A = np.ascontiguousarray(X, dtype=np.float64)
         except (TypeError, ValueError) as exc:
