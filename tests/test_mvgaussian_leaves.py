@@ -21,3 +21,39 @@ def test_lower_triangle_is_mirrored_per_leaf():
     got = t._lower_cov()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(p["cov"], stored)      # the stored parameters are untouched
+
+
+def test_em_stats_match_per_leaf_weighted_moments():
+    """The stacked statistics (one group per scope size, NaN rows left out, two chunks,
+    a recentre in between) give each leaf its weighted mean and ridged covariance, and
+    ``score`` the weighted log-likelihood minus the ridge's trace term."""
+    rng = np.random.default_rng(3)
+    sizes = [1, 3, 2, 3, 1, 2]
+    leaves = [MultivariateGaussian(rng.choice(5, k, replace=False), np.zeros(k), np.eye(k)) for k in sizes]
+    t = MVGaussianLeaves.from_nodes(np.arange(len(leaves)), leaves)
+    t.slot = np.array([4, 0, 5, 1, 3, 2])
+    X = rng.normal(size=(40, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    R = rng.random((6, 40))
+    rw = rng.random(40) + 0.5
+    st = t.em_stats(min_std=0.1)
+    s = st.zero()
+    st.accumulate(s, X[:25].T, R[:, :25], rw[:25])
+    st.recentre(s, s["center"] + rng.normal(size=s["center"].shape))
+    st.accumulate(s, X[25:].T, R[:, 25:], rw[25:])
+    new = st.fit(s)
+    got = st.score(new, s)
+    p = new
+    for i, leaf in enumerate(leaves):
+        x = X[:, t.scopes[i]]
+        w = np.where(np.isnan(x).any(1), 0.0, R[t.slot[i]] * rw)
+        x = np.nan_to_num(x)
+        mu = w @ x / w.sum()
+        C = ((x - mu) * w[:, None]).T @ (x - mu) / w.sum() + 0.01 * np.eye(len(mu))
+        np.testing.assert_allclose(p["mean"][p["mean_ptr"][i]:p["mean_ptr"][i + 1]], mu, atol=1e-10)
+        np.testing.assert_allclose(p["cov"][p["cov_ptr"][i]:p["cov_ptr"][i + 1]].reshape(C.shape), C, atol=1e-10)
+        diff = x - mu
+        ll = -0.5 * (len(mu) * np.log(2 * np.pi) + np.linalg.slogdet(C)[1]
+                     + np.einsum("nk,kj,nj->n", diff, np.linalg.inv(C), diff))
+        ref = w @ ll - 0.5 * w.sum() * 0.01 * np.trace(np.linalg.inv(C))
+        np.testing.assert_allclose(got[i], ref, rtol=1e-9)

@@ -159,78 +159,104 @@ class MVGaussianLeaves(LeafType):
 
 class _MVGaussianStats(LeafStats):
     """Rows with a missing value in the leaf's scope are left out (as in ``weighted_fit``).
-    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``)."""
+    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``).
+    Leaves of one scope size are handled together, as stacks of (k,) and (k, k) arrays."""
+
+    _CHUNK = 1 << 22        # doubles per (leaves, k, rows) block in ``accumulate``
 
     def zero(self):
         p = self.t.params
         return {"center": np.array(p["mean"], dtype=np.float64), "w": np.zeros(len(self.t)),
                 "sd": np.zeros(len(p["mean"])), "sdd": np.zeros(len(p["cov"]))}
 
+    def _groups(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per scope size k: leaf indices (L,), scopes (L, k) and the positions of their
+        means (L, k) and covariances (L, k*k) in the flat arrays."""
+        if getattr(self, "_g", None) is None:
+            p = self.t.params
+            dim = np.diff(p["mean_ptr"])
+            self._g = []
+            for k in np.unique(dim).tolist():
+                idx = np.flatnonzero(dim == k)
+                sc = np.array([self.t.scopes[i] for i in idx], dtype=np.int64).reshape(len(idx), k)
+                mi = p["mean_ptr"][idx][:, None] + np.arange(k)
+                ci = p["cov_ptr"][idx][:, None] + np.arange(k * k)
+                self._g.append((idx, sc, mi, ci))
+        return self._g
+
+    def _moments(self, s, idx, mi, ci):
+        k = mi.shape[1]
+        return s["w"][idx], s["sd"][mi], s["sdd"][ci].reshape(len(idx), k, k)
+
     def recentre(self, s, center):
         """Move the moments to another centre (online EM mixes statistics of several steps)."""
-        for i in range(len(self.t)):
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            d = center[a:b] - s["center"][a:b]
-            S = sdd - np.outer(sd, d) - np.outer(d, sd) + s["w"][i] * np.outer(d, d)
-            s["sdd"][c0:c1] = S.ravel()
-            s["sd"][a:b] = sd - s["w"][i] * d
+        for idx, _, mi, ci in self._groups():
+            W, sd, sdd = self._moments(s, idx, mi, ci)
+            d = center[mi] - s["center"][mi]
+            out = sd[:, :, None] * d[:, None, :]
+            S = sdd - out - out.transpose(0, 2, 1) + W[:, None, None] * d[:, :, None] * d[:, None, :]
+            s["sdd"][ci] = S.reshape(len(idx), -1)
+            s["sd"][mi] = sd - W[:, None] * d
         s["center"] = np.array(center, dtype=np.float64)
 
     def accumulate(self, s, XT, R, rw):
-        p = self.t.params
-        for i, sc in enumerate(self.t.scopes):
-            a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
-            d = XT[sc] - s["center"][a:b, None]
-            ok = ~np.isnan(d).any(0)
-            w = R[self.t.slot[i]] * rw
-            if not ok.all():
-                w = np.where(ok, w, 0.0)
-                d = np.where(ok[None, :], d, 0.0)
-            wd = d * w
-            s["w"][i] += w.sum()
-            s["sd"][a:b] += wd.sum(1)
-            s["sdd"][p["cov_ptr"][i]:p["cov_ptr"][i + 1]] += (wd @ d.T).ravel()
-
-    def _moments(self, i, s):
-        p = self.t.params
-        k = len(self.t.scopes[i])
-        a, b = p["mean_ptr"][i], p["mean_ptr"][i + 1]
-        c0, c1 = p["cov_ptr"][i], p["cov_ptr"][i + 1]
-        return k, a, b, c0, c1, s["sd"][a:b], s["sdd"][c0:c1].reshape(k, k)
+        m = XT.shape[1]
+        for idx, sc, mi, ci in self._groups():
+            k = sc.shape[1]
+            slots = self.t.slot[idx]
+            step = max(1, self._CHUNK // max(1, k * m))
+            for j in range(0, len(idx), step):
+                g = slice(j, j + step)
+                D = XT[sc[g]] - s["center"][mi[g]][:, :, None]          # (L, k, m)
+                w = R[slots[g]] * rw                                     # (L, m)
+                bad = np.isnan(D).any(1)
+                if bad.any():
+                    w = np.where(bad, 0.0, w)
+                    D = np.where(bad[:, None, :], 0.0, D)
+                WD = D * w[:, None, :]
+                s["w"][idx[g]] += w.sum(1)
+                s["sd"][mi[g]] += WD.sum(2)
+                s["sdd"][ci[g]] += np.matmul(WD, D.transpose(0, 2, 1)).reshape(WD.shape[0], k * k)
 
     def fit(self, s):
         p = self.t.params
         mean, cov = p["mean"].astype(np.float64).copy(), p["cov"].astype(np.float64).copy()
-        for i in range(len(self.t)):
-            W = s["w"][i]
-            if W <= 0:
+        for idx, _, mi, ci in self._groups():
+            W, sd, sdd = self._moments(s, idx, mi, ci)
+            ok = W > 0
+            if not ok.any():
                 continue
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            delta = sd / W
-            C = sdd / W - np.outer(delta, delta)
-            C = 0.5 * (C + C.T) + self.min_std ** 2 * np.eye(k)
-            mean[a:b] = s["center"][a:b] + delta
-            cov[c0:c1] = C.ravel()
+            W, sd, sdd, mi, ci = W[ok], sd[ok], sdd[ok], mi[ok], ci[ok]
+            k = mi.shape[1]
+            delta = sd / W[:, None]
+            C = sdd / W[:, None, None] - delta[:, :, None] * delta[:, None, :]
+            C = 0.5 * (C + C.transpose(0, 2, 1)) + self.min_std ** 2 * np.eye(k)
+            mean[mi] = s["center"][mi] + delta
+            cov[ci] = C.reshape(len(W), k * k)
         return {"mean_ptr": p["mean_ptr"], "mean": mean, "cov_ptr": p["cov_ptr"], "cov": cov}
 
     def score(self, params, s):
-        p = self.t.params
         out = np.zeros(len(self.t))
-        for i in range(len(self.t)):
-            W = s["w"][i]
-            if W <= 0:
+        for idx, _, mi, ci in self._groups():
+            W, sd, sdd = self._moments(s, idx, mi, ci)
+            ok = W > 0
+            if not ok.any():
                 continue
-            k, a, b, c0, c1, sd, sdd = self._moments(i, s)
-            delta = params["mean"][a:b] - s["center"][a:b]
-            S = sdd - np.outer(sd, delta) - np.outer(delta, sd) + W * np.outer(delta, delta)
-            C = params["cov"][c0:c1].reshape(k, k)
+            idx, W, sd, sdd, mi, ci = idx[ok], W[ok], sd[ok], sdd[ok], mi[ok], ci[ok]
+            k = mi.shape[1]
+            delta = params["mean"][mi] - s["center"][mi]
+            out_ = sd[:, :, None] * delta[:, None, :]
+            S = sdd - out_ - out_.transpose(0, 2, 1) + W[:, None, None] * delta[:, :, None] * delta[:, None, :]
+            C = params["cov"][ci].reshape(len(W), k, k)
             sign, logdet = np.linalg.slogdet(C)
-            if sign <= 0:
-                out[i] = -np.inf
-                continue
+            good = sign > 0
             # the ridge is the exact maximiser of Q - W * min_std**2 * tr(C^-1) / 2: compare that
-            S = S + W * self.min_std ** 2 * np.eye(k)
-            out[i] = -0.5 * W * (k * _LOG2PI + logdet) - 0.5 * np.trace(np.linalg.solve(C, S))
+            S = S + (W * self.min_std ** 2)[:, None, None] * np.eye(k)
+            val = np.full(len(W), -np.inf)
+            if good.any():
+                tr = np.trace(np.linalg.solve(C[good], S[good]), axis1=1, axis2=2)
+                val[good] = -0.5 * W[good] * (k * _LOG2PI + logdet[good]) - 0.5 * tr
+            out[idx] = val
         return out
 
 
