@@ -320,3 +320,18 @@ def test_soft_em_refit_explains_every_training_row():
     m = Merge(init=tree, epsilon=[0.2, 0.4], refit="em", max_iter=3).fit(X, X_valid=Xv)
     assert np.isfinite(m.spn_.log_likelihood(X)).all()
     assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
+
+
+@pytest.mark.parametrize("split", ["observed", "latent"])
+def test_merge_with_the_leaf_cache_is_identical_to_evaluating_every_pass(trees, split, monkeypatch):
+    from spnc.learn._leafcache import LeafCache
+    X, Xv, models = trees
+    tree = models[split, "chowliu"]
+    kw = dict(init=tree, epsilon=[0.01, 0.1, 0.3], local_check=split == "observed")
+    a = Merge(**kw).fit(X, X_valid=Xv).spn_
+    monkeypatch.setattr(LeafCache, "usable", lambda self, spn, X: False)
+    b = Merge(**kw).fit(X, X_valid=Xv).spn_
+    assert a.n_nodes == b.n_nodes and np.array_equal(a.child, b.child) and np.array_equal(a.weight, b.weight)
+    ta, tb = a.leaf_tables["cltree"], b.leaf_tables["cltree"]
+    assert all(np.array_equal(ta.to_arrays()[k], tb.to_arrays()[k]) for k in ta.to_arrays())
+    assert np.array_equal(a.log_likelihood(Xv), b.log_likelihood(Xv))

@@ -65,15 +65,16 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
-               n_threads: int | None = None):
+               n_threads: int | None = None, cache=None):
     """Hard EM on the free nodes: route, refit, until the routing is stable or
     ``max_iter`` passes (``max_iter=1``: one counting pass). Returns the model and the
     last routing (that of the returned model when the routing converged, else of the
-    model before the last refit)."""
+    model before the last refit). ``cache``: leaf values of ``X`` kept between passes
+    (:class:`._leafcache.LeafCache`)."""
     prev = None
     for _ in range(max(1, int(max_iter))):
         ec = np.zeros(spn.n_edges)
-        R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec)
+        R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
         spn = refit_from_routing(spn, X, R, ec, free, alpha)

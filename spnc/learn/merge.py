@@ -39,11 +39,14 @@ import numpy as np
 
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..errors import DataError, StructureError
+from .._kinds import MARGINAL, MAX
+from .._threads import effective_n_threads
 from ..graph import SPN, compile as _compile
 from ..leaves.cltree import ChowLiuLeaf
 from ..nodes import Sum
 from . import routing as _routing
 from ._graphedit import descendants, hash_cons, rebuild
+from ._leafcache import LeafCache
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from .base import DensityEstimator
 from ._refit import hard_refit
@@ -60,6 +63,11 @@ class _Round:
     def __init__(self, est: "Merge", X: np.ndarray, Xv: np.ndarray | None, alpha: float):
         self.est, self.X, self.Xv, self.alpha = est, X, Xv, alpha
         self.nt = est.n_threads
+        # leaf values kept between the passes over the same rows (most leaves never change)
+        nt = effective_n_threads(est.n_threads, 1 << 30)
+        self.cache = LeafCache(X, MAX, n_threads=nt)
+        self.vcache = None if Xv is None else LeafCache(Xv, MAX, max_bytes=256 << 20, n_threads=nt)
+        self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=256 << 20, n_threads=nt)
 
     def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
         """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
@@ -111,7 +119,7 @@ class _Round:
         Lv = None
         if Rv is not None and clusters:
             cols = np.unique(np.concatenate(clusters))
-            Lv = _routing.node_values(spn, self.Xv, cols, n_threads=self.nt)
+            Lv = _routing.node_values(spn, self.Xv, cols, n_threads=self.nt, cache=self.vcache0)
         for c in clusters:
             best = c[int(np.argmax(count[c]))]
             if Rv is not None:
@@ -138,11 +146,12 @@ class _Round:
             if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
                 # a kept member may give probability 0 to rows its partner explained;
                 # one smoothed counting pass first, so EM can use every row
-                spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt)[0]
+                spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt,
+                                 cache=self.cache)[0]
             return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
                       n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_, None
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
-        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt)
+        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)
 
     def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:
         """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree (learned
@@ -152,9 +161,9 @@ class _Round:
         if self.Xv is None or not cand:
             return {}
         if R is None:
-            R = _routing.route(spn, self.X, n_threads=self.nt)
-        Rv = _routing.route(spn, self.Xv, n_threads=self.nt)
-        Lv = _routing.node_values(spn, self.Xv, cand, n_threads=self.nt)
+            R = _routing.route(spn, self.X, n_threads=self.nt, cache=self.cache)
+        Rv = _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache)
+        Lv = _routing.node_values(spn, self.Xv, cand, n_threads=self.nt, cache=self.vcache0)
         out = {}
         for j, n in enumerate(cand):
             rows, vrows = _routing.rows_of(R, n), _routing.rows_of(Rv, n)
@@ -179,7 +188,7 @@ class _Round:
         def counts():       # validation routing when there is validation data (cheaper)
             if not cache:
                 if self.Xv is not None:
-                    cache.append(_routing.route(spn, self.Xv, n_threads=self.nt))
+                    cache.append(_routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache))
                     cache.append(np.asarray(cache[0].sum(axis=0)).ravel())
                 else:
                     cache.append(None)
@@ -360,7 +369,7 @@ class Merge(DensityEstimator):
                 given = R0 if (model is base and R0 is not None) else None
                 model, k = rnd.run(model, float(eps),
                                    (lambda m=model, g=given: g if g is not None else
-                                    _routing.route(m, X, n_threads=self.n_threads)))
+                                    _routing.route(m, X, n_threads=self.n_threads, cache=rnd.cache)))
                 if k:
                     model = identical_merge(model)
                 merged += k
