@@ -92,6 +92,12 @@ def hash_cons(spn: SPN) -> np.ndarray:
                 key = ("P", tuple(sorted(ch.tolist())))
             else:
                 w = weight[ptr[n]:ptr[n + 1]]
+                cl = ch.tolist()
+                if len(set(cl)) == len(cl) > 1:     # distinct children (the usual case): sort the pairs
+                    pairs = sorted(zip(cl, w.tolist()))
+                    key = ("S", tuple(c for c, _ in pairs), np.array([x for _, x in pairs]).tobytes())
+                    rep[n] = seen.setdefault(key, n)
+                    continue
                 u, inv = np.unique(ch, return_inverse=True)
                 ws = np.bincount(inv, weights=w, minlength=len(u))
                 if len(u) == 1:          # a sum over one node is that node
