@@ -180,7 +180,7 @@ def test_merge_without_validation_needs_one_epsilon(trees):
 
 
 @pytest.mark.parametrize("param, value", [("distance", "euclid"), ("refit", "soft"), ("epsilon", -1.0),
-                                          ("epsilon", []), ("max_rounds", 0), ("init", None)])
+                                          ("epsilon", []), ("max_rounds", 0), ("patience", 0), ("init", None)])
 def test_merge_bad_parameters(trees, param, value):
     X, _, models = trees
     est = Merge(init=models["latent", "univariate"]).set_params(**{param: value})
@@ -335,3 +335,19 @@ def test_merge_with_the_leaf_cache_is_identical_to_evaluating_every_pass(trees, 
     ta, tb = a.leaf_tables["cltree"], b.leaf_tables["cltree"]
     assert all(np.array_equal(ta.to_arrays()[k], tb.to_arrays()[k]) for k in ta.to_arrays())
     assert np.array_equal(a.log_likelihood(Xv), b.log_likelihood(Xv))
+
+
+def test_merge_patience_stops_the_threshold_path_where_validation_falls(trees):
+    X, Xv, models = trees
+    tree = models["latent", "univariate"]
+    grid = [0.001, 0.01, 0.1, 0.3, 0.6]
+    full = Merge(init=tree, epsilon=grid).fit(X, X_valid=Xv)
+    short = Merge(init=tree, epsilon=grid, patience=1).fit(X, X_valid=Xv)
+    h = full.history_
+    best = np.maximum.accumulate([r["valid_ll"] for r in h])
+    stop = next((i for i in range(1, len(h)) if h[i]["valid_ll"] < best[i - 1]), len(h) - 1)
+    assert len(short.history_) == stop + 1
+    assert [r["valid_ll"] for r in short.history_] == [r["valid_ll"] for r in h[: stop + 1]]
+    if max(r["valid_ll"] for r in h[: stop + 1]) == max(r["valid_ll"] for r in h):
+        assert short.epsilon_ == full.epsilon_
+        assert np.array_equal(short.spn_.log_likelihood(Xv), full.spn_.log_likelihood(Xv))

@@ -265,6 +265,11 @@ class Merge(DensityEstimator):
     alpha : Laplace pseudo-count of the refits (None: the ``alpha`` the model's learner
         recorded, else 0.1).
     max_rounds : rounds of search-merge-refit per threshold (until nothing merges).
+    patience : stop the threshold path after this many consecutive thresholds whose model
+        is worse on ``X_valid`` than the best so far (None: walk the whole grid). The path
+        only merges more as it goes, so a model that lost on validation rarely recovers;
+        but it can (measured: jester O-SPN with univariate leaves and ``local_check``
+        dips at 0.001 and 0.01 and wins at 0.4), so the default walks the whole grid.
     chowliu_check : replace a merged sub-network by a Chow-Liu tree when the tree is
         better on the validation rows reaching it.
     local_check : with validation data, a cluster member is merged only when the kept
@@ -279,7 +284,7 @@ class Merge(DensityEstimator):
     n_threads : threads of the inference kernels (None: automatic).
 
     Attributes after :meth:`fit`: ``spn_``, ``epsilon_`` (chosen threshold, None when only
-    identical sub-networks were merged), ``history_`` (per threshold: validation LL,
+    identical sub-networks were merged), ``history_`` (per threshold visited: validation LL,
     nodes, parameters, merges, seconds), ``n_params_before_``, ``n_params_after_`` (sum
     weights, all parameters), ``merge_seconds_``.
 
@@ -302,6 +307,7 @@ class Merge(DensityEstimator):
         "max_iter": [Interval(int, 1)],
         "alpha": [Interval(float, 0), None],
         "max_rounds": [Interval(int, 1)],
+        "patience": [Interval(int, 1), None],
         "chowliu_check": [BOOL],
         "local_check": [BOOL],
         "routing": [ARRAY_LIKE, Constraint(lambda v: hasattr(v, "tocsc"), "a scipy.sparse matrix"), None],
@@ -311,7 +317,7 @@ class Merge(DensityEstimator):
 
     def __init__(self, init: SPN | None = None, epsilon=(1e-3, 1e-2, 0.1, 0.2, 0.4), distance: str = "manhattan",
                  refit: str = "counts", max_iter: int = 20, alpha: float | None = None, max_rounds: int = 3,
-                 chowliu_check: bool = True, local_check: bool = False, routing=None, verbose: int = 0,
+                 patience: int | None = None, chowliu_check: bool = True, local_check: bool = False, routing=None, verbose: int = 0,
                  n_threads: int | None = None):
         self.init = init
         self.epsilon = epsilon
@@ -320,6 +326,7 @@ class Merge(DensityEstimator):
         self.max_iter = max_iter
         self.alpha = alpha
         self.max_rounds = max_rounds
+        self.patience = patience
         self.chowliu_check = chowliu_check
         self.local_check = local_check
         self.routing = routing
@@ -362,6 +369,7 @@ class Merge(DensityEstimator):
                           "seconds": time.perf_counter() - t0}]
         best, best_v, best_eps = base, self.history_[0]["valid_ll"], None
         model = base
+        worse = 0
         for eps in sorted(grid):        # a path: each threshold continues from the previous model
             t1 = time.perf_counter()
             merged = 0
@@ -384,6 +392,9 @@ class Merge(DensityEstimator):
                                   "seconds": time.perf_counter() - t1})
             if Xv is None or v > best_v:
                 best, best_v, best_eps = model, v, float(eps)
+            worse = worse + 1 if Xv is not None and v < best_v else 0
+            if self.patience is not None and worse >= self.patience:
+                break
         self.merge_seconds_ = time.perf_counter() - t0
         self.epsilon_ = best_eps
         self.n_params_before_ = n_parameters(init)
