@@ -351,3 +351,25 @@ def test_merge_patience_stops_the_threshold_path_where_validation_falls(trees):
     if max(r["valid_ll"] for r in h[: stop + 1]) == max(r["valid_ll"] for r in h):
         assert short.epsilon_ == full.epsilon_
         assert np.array_equal(short.spn_.log_likelihood(Xv), full.spn_.log_likelihood(Xv))
+
+
+def test_leaf_table_gather_equals_packing_construction_objects(trees):
+    _, _, models = trees
+    for key in (("latent", "chowliu"), ("observed", "univariate")):
+        spn = models[key]
+        for t in spn.leaf_tables.values():
+            if len(t) < 3:
+                continue
+            L = len(t)
+            idx = np.arange(L)[::-1][: L // 2 + 1]
+            other = np.setdiff1d(np.arange(L), idx)[:2]
+            node_ids = np.arange(len(idx) + len(other)) + 100
+            pos = np.arange(len(idx))
+            got = type(t).gather(node_ids, [(t, idx, pos), (t, other, np.arange(len(other)) + len(idx))])
+            want = type(t).from_nodes(node_ids, [t.to_node(int(i)) for i in np.concatenate([idx, other])])
+            assert np.array_equal(got.node, want.node)
+            assert all(np.array_equal(a, b) for a, b in zip(got.scopes, want.scopes))
+            ga, wa = got.to_arrays(), want.to_arrays()
+            assert sorted(ga) == sorted(wa)
+            for k in ga:
+                assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)

@@ -42,7 +42,7 @@ from ..errors import DataError, StructureError
 from .._kinds import MARGINAL, MAX
 from .._threads import effective_n_threads
 from ..graph import SPN, compile as _compile
-from ..leaves.cltree import ChowLiuLeaf
+from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from ..nodes import Sum
 from . import routing as _routing
 from ._graphedit import descendants, hash_cons, rebuild
@@ -50,7 +50,8 @@ from ._leafcache import LeafCache
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from .base import DensityEstimator
 from ._refit import hard_refit
-from ._similarity import n_parameters, node_marginals, pairwise_distance, same_scope_height  # noqa: F401
+from ._similarity import (indicator_evidence, n_parameters, node_marginals, pairwise_distance,  # noqa: F401
+                          same_scope_height)
 from .em import EM
 
 DISTANCES = ("manhattan", "kl", "hellinger")
@@ -68,11 +69,15 @@ class _Round:
         self.cache = LeafCache(X, MAX, n_threads=nt)
         self.vcache = None if Xv is None else LeafCache(Xv, MAX, max_bytes=256 << 20, n_threads=nt)
         self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=256 << 20, n_threads=nt)
+        self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
 
     def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
         """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
         (called only when some pair is within ``eps``), which orders the leaders."""
-        P, off = node_marginals(spn, self.nt)
+        if self.evidence is None:
+            self.evidence = indicator_evidence(spn)
+            self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=256 << 20, n_threads=self.nt1)
+        P, off = node_marginals(spn, self.nt, self.evidence, self.ecache)
         card = spn.cardinality
         h = same_scope_height(spn)
         count = None
@@ -174,7 +179,11 @@ class _Round:
                                n_threads=1)
             parents, cpts = forest_to_tree(fit.parents, fit.cpts)
             leaf = ChowLiuLeaf(s.astype(np.int64), parents, cpts)
-            tree = _compile(leaf, n_vars=spn.n_vars, cardinality=spn.cardinality)
+            # the one-leaf model, built without re-validating the fitted tree
+            tree = SPN.from_arrays(np.full(1, CLTreeLeafType.code, np.uint8), np.zeros(2, np.int64),
+                                   np.zeros(0, np.int64), np.zeros(0),
+                                   {"cltree": CLTreeLeafType.from_nodes(np.zeros(1, np.int64), [leaf])},
+                                   spn.cardinality, validate=False)
             if tree.log_likelihood(self.Xv[vrows]).sum() > Lv[vrows, j].sum():
                 out[int(n)] = leaf
         return out
