@@ -87,12 +87,17 @@ class Sweep:
     ``workspace``: ``"plan"`` (forward values of the live nodes only), ``"all"`` (every
     node's value kept: node values), ``"backward"`` (values and posteriors) or ``"select"``
     (MPE, hard EM and sampling).
+    ``leaf_values``: an object whose ``chunk(spn, L, r0, r1)`` writes the leaf-matrix rows
+    of rows ``r0:r1`` of ``X`` into ``L`` (values computed earlier and kept, see
+    :class:`spnc.learn._leafcache.LeafCache`); None evaluates the leaves.
     ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
-                 budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True):
+                 budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True,
+                 leaf_values=None):
         self.spn, self.X, self.mode = spn, X, mode
+        self.leaf_values = leaf_values
         n = X.shape[0]
         self.graph = graph_of(spn)
         self.n_threads = nt = effective_n_threads(n_threads, n * (spn.n_edges + spn.n_nodes))
@@ -122,7 +127,12 @@ class Sweep:
             r1 = min(n, r0 + self.step)
             XT = np.full((self.spn.n_vars, _width(r1 - r0)), np.nan)
             XT[:, : r1 - r0] = X[r0:r1].T
-            yield r0, r1, XT, self.leaf_matrix(XT)
+            if self.leaf_values is not None and self.matrix and self._fill_matrix:
+                L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
+                self.leaf_values.chunk(self.spn, L, r0, r1)
+                yield r0, r1, XT, L
+            else:
+                yield r0, r1, XT, self.leaf_matrix(XT)
 
     def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
         if not self.matrix or not self._fill_matrix:

@@ -234,16 +234,22 @@ class SPN:
             raise DataError(f"X_query[{r}, {c}] must repeat the evidence value {float(Xe[r, c])!r}")
         return q - e
 
-    def mpe(self, X, *, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def mpe(self, X, *, log_likelihood: bool = False,
+            n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Fill the missing entries of ``X`` with the max-product (MPE) assignment.
 
-        Returns ``(X_filled, log_p)`` where ``log_p`` is the log-likelihood of the
-        completed rows. Observed entries are kept as given."""
+        Returns ``(X_filled, log_p)``. ``log_p`` is the max-product value of each completed
+        row: the log weight of its most probable induced tree, the quantity the completion
+        maximises, free with the completion. It equals log p(X_filled) on selective models
+        and is a lower bound of it otherwise. With ``log_likelihood=True``, ``log_p`` is
+        log p(X_filled) itself (the sum-product value), computed in the same sweep at the
+        cost of about one more log-likelihood pass. Observed entries are kept as given."""
         X = self._check_X(X)
         self._need_single_root("mpe")
-        ll = np.empty(X.shape[0])
-        filled = self._select(X, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll)
-        return filled, ll
+        ll = np.empty(X.shape[0]) if log_likelihood else None
+        rv = np.empty(X.shape[0])
+        filled = self._select(X, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
+        return filled, (ll if log_likelihood else rv)
 
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
                n_threads: int | None = None) -> np.ndarray:
@@ -275,9 +281,10 @@ class SPN:
                                  "(add a sum root to mix the members)")
 
     def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool,
-                ll: np.ndarray | None = None) -> np.ndarray:
+                ll: np.ndarray | None = None, root_value: np.ndarray | None = None) -> np.ndarray:
         """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
-        each completed row (in the same sweep when every leaf is inline)."""
+        each completed row (in the same sweep when every leaf is inline); with
+        ``root_value``, the forward value of the chosen root (the max-product value)."""
         out = X.copy()
         sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
         fused = ll is not None and not sw.matrix
@@ -302,6 +309,8 @@ class SPN:
             for table in sw.matrix:
                 table.fill(XT, active, outT, mode, seed, r0)
             out[r0:r1] = outT[:, : r1 - r0].T
+            if root_value is not None:
+                root_value[r0:r1] = rv[: r1 - r0]
             if fused:
                 ll[r0:r1] = llc[: r1 - r0]
         if ll is not None and not fused:

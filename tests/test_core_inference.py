@@ -52,12 +52,15 @@ def test_mpe_is_the_max_product_argmax(seed, card):
     rng = np.random.default_rng(200 + seed)
     X = all_states(card)[rng.integers(0, np.prod(card), 10)]
     X[rng.random(X.shape) < 0.6] = np.nan
-    filled, ll = spn.mpe(X)
-    for x, f, l in zip(X, filled, ll):
+    filled, mp = spn.mpe(X)
+    filled2, ll = spn.mpe(X, log_likelihood=True)
+    assert filled2.tobytes() == filled.tobytes()
+    for x, f, v, l in zip(X, filled, mp, ll):
         obs = ~np.isnan(x)
         assert np.array_equal(f[obs], x[obs])
         best = max(eval_linear(root, c, maxprod=True) for c in completions(x, card))
         assert eval_linear(root, f, maxprod=True) == pytest.approx(best, rel=1e-12)
+        assert v == pytest.approx(np.log(best), abs=1e-10)           # the max-product value
         assert l == pytest.approx(np.log(eval_linear(root, f)), abs=1e-10)
 
 
@@ -120,6 +123,21 @@ def test_gaussian_models_match_scipy():
     dens = 0.3 * stats.multivariate_normal([0.5, 2.0], sub).pdf(X[:, [0, 2]]) + \
         0.7 * stats.norm(1, 0.5).pdf(X[:, 0]) * stats.norm(-1, 1.5).pdf(X[:, 2])
     np.testing.assert_allclose(spn.log_likelihood(Xm), np.log(dens), rtol=1e-11)
+
+
+def test_mpe_values_with_leaf_matrix_leaves():
+    """Gaussian leaves go through the leaf matrix: the max-product value and the opt-in
+    log-likelihood of the completion still agree with separate passes."""
+    spn = spnc.compile(Sum([Product([spnc.Bernoulli(0, p=.3), spnc.Gaussian(1, mean=0., std=1.)]),
+                            Product([spnc.Bernoulli(0, p=.9), spnc.Gaussian(1, mean=2., std=.5)])],
+                           weights=[.4, .6]))
+    X = np.array([[1, 0.5], [0, np.nan], [np.nan, np.nan], [np.nan, 1.0]])
+    filled, mp = spn.mpe(X)
+    _, ll = spn.mpe(X, log_likelihood=True)
+    root = spn.root
+    np.testing.assert_allclose(mp, spn.node_log_values(filled, mode=spnc.graph.MAX)[:, root], rtol=1e-12)
+    np.testing.assert_allclose(ll, spn.log_likelihood(filled), rtol=1e-12)
+    assert np.all(mp <= ll + 1e-12)
 
 
 def test_mvn_mpe_and_conditional_sampling():

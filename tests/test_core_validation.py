@@ -147,3 +147,31 @@ def test_vocabulary_mirror_and_thread_policy(monkeypatch):
     code = "import os; before = dict(os.environ); import spnc; print(dict(os.environ) == before)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "reversed", "every_other_column", "unaligned"])
+def test_first_bad_value_finds_the_first_bad_cell_in_any_layout(layout):
+    from spnc import _infer
+    rng = np.random.default_rng(7)
+    card = np.array([2, 3, 0, 5, 2, 0, 4, 2], dtype=np.int32)
+    for trial in range(30):
+        n = int(rng.integers(1, 300))
+        base = np.where(card > 0, rng.integers(0, 99, (n, len(card))) % np.maximum(card, 1), rng.normal(size=(n, len(card))))
+        base[rng.random(base.shape) < 0.3] = np.nan
+        bad = {0: 2.5, 1: -1.0, 2: np.inf, 3: 5.0, 4: -np.inf}
+        for _ in range(int(rng.integers(0, 3))):
+            r, c = int(rng.integers(n)), int(rng.integers(len(card)))
+            base[r, c] = bad[int(rng.integers(5))]
+        X = {"C": base, "F": np.asfortranarray(base), "reversed": base[::-1],
+             "every_other_column": np.repeat(base, 2, axis=1)[:, ::2]}.get(layout)
+        if layout == "unaligned":
+            buf = np.zeros(base.size * 8 + 1, dtype=np.uint8)
+            X = buf[1:].view(np.float64).reshape(base.shape)
+            X[:] = base
+        k = card.astype(float)
+        flat = (np.isinf(X) | ((k > 0) & ~np.isnan(X) & ((X < 0) | (X >= k) | (X != np.floor(X)))))
+        want = (-1, -1, 0)
+        if flat.any():
+            r, c = np.argwhere(flat)[0]
+            want = (r, c, 1 if np.isinf(X[r, c]) else 2)
+        assert tuple(_infer.first_bad_value(X, card)) == want

@@ -180,7 +180,7 @@ def test_merge_without_validation_needs_one_epsilon(trees):
 
 
 @pytest.mark.parametrize("param, value", [("distance", "euclid"), ("refit", "soft"), ("epsilon", -1.0),
-                                          ("epsilon", []), ("max_rounds", 0), ("init", None)])
+                                          ("epsilon", []), ("max_rounds", 0), ("patience", 0), ("init", None)])
 def test_merge_bad_parameters(trees, param, value):
     X, _, models = trees
     est = Merge(init=models["latent", "univariate"]).set_params(**{param: value})
@@ -320,3 +320,56 @@ def test_soft_em_refit_explains_every_training_row():
     m = Merge(init=tree, epsilon=[0.2, 0.4], refit="em", max_iter=3).fit(X, X_valid=Xv)
     assert np.isfinite(m.spn_.log_likelihood(X)).all()
     assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
+
+
+@pytest.mark.parametrize("split", ["observed", "latent"])
+def test_merge_with_the_leaf_cache_is_identical_to_evaluating_every_pass(trees, split, monkeypatch):
+    from spnc.learn._leafcache import LeafCache
+    X, Xv, models = trees
+    tree = models[split, "chowliu"]
+    kw = dict(init=tree, epsilon=[0.01, 0.1, 0.3], local_check=split == "observed")
+    a = Merge(**kw).fit(X, X_valid=Xv).spn_
+    monkeypatch.setattr(LeafCache, "usable", lambda self, spn, X: False)
+    b = Merge(**kw).fit(X, X_valid=Xv).spn_
+    assert a.n_nodes == b.n_nodes and np.array_equal(a.child, b.child) and np.array_equal(a.weight, b.weight)
+    ta, tb = a.leaf_tables["cltree"], b.leaf_tables["cltree"]
+    assert all(np.array_equal(ta.to_arrays()[k], tb.to_arrays()[k]) for k in ta.to_arrays())
+    assert np.array_equal(a.log_likelihood(Xv), b.log_likelihood(Xv))
+
+
+def test_merge_patience_stops_the_threshold_path_where_validation_falls(trees):
+    X, Xv, models = trees
+    tree = models["latent", "univariate"]
+    grid = [0.001, 0.01, 0.1, 0.3, 0.6]
+    full = Merge(init=tree, epsilon=grid).fit(X, X_valid=Xv)
+    short = Merge(init=tree, epsilon=grid, patience=1).fit(X, X_valid=Xv)
+    h = full.history_
+    best = np.maximum.accumulate([r["valid_ll"] for r in h])
+    stop = next((i for i in range(1, len(h)) if h[i]["valid_ll"] < best[i - 1]), len(h) - 1)
+    assert len(short.history_) == stop + 1
+    assert [r["valid_ll"] for r in short.history_] == [r["valid_ll"] for r in h[: stop + 1]]
+    if max(r["valid_ll"] for r in h[: stop + 1]) == max(r["valid_ll"] for r in h):
+        assert short.epsilon_ == full.epsilon_
+        assert np.array_equal(short.spn_.log_likelihood(Xv), full.spn_.log_likelihood(Xv))
+
+
+def test_leaf_table_gather_equals_packing_construction_objects(trees):
+    _, _, models = trees
+    for key in (("latent", "chowliu"), ("observed", "univariate")):
+        spn = models[key]
+        for t in spn.leaf_tables.values():
+            if len(t) < 3:
+                continue
+            L = len(t)
+            idx = np.arange(L)[::-1][: L // 2 + 1]
+            other = np.setdiff1d(np.arange(L), idx)[:2]
+            node_ids = np.arange(len(idx) + len(other)) + 100
+            pos = np.arange(len(idx))
+            got = type(t).gather(node_ids, [(t, idx, pos), (t, other, np.arange(len(other)) + len(idx))])
+            want = type(t).from_nodes(node_ids, [t.to_node(int(i)) for i in np.concatenate([idx, other])])
+            assert np.array_equal(got.node, want.node)
+            assert all(np.array_equal(a, b) for a, b in zip(got.scopes, want.scopes))
+            ga, wa = got.to_arrays(), want.to_arrays()
+            assert sorted(ga) == sorted(wa)
+            for k in ga:
+                assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)

@@ -137,3 +137,44 @@ def test_node_values_are_columns_of_node_log_values(mode):
     want = spn.node_log_values(X, mode=mode)[:, nodes]
     assert np.array_equal(node_values(spn, X, nodes, mode=mode), want)
     assert node_values(spn, X[:0], nodes).shape == (0, len(nodes))
+
+
+def _fingerprint(spn):
+    parts = [spn.kind, spn.child_ptr, spn.child, spn.weight]
+    for name in sorted(spn.leaf_tables):
+        t = spn.leaf_tables[name]
+        parts += [t.node] + [np.asarray(v) for _, v in sorted(t.to_arrays().items())]
+    return [np.ascontiguousarray(p).tobytes() for p in parts]
+
+
+def test_leaf_cache_gives_the_values_of_a_fresh_evaluation_and_evaluates_only_new_leaves():
+    from spnc.learn._graphedit import descendants
+    from spnc.learn._leafcache import LeafCache
+    from spnc.learn._refit import hard_refit
+    from spnc.learn.routing import node_values
+    gen = spnc.compile(random_spn(np.random.default_rng(8), [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(3000, seed=8).astype(np.float64)
+    tree = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=15,
+                    mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
+    n_cl = len(tree.leaf_tables["cltree"])
+    cmax, c0 = LeafCache(X, MAX), LeafCache(X, 0)
+    ec, ec2 = np.zeros(tree.n_edges), np.zeros(tree.n_edges)
+    R = route(tree, X, edge_counts=ec, cache=cmax)
+    assert cmax.evaluated == n_cl
+    R2 = route(tree, X, edge_counts=ec2)
+    assert (R != R2).nnz == 0 and np.array_equal(ec, ec2)
+    nodes = np.arange(tree.n_nodes)
+    assert np.array_equal(node_values(tree, X, nodes, cache=c0), node_values(tree, X, nodes))
+    # refit one sub-network: only its leaves are new, every value stays exact
+    sub = int(tree.child[tree.child_ptr[tree.roots[0]]])
+    free = descendants(tree, [sub])
+    new, _ = hard_refit(tree, X, free, alpha=0.3, max_iter=1)   # new pseudo-counts: new CPTs
+    changed = sum(1 for n in new.leaf_tables["cltree"].node if free[n])
+    before = cmax.evaluated
+    assert (route(new, X, cache=cmax) != route(new, X)).nnz == 0
+    assert 0 < cmax.evaluated - before <= changed
+    assert np.array_equal(node_values(new, X, nodes, mode=MAX, cache=cmax), node_values(new, X, nodes, mode=MAX))
+    # data that is not the cache's, or a cache too small, is evaluated as usual
+    assert not cmax.usable(new, X.copy())
+    tiny = LeafCache(X, MAX, max_bytes=8 * X.shape[0])
+    assert not tiny.usable(new, X) and (route(new, X, cache=tiny) != route(new, X)).nnz == 0

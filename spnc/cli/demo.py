@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     q = test[:3].copy()
     q[:, args.vars // 2:] = np.nan
     print(f"marginal LL of the first half of 3 test rows: {np.round(model.log_likelihood(q), 4)}")
-    filled, lp = model.mpe(q)
+    filled, lp = model.mpe(q, log_likelihood=True)
     print(f"MPE completion of row 0: {filled[0].astype(int).tolist()} (log p = {lp[0]:.4f})")
     samples = model.sample(5, seed=args.seed)
     print(f"5 samples, mean per variable: {np.round(samples.mean(0), 1).tolist()}")

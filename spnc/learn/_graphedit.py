@@ -24,6 +24,16 @@ from ..leaves.univariate import Bernoulli, Categorical, Indicator
 from ..nodes import Node, Product, Sum
 
 
+class _Row:
+    """A leaf kept as it is: leaf ``i`` of ``table`` (copied by array slicing, no
+    construction object; indicators, which the Fig. 3(a) rule inspects, stay objects)."""
+
+    __slots__ = ("table", "i")
+
+    def __init__(self, table, i: int):
+        self.table, self.i = table, i
+
+
 def leaf_objects(spn: SPN) -> dict[int, tuple]:
     """node id -> (table, index in table)."""
     out = {}
@@ -92,6 +102,12 @@ def hash_cons(spn: SPN) -> np.ndarray:
                 key = ("P", tuple(sorted(ch.tolist())))
             else:
                 w = weight[ptr[n]:ptr[n + 1]]
+                cl = ch.tolist()
+                if len(set(cl)) == len(cl) > 1:     # distinct children (the usual case): sort the pairs
+                    pairs = sorted(zip(cl, w.tolist()))
+                    key = ("S", tuple(c for c, _ in pairs), np.array([x for _, x in pairs]).tobytes())
+                    rep[n] = seen.setdefault(key, n)
+                    continue
                 u, inv = np.unique(ch, return_inverse=True)
                 ws = np.bincount(inv, weights=w, minlength=len(u))
                 if len(u) == 1:          # a sum over one node is that node
@@ -140,7 +156,7 @@ def rebuild(spn: SPN, rep: np.ndarray, replace: dict[int, Node] | None = None,
         k = int(kind[n])
         if k >= 2:
             t, i = leaves[n]
-            objs[n] = t.to_node(i)
+            objs[n] = t.to_node(i) if t.name == "indicator" else _Row(t, i)
             continue
         ch = rep[child[ptr[n]:ptr[n + 1]]]
         if not expanded:
@@ -246,7 +262,7 @@ def _assemble(roots: list[Node], like: SPN, index: dict[int, int], learner, stat
         elif isinstance(obj, Product):
             kind[i], deg[i] = PRODUCT, len(obj.children)
         else:
-            lt = type(obj)._leaf_type
+            lt = type(obj.table) if isinstance(obj, _Row) else type(obj)._leaf_type
             kind[i] = lt.code
             by_type.setdefault(lt, []).append(i)
     cptr = np.zeros(M + 1, dtype=np.int64)
@@ -259,11 +275,31 @@ def _assemble(roots: list[Node], like: SPN, index: dict[int, int], learner, stat
         if kind[i] == SUM:
             ws = np.asarray(obj.weights, dtype=np.float64)
             w[cptr[i]:cptr[i + 1]] = ws / ws.sum()
-    tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
-              for lt, ids in by_type.items()}
+    tables = {lt.name: _table(lt, ids, order) for lt, ids in by_type.items()}
     new_roots = [index[id(r)] for r in roots]
     return SPN.from_arrays(kind, cptr, ch, w, tables, like.cardinality, var_type=like.var_type,
                            var_names=like.var_names, roots=new_roots,
                            root_weights=like.root_weights if like.combine == "mixture" else None,
                            combine=like.combine, stats=stats, learner=learner,
                            validate=False)   # structure checked; parameters by Merge.fit
+
+
+def _table(lt, ids: list[int], order: list) -> "object":
+    """The leaf table of type ``lt`` for nodes ``ids``: kept leaves are gathered from their
+    tables, new construction objects packed by ``from_nodes``."""
+    objs = [order[j] for j in ids]
+    rows = [k for k, o in enumerate(objs) if isinstance(o, _Row)]
+    if not rows:
+        return lt.from_nodes(np.asarray(ids, dtype=np.int64), objs)
+    parts: dict[int, tuple] = {}
+    for k in rows:
+        o = objs[k]
+        parts.setdefault(id(o.table), (o.table, [], []))
+        parts[id(o.table)][1].append(o.i)
+        parts[id(o.table)][2].append(k)
+    new = [k for k, o in enumerate(objs) if not isinstance(o, _Row)]
+    plist = [(t, np.asarray(i, dtype=np.int64), np.asarray(p, dtype=np.int64)) for t, i, p in parts.values()]
+    if new:
+        made = lt.from_nodes(np.asarray([ids[k] for k in new], dtype=np.int64), [objs[k] for k in new])
+        plist.append((made, np.arange(len(new), dtype=np.int64), np.asarray(new, dtype=np.int64)))
+    return lt.gather(np.asarray(ids, dtype=np.int64), plist)

@@ -39,7 +39,7 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
         if not idx or name not in ("bernoulli", "categorical", "cltree"):
             tables[name] = t
             continue
-        objs = [t.to_node(i) for i in range(len(t))]
+        objs = {}
         for i in idx:
             r = _routing.rows_of(R, int(t.node[i]))
             if r.size == 0:
@@ -57,7 +57,13 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                 fit = fit_chow_liu(X[np.ix_(r, s)].astype(np.int64), spn.cardinality[s], alpha=alpha, n_threads=1)
                 parents, cpts = forest_to_tree(fit.parents, fit.cpts)
                 objs[i] = ChowLiuLeaf(s.astype(np.int64), parents, cpts)
-        tables[name] = type(t).from_nodes(t.node, objs)
+        if not objs:
+            tables[name] = t
+            continue
+        pos = np.fromiter(objs, dtype=np.int64, count=len(objs))
+        keep = np.setdiff1d(np.arange(len(t)), pos)
+        made = type(t).from_nodes(t.node[pos], list(objs.values()))
+        tables[name] = type(t).gather(t.node, [(t, keep, keep), (made, np.arange(len(pos)), pos)])
     return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, weight, tables, spn.cardinality,
                            var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
                            root_weights=spn.root_weights, combine=spn.combine, learner=spn.learner,
@@ -65,15 +71,16 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
-               n_threads: int | None = None):
+               n_threads: int | None = None, cache=None):
     """Hard EM on the free nodes: route, refit, until the routing is stable or
     ``max_iter`` passes (``max_iter=1``: one counting pass). Returns the model and the
     last routing (that of the returned model when the routing converged, else of the
-    model before the last refit)."""
+    model before the last refit). ``cache``: leaf values of ``X`` kept between passes
+    (:class:`._leafcache.LeafCache`)."""
     prev = None
     for _ in range(max(1, int(max_iter))):
         ec = np.zeros(spn.n_edges)
-        R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec)
+        R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
         spn = refit_from_routing(spn, X, R, ec, free, alpha)

@@ -12,10 +12,9 @@ from ..graph import SUM, SPN
 _BLOCK = 1 << 22
 
 
-def node_marginals(spn: SPN, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, off)``: ``P[n, off[v] + k] = P_n(X_v = k)`` for every node ``n`` and discrete
-    variable ``v`` in its scope (1 for variables outside it), from one forward pass over
-    indicator evidence; real variables get no columns (``off[v] == off[v + 1]``)."""
+def indicator_evidence(spn: SPN) -> tuple[np.ndarray, np.ndarray]:
+    """``(E, off)``: one row per (discrete variable ``v``, state ``k``), row ``off[v] + k``,
+    observing only ``X_v = k`` (at least one row)."""
     card = np.where(spn.cardinality > 0, spn.cardinality, 0).astype(np.int64)
     off = np.zeros(spn.n_vars + 1, dtype=np.int64)
     np.cumsum(card, out=off[1:])
@@ -23,7 +22,21 @@ def node_marginals(spn: SPN, n_threads: int | None = None) -> tuple[np.ndarray, 
     var = np.repeat(np.arange(spn.n_vars), card)
     E = np.full((max(K, 1), spn.n_vars), np.nan)
     E[np.arange(K), var] = np.arange(K) - off[var]
-    L = spn.node_log_values(E, n_threads=n_threads)[:K]
+    return E, off
+
+
+def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
+                   cache=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, off)``: ``P[n, off[v] + k] = P_n(X_v = k)`` for every node ``n`` and discrete
+    variable ``v`` in its scope (1 for variables outside it), from one forward pass over
+    indicator evidence; real variables get no columns (``off[v] == off[v + 1]``).
+    ``evidence``: :func:`indicator_evidence` of ``spn``'s variables, computed once by a
+    caller with many models over the same variables, with ``cache`` a
+    :class:`._leafcache.LeafCache` of it in marginal mode."""
+    from .routing import node_values
+    E, off = indicator_evidence(spn) if evidence is None else evidence
+    K = int(off[-1])
+    L = node_values(spn, E, np.arange(spn.n_nodes), n_threads=n_threads, cache=cache)[:K]
     return np.exp(L.T), off
 
 

@@ -33,7 +33,8 @@ from ..graph import PRODUCT, SUM, SPN
 from ._routing import bits_to_csc
 
 
-def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None) -> sp.csc_matrix:
+def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None,
+          cache=None) -> sp.csc_matrix:
     """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
     ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s
     indices are the rows of node ``n``, in increasing order. Works on any single-root or
@@ -42,11 +43,14 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
 
     One compiled sweep per chunk of rows (:func:`spnc._infer.route`): the max-product
     forward keeps only the live nodes' values and each sum's arg-max edge, the top-down
-    pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes."""
+    pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes.
+    ``cache``: a :class:`._leafcache.LeafCache` of ``X`` in max mode (used when it
+    applies), which keeps leaf values from earlier passes."""
+    lv = cache if cache is not None and cache.mode == MAX and cache.usable(spn, X) else None
     X = spn._check_X(X)
     n = X.shape[0]
     N = spn.n_nodes
-    sw = Sweep(spn, X, MAX, n_threads, workspace="select")
+    sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv)
     nt = sw.n_threads
     acts = sw.acts()
     edge = np.zeros((nt, max(spn.n_edges, 1)))
@@ -112,15 +116,17 @@ def observed_sums(spn: SPN) -> np.ndarray:
     return out
 
 
-def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None) -> np.ndarray:
+def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None, cache=None) -> np.ndarray:
     """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)): one
-    forward sweep keeping every node's value per block, copying out only ``nodes``."""
+    forward sweep keeping every node's value per block, copying out only ``nodes``
+    (``cache``: as in :func:`route`, for ``X`` in ``mode``)."""
+    lv = cache if cache is not None and cache.mode == mode and cache.usable(spn, X) else None
     X = spn._check_X(X)
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.empty((X.shape[0], len(nodes)))
     if not len(nodes) or not X.shape[0]:
         return out
-    sw = Sweep(spn, X, mode, n_threads, workspace="all")
+    sw = Sweep(spn, X, mode, n_threads, workspace="all", leaf_values=lv)
     empty = np.empty((0, 0))
     for r0, r1, XT, L in sw:
         vals = np.empty((len(nodes), XT.shape[1]))

@@ -110,6 +110,59 @@ class LeafType(abc.ABC):
         """The datasets of ``/leaves/<name>`` except ``node``, exactly as stored."""
         return dict(self.params)
 
+    @classmethod
+    def gather(cls, node_ids: np.ndarray, parts: list[tuple["LeafType", np.ndarray, np.ndarray]]) -> "LeafType":
+        """A table of ``len(node_ids)`` leaves copied from existing tables of this type:
+        for each part ``(table, idx, pos)`` leaf ``idx[k]`` of ``table`` becomes leaf
+        ``pos[k]``. Parameters are sliced from the arrays (one entry per leaf, or slices of
+        ``name`` delimited by ``name_ptr``), so no construction objects are made; other
+        layouts go through :meth:`to_node` and :meth:`from_nodes`."""
+        L = len(node_ids)
+        tabs = [t for t, _, _ in parts]
+        keys = sorted(tabs[0].params)
+        if any(sorted(t.params) != keys for t in tabs):
+            return cls._gather_objects(node_ids, parts)
+        params: dict[str, np.ndarray] = {}
+        for k in keys:
+            if k.endswith("_ptr") and k[:-4] in tabs[0].params:
+                continue
+            a0 = tabs[0].params[k]
+            if all(len(t.params.get(k + "_ptr", ())) == len(t) + 1 for t in tabs):
+                lens = np.zeros(L, dtype=np.int64)
+                for t, idx, pos in parts:
+                    lens[pos] = np.diff(t.params[k + "_ptr"])[idx]
+                ptr = np.zeros(L + 1, dtype=tabs[0].params[k + "_ptr"].dtype)
+                np.cumsum(lens, out=ptr[1:])
+                vals = np.empty(int(ptr[-1]), dtype=a0.dtype)
+                for t, idx, pos in parts:
+                    vals[_ranges(ptr[:-1][pos], lens[pos])] = t.params[k][_ranges(t.params[k + "_ptr"][idx], lens[pos])]
+                params[k], params[k + "_ptr"] = vals, ptr
+            elif all(t.params[k].ndim >= 1 and t.params[k].shape[0] == len(t) for t in tabs):
+                vals = np.empty((L,) + a0.shape[1:], dtype=a0.dtype)
+                for t, idx, pos in parts:
+                    vals[pos] = t.params[k][idx]
+                params[k] = vals
+            else:
+                return cls._gather_objects(node_ids, parts)
+        scopes: list = [None] * L
+        for t, idx, pos in parts:
+            for i, j in zip(idx.tolist(), pos.tolist()):
+                scopes[j] = t.scopes[i]
+        out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), scopes, params)
+        out._gathered(parts)
+        return out
+
+    def _gathered(self, parts) -> None:
+        """Hook after :meth:`gather`: copy derived per-leaf state from the parts."""
+
+    @classmethod
+    def _gather_objects(cls, node_ids, parts) -> "LeafType":
+        objs: list = [None] * len(node_ids)
+        for t, idx, pos in parts:
+            for i, j in zip(idx.tolist(), pos.tolist()):
+                objs[j] = t.to_node(i)
+        return cls.from_nodes(np.asarray(node_ids, dtype=np.int64), objs)
+
     @abc.abstractmethod
     def to_node(self, i: int):
         """Construction object for leaf ``i`` (used to walk a compiled SPN)."""
@@ -160,6 +213,16 @@ class LeafType(abc.ABC):
 
     def check_data(self, X: np.ndarray, cardinality: np.ndarray) -> None:
         """Raise DataError for values outside the support of this leaf type's variables."""
+
+
+def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, lens)])`` without a loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    if not lens.size:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lens)
+    return np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lens), lens)
 
 
 def _err(table: LeafType, i: int, msg: str) -> StructureError:

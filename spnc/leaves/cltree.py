@@ -111,6 +111,19 @@ class CLTreeLeafType(LeafType):
         table._card = np.array([c.shape[1] for l in leaves for c in l.cpts], dtype=np.int64)
         return table
 
+    def _gathered(self, parts) -> None:
+        # the states per variable travel with the leaves' parent entries
+        if not all(t._card is not None and len(t._card) == len(t.params["parent"]) for t, _, _ in parts):
+            return
+        from .base import _ranges
+        ptr = self.params["parent_ptr"]
+        card = np.empty(int(ptr[-1]), dtype=np.int64)
+        for t, idx, pos in parts:
+            tp = t.params["parent_ptr"]
+            lens = np.diff(tp)[idx]
+            card[_ranges(ptr[:-1][pos], lens)] = t._card[_ranges(tp[idx], lens)]
+        self._card = card
+
     def _leaf_arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         pptr, cptr = self.params["parent_ptr"], self.params["cpt_ptr"]
         return (self.params["parent"][pptr[i]:pptr[i + 1]],

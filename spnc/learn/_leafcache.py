@@ -1,0 +1,109 @@
+"""Leaf values kept across the many passes of merging over the same rows.
+
+Merging evaluates a model on the same training (and validation) rows again and again:
+routing, refits, the kept-member choice and the Chow-Liu check, every round and every
+threshold. Between two passes only the re-estimated sub-networks change; every other leaf
+keeps its scope and parameters, hence its values. :class:`LeafCache` stores the log-values
+of the *matrix* leaves (types the compiled sweep does not evaluate inline, such as Chow-Liu
+trees, which dominate these passes) by leaf content (:func:`._graphedit.leaf_keys`) and
+evaluates only leaves it has not seen. Each leaf is evaluated on its own, so the values
+are exactly those of a fresh evaluation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._sweep import _width
+from ._graphedit import leaf_keys
+
+
+class LeafCache:
+    """Log-values of matrix leaves on the fixed rows ``X`` (complete data) in ``mode``,
+    at most ``max_bytes`` of them; a model whose matrix leaves need more is evaluated as
+    usual (:meth:`usable` is False)."""
+
+    def __init__(self, X: np.ndarray, mode: int, *, max_bytes: int = 512 << 20, n_threads: int = 1):
+        self.X = np.asarray(X, dtype=np.float64)
+        self.mode, self.n_threads = int(mode), int(n_threads)
+        self.n = self.X.shape[0]
+        self.capacity = max(0, int(max_bytes) // max(8 * self.n, 1))
+        self.V = np.empty((0, self.n))
+        self.row: dict = {}                 # leaf key -> row of V
+        self._keys: dict[int, tuple] = {}   # id(table) -> (table, keys): tables shared by models
+        self._gen = 0                       # bumped when rows of V move (stale layouts)
+        self.evaluated = 0                  # leaves evaluated so far (for tests and profiling)
+
+    def _table_keys(self, t) -> list:
+        hit = self._keys.get(id(t))
+        if hit is None or hit[0] is not t:
+            if len(self._keys) > 64:
+                self._keys.clear()
+            hit = self._keys[id(t)] = (t, leaf_keys(t))
+        return hit[1]
+
+    def _layout(self, spn):
+        """(slots, rows of V) of the matrix leaves of ``spn``, evaluating unseen ones; None
+        when they do not fit."""
+        mine = spn.__dict__.setdefault("_leafcache", {})
+        lay = mine.get(id(self))
+        if lay is not None and lay[0] is self and lay[1] == self._gen:
+            return lay[2]
+        tables = [t for t in spn.leaf_tables.values() if len(t) and t.state_log_probs(spn.cardinality) is None]
+        need = sum(len(t) for t in tables)
+        if not need or need > self.capacity:
+            return None
+        keys = [self._table_keys(t) for t in tables]
+        new = sum(1 for ks in keys for k in ks if k not in self.row)
+        if len(self.row) + new > self.capacity:      # keep only this model's leaves
+            live = {k for ks in keys for k in ks if k in self.row}
+            old = [(k, r) for k, r in self.row.items() if k in live]
+            V = np.empty((min(self.capacity, max(need, 2 * len(old) + 16)), self.n))
+            for j, (k, r) in enumerate(old):
+                V[j] = self.V[r]
+            self.V, self.row = V, {k: j for j, (k, _) in enumerate(old)}
+            self._gen += 1
+        slots, rows = [], []
+        for t, ks in zip(tables, keys):
+            miss = [i for i, k in enumerate(ks) if k not in self.row]
+            if miss:
+                self._evaluate(t, miss, ks)
+            slots.append(t.slot)
+            rows.append(np.fromiter((self.row[k] for k in ks), dtype=np.int64, count=len(ks)))
+        lay = (np.concatenate(slots), np.concatenate(rows))
+        mine[id(self)] = (self, self._gen, lay)
+        return lay
+
+    def _evaluate(self, t, miss: list[int], keys: list) -> None:
+        fresh = {}
+        for i in miss:                       # a leaf may occur twice in one table
+            fresh.setdefault(keys[i], i)
+        idx = list(fresh.values())
+        sub = type(t).from_nodes(t.node[idx], [t.to_node(i) for i in idx])
+        sub.slot = np.arange(len(idx), dtype=np.int64)
+        start = len(self.row)
+        if start + len(idx) > self.V.shape[0]:
+            V = np.empty((min(self.capacity, max(2 * self.V.shape[0], start + len(idx))), self.n))
+            V[:start] = self.V[:start]
+            self.V = V
+        step = 4096
+        for r0 in range(0, self.n, step):
+            r1 = min(self.n, r0 + step)
+            XT = np.full((self.X.shape[1], _width(r1 - r0)), np.nan)
+            XT[:, : r1 - r0] = self.X[r0:r1].T
+            out = np.empty((len(idx), XT.shape[1]))
+            sub.log_prob(XT, out, self.mode, self.n_threads)
+            self.V[start:start + len(idx), r0:r1] = out[:, : r1 - r0]
+        for j, k in enumerate(fresh):
+            self.row[k] = start + j
+        self.evaluated += len(idx)
+
+    def usable(self, spn, X) -> bool:
+        """True when ``X`` is this cache's data and ``spn``'s matrix leaves fit."""
+        return X is self.X and self._layout(spn) is not None
+
+    def chunk(self, spn, L: np.ndarray, r0: int, r1: int) -> None:
+        """Write the values of rows ``r0:r1`` into the leaf matrix ``L`` (slot x column);
+        the padding columns get 0 (the value of an all-missing column)."""
+        slots, rows = self._layout(spn)
+        L[slots, : r1 - r0] = self.V[rows, r0:r1]
+        L[slots, r1 - r0:] = 0.0
