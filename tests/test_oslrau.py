@@ -14,7 +14,8 @@ import spnc
 from spnc.errors import DataError, FormatError
 
 pytest.importorskip("spnc.learn._oslrau", reason="spnc.learn._oslrau is not built (add it to setup.py MODULES)")
-from spnc.learn.oslrau import LEAF, PRODUCT, SUM, OSLRAU  # noqa: E402
+from spnc._kinds import LEAF, PRODUCT, SUM  # noqa: E402
+from spnc.learn.oslrau import OSLRAU  # noqa: E402
 
 from conftest import shared_data  # noqa: E402
 

@@ -2,12 +2,12 @@
 2017), for real-valued data with Gaussian and multivariate Gaussian leaves.
 
 The learner keeps its own growable tree in flat arrays indexed by node id
-(:mod:`._oslrau_store`). Mini-batches are streamed through :func:`spnc.learn._oslrau.run`, which
-does the routing and counting for many batches per call without the GIL, scores each
-batch before learning from it, and returns when a product shows a correlation above the
-threshold; the structure change (Alg. 2-5) is then made here, in Python, and streaming
-resumes. ``spn_`` compiles the tree into a :class:`spnc.SPN` on demand
-(:mod:`._oslrau_model`); ``select`` picks settings in the same pass, racing the
+(:mod:`._oslrau_store`). Mini-batches are streamed through :func:`spnc.learn._oslrau.run`,
+which does the routing and counting for many batches per call without the GIL, scores
+each batch before learning from it, and returns when a product shows a correlation above
+the threshold; the structure change (Alg. 2-5, :mod:`._oslrau_edit`) is then made in
+Python, and streaming resumes. ``spn_`` compiles the tree into a :class:`spnc.SPN` on
+demand (:mod:`._oslrau_model`); ``select`` picks settings in the same pass, racing the
 candidates until ``race_after`` points (:mod:`._oslrau_select`).
 
 Implementation notes (where the paper leaves a choice, settled as in the authors' code,
@@ -39,12 +39,13 @@ import numpy as np
 
 from . import _oslrau
 from .. import stream as _stream
-from .._kinds import LEAF, PRODUCT, SUM
+from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from ..data import as_data, with_names
 from ..errors import DataError
 from ..graph import SPN
 from . import _oslrau_model as _model
+from ._oslrau_edit import StructureEdits
 from ._oslrau_store import _DTYPES, TreeStore
 from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
@@ -68,7 +69,7 @@ def paper_leaf_cap(n_vars: int) -> int:
     return 1 if n_vars <= 4 else min(4, n_vars - 1)
 
 
-class OSLRAU(DensityEstimator, TreeStore):
+class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
     """Online structure learner for Gaussian SPNs (oSLRAU).
 
     Parameters
@@ -285,14 +286,6 @@ class OSLRAU(DensityEstimator, TreeStore):
         """What is added to leaf variances when they are evaluated."""
         return float(self._cfg["min_var"]) if self._cfg["variance_floor"] == "always" else 0.0
 
-    def _leaf_cov(self, cov: np.ndarray) -> np.ndarray:
-        """A new leaf's covariance: diagonal raised to ``min_var`` under the paper's floor."""
-        cov = np.array(cov, dtype=np.float64, copy=True)
-        if self._cfg["variance_floor"] == "creation":
-            k = np.arange(len(cov))
-            cov[k, k] = np.maximum(cov[k, k], float(self._cfg["min_var"]))
-        return cov
-
     def _workspace(self, m: int) -> None:
         """Per-node scratch of the kernel (log-likelihoods and routes of a batch), with
         spare rows so that a few new nodes do not reallocate it."""
@@ -332,77 +325,6 @@ class OSLRAU(DensityEstimator, TreeStore):
             r, c = np.argwhere(~np.isfinite(A))[0]
             raise DataError(f"X[{r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
         return A
-
-    # ------------------------------------------------------------------ structure (Alg. 2-5)
-    def _merge(self, p: int, a: int, b: int, rows: np.ndarray, cap: int) -> None:
-        """Correlate children ``a`` and ``b`` of product ``p``, whose statistics already
-        hold the ``rows`` of the current batch that reached it (``a`` and ``b`` have not
-        seen them): one multivariate leaf when the joint scope fits ``cap`` (and ``cap``
-        is below the number of variables, Alg. 4), else a mixture of a product over the
-        two children and a new factored model (Alg. 3, 5), down which the rows are then
-        passed (Sec. 3.2)."""
-        kids = self._kids(p)
-        if a not in kids or b not in kids:
-            return
-        self._merges[p] += 1
-        pscope = self._node_scope(p)
-        joint = np.union1d(self._node_scope(a), self._node_scope(b)).astype(np.int32)
-        idx = np.searchsorted(pscope, joint)
-        pmean, pcov = self._node_stats(p)
-        jmean, jcov = pmean[idx].copy(), pcov[np.ix_(idx, idx)].copy()
-        cnt = float(self._count[p])
-        if len(joint) <= cap and self._d > cap:
-            new = self._new(LEAF, joint, jmean, self._leaf_cov(jcov), count=cnt)   # Alg. 4
-        else:
-            before = cnt - len(rows)           # the mixture takes the rows below
-            p1 = self._new(PRODUCT, joint, jmean, jcov, [a, b], count=before,  # Alg. 3
-                           merges=int(self._merges[p]))
-            centre = rows[:, joint].mean(0) if len(rows) else jmean
-            var = np.diag(jcov).copy()
-            leaves = [self._new(LEAF, [v], centre[i:i + 1], self._leaf_cov(var[i:i + 1].reshape(1, 1)))
-                      for i, v in enumerate(joint)]
-            p2 = self._new(PRODUCT, joint, centre, np.diag(var), leaves)  # Alg. 5
-            new = self._new(SUM, joint, np.zeros(len(joint)), np.zeros(0), [p1, p2], count=before)
-            if len(rows):
-                self._pass_down(new, rows)
-        kids.remove(a)
-        kids.remove(b)
-        kids.append(new)
-        if len(kids) == 1:                     # single-child product: splice it out
-            self._replace(p, new)
-            self._set_kids(p, [])
-        else:
-            self._set_kids(p, kids)
-
-    def _pass_down(self, node: int, rows: np.ndarray) -> None:
-        """Parameter update (Alg. 1) of the subtree under ``node`` with ``rows``, as one
-        batch and without structure changes."""
-        g = self._g
-        out = np.empty(g["kind"].n, dtype=np.int32)
-        k = _oslrau.postorder(g["cstart"].view, g["cend"].view, g["child"].view, node, out)
-        self._workspace(len(rows))
-        rows = np.ascontiguousarray(rows)
-        nb, nc = self._stream(rows, 0, len(rows), out[:k], -1, np.inf, 2.0)
-        assert nb == 1 and nc == 0
-
-    def _replace(self, old: int, new: int) -> None:
-        """Put ``new`` where ``old`` was; a sum put under a sum hands over its children."""
-        par = int(self._parent[old])
-        self._parent[old] = -1
-        if par < 0:
-            self._root = new
-            self._parent[new] = -1
-            self._dirty = True
-            return
-        kids = self._kids(par)
-        i = kids.index(old)
-        if self._kind[par] == SUM and self._kind[new] == SUM:
-            kids[i:i + 1] = self._kids(new)
-            self._set_kids(new, [])
-            self._parent[new] = -1
-        else:
-            kids[i] = new
-        self._set_kids(par, kids)
 
     # ------------------------------------------------------------------ queries
     def _need_fit(self) -> None:
