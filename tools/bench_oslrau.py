@@ -8,6 +8,7 @@ time, points/s and SPN size, and writes a Markdown table.
 
     python tools/bench_oslrau.py [--data DIR] [--datasets qu banknote ...] [--folds 1 2 ...]
                                  [--spaced] [--paper-floor] [--select [--race-after N]]
+                                 [--defaults [--max-nodes N|none]]
                                  [--min-merge N] [--min-var V] [--out FILE]
 
 ``--paper-floor`` floors leaf variances at 1e-4 only when a leaf is created (the authors'
@@ -46,7 +47,7 @@ def load_folds(root: Path, name: str) -> list[np.ndarray]:
 def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced: bool = False,
                 min_var: float = 1e-6, folds_to_run: list[int] | None = None, select: bool = False,
                 floor: str = "always", defaults: bool = False, race_after: int | None = 100_000,
-                max_train: int | None = None) -> dict:
+                max_train: int | None = None, max_nodes: int | None | str = "default") -> dict:
     bs, target = SETTINGS[name]
     folds = load_folds(root, name)
     d = folds[0].shape[1]
@@ -54,7 +55,8 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
     for k in (folds_to_run or range(10)):
         train = np.vstack(folds[k + 1:] + folds[:k])[:max_train]
 
-        model = OSLRAU(random_state=seed + k) if defaults else OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
+        cap_kw = {} if max_nodes == "default" else {"max_nodes": max_nodes}
+        model = OSLRAU(random_state=seed + k, **cap_kw) if defaults else OSLRAU(correlation_threshold=0.1, max_leaf_vars=paper_leaf_cap(d), batch_size=bs,
                        min_merge_points=min_merge, spaced_merges=spaced, min_var=min_var, variance_floor=floor,
                        max_nodes=None, select="auto" if select else None, race_after=race_after,
                        random_state=seed + k)
@@ -68,7 +70,7 @@ def run_dataset(root: Path, name: str, seed: int, min_merge: int | None, spaced:
         sizes.append(spn.n_nodes)
         npts.append(len(train))
         print(f"  {name} fold {k + 1}: test LL {lls[-1]:.3f}, {times[-1]:.2f} s (CPU {cpus[-1]:.2f} s), "
-              f"{spn.n_nodes} nodes", file=sys.stderr, flush=True)
+              f"{spn.n_nodes} nodes, prequential LL {model.prequential_ll_:.3f}", file=sys.stderr, flush=True)
         if select:
             rec = model.selection_
             fmt = lambda v: " ".join("-" if x is None else f"{x:.3f}" for x in v)  # noqa: E731
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                     help='OSLRAU(select="auto"): floor and spacing chosen in the same single pass, prequentially')
     ap.add_argument("--race-after", type=int, default=100_000,
                     help="with --select: only the leader keeps learning after this many points (0: no race)")
+    ap.add_argument("--max-nodes", default="default",
+                    help="with --defaults: max_nodes (none: no cap; default: the learner's default)")
     ap.add_argument("--max-train", type=int, default=None,
                     help="stream only the first N training points of each fold (for traces; not a benchmark)")
     ap.add_argument("--paper-floor", action="store_true",
@@ -111,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="leaf variance floor (min_var; default 1e-6, or 1e-4 with --paper-floor)")
     ap.add_argument("--out", type=Path, default=None, help="write a Markdown table here")
     args = ap.parse_args(argv)
+    max_nodes = {"default": "default", "none": None}.get(args.max_nodes) if args.max_nodes in ("default", "none") \
+        else int(args.max_nodes)
     rows = []
     for name in args.datasets:
         min_var = args.min_var if args.min_var is not None else (1e-4 if args.paper_floor else 1e-6)
         r = run_dataset(args.data, name, args.seed, args.min_merge, args.spaced, min_var,
                         [k - 1 for k in args.folds] if args.folds else None, args.select,
                         "creation" if args.paper_floor else "always", args.defaults,
-                        args.race_after or None, args.max_train)
+                        args.race_after or None, args.max_train, max_nodes)
         rows.append(r)
         print(f"{name:9s} d={r['d']} batch={r['batch']} cap={r['cap']}: test LL {r['ll']:.2f} ± {r['ll_se']:.2f} "
               f"(paper {r['target']:.2f}), {r['time']:.3f} s/fold (CPU {r['cpu']:.3f} s), {r['pps']:,.0f} points/s, "
