@@ -95,7 +95,9 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         the smallest jitter that keeps it positive definite). :data:`PAPER_FLOOR` is the
         authors' setting (``"creation"`` with ``min_var=1e-4``).
     max_nodes : structure learning stops (parameters keep updating) once the network
-        has this many nodes, which bounds the cost per point (None: no cap).
+        has this many nodes, which bounds the cost per point (None: no cap). The default
+        20,000 is above what the small benchmark sets reach and keeps a 1.4 M-point
+        stream at about 0.2 ms per point (docs/benchmarks-oslrau.md).
     select : choose settings online, in the same single pass: ``"auto"``
         (:data:`AUTO_CANDIDATES`) or a list of dicts of parameter overrides. Every
         candidate learns from the same stream and scores each batch before training on
@@ -143,7 +145,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
     def __init__(self, correlation_threshold: float = 0.1, max_leaf_vars: int | None = None,
                  batch_size: int | str = "auto", structure_until: int | None = None,
                  min_merge_points: int | None = None, spaced_merges: bool = False,
-                 min_var: float = 1e-6, variance_floor: str = "always", max_nodes: int | None = 100_000,
+                 min_var: float = 1e-6, variance_floor: str = "always", max_nodes: int | None = 20_000,
                  weighted_routing: bool = False, select=None, race_after: int | None = 100_000,
                  random_state: int | None = None):
         self.correlation_threshold = correlation_threshold
