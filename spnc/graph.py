@@ -285,7 +285,7 @@ class SPN:
         """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
         each completed row (in the same sweep when every leaf is inline); with
         ``root_value``, the forward value of the chosen root (the max-product value)."""
-        out = X.copy()
+        out = np.empty_like(X)        # every entry is written back, chunk by chunk
         sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
         fused = ll is not None and not sw.matrix
         ll_states = leaf_states(self, MARGINAL)[0] if fused else None
@@ -299,7 +299,9 @@ class SPN:
             active = np.zeros((max(self.n_leaves, 1), m), dtype=np.uint8) if sw.matrix else no_active
             rv = np.empty(m)
             rw = np.zeros(m)
-            outT = XT.copy()
+            # XT is this chunk's own transposed copy and the kernel reads a block's missing
+            # entries before it fills them: with inline leaves only, fill it in place
+            outT = XT.copy() if sw.matrix else XT
             llc = np.empty(m) if fused else None
             _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
                           rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
