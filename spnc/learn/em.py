@@ -208,9 +208,10 @@ class EM(DensityEstimator):
                     t_step += 1
                     spn = self._mstep(spn, run, X[rows], w[rows])
                 est = run
-                obj = float(np.dot(w, spn.log_likelihood(X, n_threads=self.n_threads)) / wsum)
+                obj = float(np.einsum("i,i->", w, spn.log_likelihood(X, n_threads=self.n_threads)) / wsum)
                 if it == 1:
-                    hist_t.append(float(np.dot(w, model.log_likelihood(X, n_threads=self.n_threads)) / wsum))
+                    hist_t.append(float(np.einsum("i,i->", w, model.log_likelihood(X, n_threads=self.n_threads)))
+                                  / wsum)
             else:
                 est = self._estep(spn, X, w, hard=self.variant == "hard")
                 hist_t.append(est["objective"] / wsum)
@@ -287,7 +288,9 @@ class EM(DensityEstimator):
             if np.any(ll == -np.inf):
                 r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it")
-            obj += float(np.dot(rw[: len(ll)], ll))
+            # not np.dot: above ~10^4 rows numpy's BLAS wakes its own threads for a dot
+            # product (then spins), whatever n_threads says
+            obj += float(np.einsum("i,i->", rw[: len(ll)], ll))
             if not need_R:
                 continue
             for k, table in spn.leaf_tables.items():
