@@ -295,12 +295,15 @@ def main(argv=None) -> int:
                     help="continuous: n_clusters values to try")
     ap.add_argument("--leaves", nargs="+", choices=list(LEAVES), default=CONT_GRID["leaves"],
                     help="continuous: leaf kinds to try")
+    ap.add_argument("--binary-leaves", nargs="+", choices=["univariate", "multivariate"], default=["univariate"],
+                    help="binary, binary-cv: leaf kinds to try (multivariate: Chow-Liu trees over blocks of up "
+                         "to 4 variables and where the recursion stops)")
     ap.add_argument("--min-instances", nargs="+", type=int,
                     help="continuous: min_instances values to try (default 50, 500 above 5,000 rows)")
     a = ap.parse_args(argv)
     CONT_GRID.update(leaves=a.leaves, min_instances=a.min_instances, refine=a.refine, whole_scope=[bool(w) for w in a.whole_scope], n_clusters=a.clusters,
                      min_std=a.min_std)
-    BIN_GRID["max_depth"] = a.max_depth
+    BIN_GRID.update(max_depth=a.max_depth, leaves=a.binary_leaves)
     if a.mode == "continuous":
         continuous(a.sets or list(CONT_TARGET), a.folds, peers=not a.no_peers)
     elif a.mode == "binary":
