@@ -15,9 +15,11 @@ import time
 import _bench  # noqa: F401  (threads, import path; before numpy)
 import numpy as np
 from _bench import DEFAULT_DATA, load
+from bench_learnspn import GRIDS
 from spnc.learn import LearnSPN
 
-GRID = dict(g_factor=[2, 3, 5, 10, 20], min_instances=[10, 20, 50, 100, 500], alpha=[0.1, 0.5, 1, 2])
+#: bench_learnspn's univariate "gvs" grid without its restarts axis
+GRID = {k: GRIDS["gvs"][k] for k in ("g_factor", "min_instances", "alpha")}
 
 
 def main() -> None:
