@@ -5,8 +5,8 @@ For each set: L-SPN trees (``sum_split="latent"``) from GVS with ``g_factor`` x
 ``min_instances`` x Laplace ``alpha`` and from ``mi_components`` with the paper's beta x
 depth grid (``min_instances=10``, Laplace 1); the ``--top`` trees best on validation are
 merged with ``Merge`` (defaults) under each ``--refits`` choice; the graph best on
-validation gets soft EM (``EM(max_iter=30, patience=3, alpha=1)``, validation early
-stopping), kept only if validation improves. Test LL is printed for every candidate
+validation gets soft EM (``EM(max_iter=30, patience=3)``, validation early stopping, the
+pseudo-count from ``--em-alpha`` chosen on validation), kept only if validation improves. Test LL is printed for every candidate
 but never used for a choice. One JSON line per candidate.
 
 Usage: python tools/bench_merge_wide.py --sets accidents --leaves univariate [--top 3]
@@ -46,6 +46,8 @@ def main() -> None:
     ap.add_argument("--alpha", nargs="+", type=float, default=[0.1, 1.0])
     ap.add_argument("--top", type=int, default=3, help="trees (best on validation) to merge")
     ap.add_argument("--refits", nargs="+", default=["counts", "hard_em"], choices=["counts", "hard_em", "em"])
+    ap.add_argument("--em-alpha", nargs="+", type=float, default=[1.0],
+                    help="EM pseudo-counts for the chosen graph (the best on validation is kept)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     mean = lambda s, D: float(np.mean(s.log_likelihood(D, n_threads=1)))  # noqa: E731
@@ -81,13 +83,17 @@ def main() -> None:
                 if best is None or r["valid"] > best[0]["valid"]:
                     best = (r, g)
         r, g = best
-        t = time.perf_counter()
-        e = EM(init=g, max_iter=30, patience=3, alpha=1.0).fit(X, X_valid=Xv).spn_
-        ev = mean(e, Xv)
-        emit(dict(set=name, stage="em", cfg=r["cfg"], refit=r["refit"], valid=ev, test=mean(e, Xt),
-                  kept=ev > r["valid"], secs=time.perf_counter() - t))
+        ems = []
+        for a in args.em_alpha:
+            t = time.perf_counter()
+            e = EM(init=g, max_iter=30, patience=3, alpha=a).fit(X, X_valid=Xv).spn_
+            ev = mean(e, Xv)
+            emit(dict(set=name, stage="em", cfg=r["cfg"], refit=r["refit"], em_alpha=a, valid=ev, test=mean(e, Xt),
+                      kept=ev > r["valid"], secs=time.perf_counter() - t))
+            ems.append((ev, a, e))
+        ev, a, e = max(ems, key=lambda z: z[0])
         print(f"{name}: chosen {r['cfg']} refit={r['refit']} eps={r['eps']}: graph test {r['test']:.3f} "
-              f"(valid {r['valid']:.3f}), after EM {mean(e, Xt):.3f}; paper G-LL {PAPER2['lspn'][name][1]}")
+              f"(valid {r['valid']:.3f}), after EM (alpha {a}) {mean(e, Xt):.3f}; paper G-LL {PAPER2['lspn'][name][1]}")
 
 
 if __name__ == "__main__":
