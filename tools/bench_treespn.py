@@ -7,12 +7,12 @@
 2. *TreeSPN reproduction* (Desana & Schnörr, Sec. 6): depth-limited LearnSPN with
    ``n_trees`` Chow-Liu tree leaves added under every sum node, then EM on weights and
    trees until validation convergence. The paper's grid (p in {0.1, 0.01, 0.001}, n_trees
-   in {5, 20, 30}, depth in {2, 4, 6}) is searched on validation one axis at a time (see
-   ``treespn``), then EM's pseudo-count. ``--from-json`` with ``--sets`` replaces only
-   those sets' rows, so the sets can be run one at a time.
+   in {5, 20, 30}, depth in {2, 4, 6}) is searched on validation one axis at a time, or
+   whole with ``--full-grid`` (see ``treespn``), then EM's pseudo-count. ``--from-json``
+   with ``--sets`` replaces only those sets' rows, so the sets can be run one at a time.
 
 Usage: python tools/bench_treespn.py [--sets ...] [--learnspn-json FILE] [--no-treespn]
-       [--no-em] [--from-json FILE] [--json FILE] [--out docs/benchmarks-treespn.md]
+       [--no-em] [--full-grid] [--from-json FILE] [--json FILE] [--out docs/benchmarks-treespn.md]
 """
 from __future__ import annotations
 
@@ -95,12 +95,12 @@ def scores(spn, start, va, te) -> dict:
             "structure_test_ll": float(start.log_likelihood(te).mean())}
 
 
-def treespn(root: Path, sets: list[str], seed: int, done: list[dict] = ()) -> list[dict]:
-    """Coarse-to-fine search of the paper's grid on validation, one axis at a time:
-    p at (20 trees, depth 4); depth at (p, 20 trees); n_trees at (p, depth), all with
-    starting trees smoothed by ``TREE_ALPHAS[0]``; then the starting trees' smoothing; then
-    EM's pseudo-count from the chosen structure. 8 TreeSPN fits and 2 EM reruns per set.
-    Fits found in ``done`` (earlier rows, same seed) are reused, not repeated."""
+def treespn(root: Path, sets: list[str], seed: int, done: list[dict] = (), full: bool = False) -> list[dict]:
+    """Search of the paper's grid on validation, with starting trees smoothed by
+    ``TREE_ALPHAS[0]``: all 27 points (``full``) or one axis at a time (p at 20 trees and
+    depth 4; depth at that p; n_trees at that p and depth: 7 points); then the starting
+    trees' smoothing; then EM's pseudo-count from the chosen structure. Fits found in
+    ``done`` (earlier rows, same seed) are reused, not repeated."""
     rows = []
     for name in sets:
         tr, va, te = load(root, name)
@@ -120,9 +120,13 @@ def treespn(root: Path, sets: list[str], seed: int, done: list[dict] = ()) -> li
             return max(keys, key=lambda key: runs[key][0]["valid_ll"])
 
         ta = TREE_ALPHAS[0]
-        p = best([(q, 20, 4, ta) for q in P_VALUES if run(q, 20, 4, ta, "p")])[0]
-        h = best([(p, 20, d, ta) for d in DEPTHS if run(p, 20, d, ta, "depth")])[2]
-        k = best([(p, j, h, ta) for j in N_TREES if run(p, j, h, ta, "n_trees")])[1]
+        if full:
+            p, k, h, _ = best([(q, j, d, ta) for q in P_VALUES for d in DEPTHS for j in N_TREES
+                               if run(q, j, d, ta, "grid")])
+        else:
+            p = best([(q, 20, 4, ta) for q in P_VALUES if run(q, 20, 4, ta, "p")])[0]
+            h = best([(p, 20, d, ta) for d in DEPTHS if run(p, 20, d, ta, "depth")])[2]
+            k = best([(p, j, h, ta) for j in N_TREES if run(p, j, h, ta, "n_trees")])[1]
         ta = best([(p, k, h, a) for a in TREE_ALPHAS if run(p, k, h, a, "tree_alpha")])[3]
         r0, m = runs[(p, k, h, ta)]
         if m is None:      # reused row: the structure is refitted (same seed, same model)
@@ -191,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--learnspn-json", type=Path, default=None)
     ap.add_argument("--no-em", action="store_true")
     ap.add_argument("--no-treespn", action="store_true")
+    ap.add_argument("--full-grid", action="store_true", help="all 27 points of the paper's grid")
     ap.add_argument("--from-json", type=Path, default=None, help="reuse the rows of earlier --json runs")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     others = lambda key: [r for r in old.get(key, []) if r["set"] not in a.sets]  # noqa: E731 (rows of other sets)
     em_rows = old.get("em", []) if a.no_em else others("em") + em_from_learnspn(a.data, a.sets, chosen, a.seed)
     tree_rows = (old.get("treespn", []) if a.no_treespn
-                 else others("treespn") + treespn(a.data, a.sets, a.seed, old.get("treespn", [])))
+                 else others("treespn") + treespn(a.data, a.sets, a.seed, old.get("treespn", []), a.full_grid))
     if a.json:
         a.json.write_text(json.dumps({"em": em_rows, "treespn": tree_rows}, indent=1))
     text = markdown(em_rows, tree_rows)
