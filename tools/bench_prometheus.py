@@ -285,6 +285,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--variants", nargs="+", choices=["sampled", "full"], default=["sampled", "full"])
     ap.add_argument("--max-depth", nargs="+", type=int, default=BIN_GRID["max_depth"], help="binary: depths to try")
+    ap.add_argument("--max-products", nargs="+", type=int, default=BIN_GRID["max_products"],
+                    help="binary: product nodes per chain to try")
+    ap.add_argument("--binary-clusters", nargs="+", type=int, default=BIN_GRID["n_clusters"],
+                    help="binary, binary-cv: numbers of clusters to try")
     ap.add_argument("--refine", nargs="+", default=CONT_GRID["refine"], help="continuous refinements to try")
     ap.add_argument("--whole-scope", nargs="+", type=int, choices=[0, 1], default=[0, 1],
                     help="continuous: whole_scope values to try (0/1)")
@@ -303,7 +307,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     CONT_GRID.update(leaves=a.leaves, min_instances=a.min_instances, refine=a.refine, whole_scope=[bool(w) for w in a.whole_scope], n_clusters=a.clusters,
                      min_std=a.min_std)
-    BIN_GRID.update(max_depth=a.max_depth, leaves=a.binary_leaves)
+    BIN_GRID.update(max_depth=a.max_depth, max_products=a.max_products, n_clusters=a.binary_clusters,
+                    leaves=a.binary_leaves)
     if a.mode == "continuous":
         continuous(a.sets or list(CONT_TARGET), a.folds, peers=not a.no_peers)
     elif a.mode == "binary":
