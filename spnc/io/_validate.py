@@ -151,12 +151,16 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         out.members[name] = og
         return og
 
+    def sized(name: str, member: str, most: int) -> tuple[Group, Group, int]:
+        """A top-level group, its checked copy and the length of ``member`` (1..most)."""
+        g, og = tree.members[name], known_group(name)
+        n = c.shape_of(g, f"/{name}", member)
+        if not 1 <= n <= most:
+            raise err(f"/{name}/{member}", f"declares {n} {name}; need 1..{most}")
+        return g, og, n
+
     # ---- variables (P10) ----------------------------------------------------------------
-    gv = tree.members["variables"]
-    ov = known_group("variables")
-    V = c.shape_of(gv, "/variables", "type")
-    if not 1 <= V <= limits.max_vars:
-        raise err("/variables/type", f"declares {V} variables; need 1..{limits.max_vars}")
+    gv, ov, V = sized("variables", "type", limits.max_vars)
     vtype = c.dataset(gv, "/variables", "type", "u1")
     card = c.dataset(gv, "/variables", "cardinality", "i4", length=V, why=" (one per variable)")
     names = c.dataset(gv, "/variables", "name", "str", length=V, why=" (one per variable)",
@@ -181,11 +185,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
         ov.members["name"] = names
 
     # ---- nodes: kinds (G4, X1) and scopes (G5) --------------------------------------------
-    gn = tree.members["nodes"]
-    on = known_group("nodes")
-    N = c.shape_of(gn, "/nodes", "kind")
-    if not 1 <= N <= limits.max_nodes:
-        raise err("/nodes/kind", f"declares {N} nodes; need 1..{limits.max_nodes}")
+    gn, on, N = sized("nodes", "kind", limits.max_nodes)
     kind = c.dataset(gn, "/nodes", "kind", "u1")
     kmap, fallback_codes = _kind_map(kind, on.attrs["kind_names"], required, optional)
     mkind = kmap[kind]
