@@ -6,8 +6,9 @@ For each set: L-SPN trees (``sum_split="latent"``) from GVS with ``g_factor`` x
 depth grid (``min_instances=10``, Laplace 1); the ``--top`` trees best on validation are
 merged with ``Merge`` (defaults) under each ``--refits`` choice; the graph best on
 validation gets soft EM (``EM(max_iter=30, patience=3)``, validation early stopping, the
-pseudo-count from ``--em-alpha`` chosen on validation), kept only if validation improves. Test LL is printed for every candidate
-but never used for a choice. One JSON line per candidate.
+pseudo-count from ``--em-alpha`` chosen on validation), kept only if validation improves.
+Test LL is printed for every candidate but never used for a choice. One JSON line per
+candidate.
 
 Usage: python tools/bench_merge_wide.py --sets accidents --leaves univariate [--top 3]
 """
