@@ -11,6 +11,7 @@ from setuptools.command.build_ext import build_ext
 MODULES = [
     ("spnc._graph", False),
     ("spnc._infer", True),
+    ("spnc._check", False),
     ("spnc.leaves._kernels", True),
     ("spnc.leaves._cltree", True),
     ("spnc._counts", True),
@@ -33,7 +34,8 @@ if os.environ.get("SPNC_DEBUG_CYTHON") == "1":
     DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True)
 
 # -O3 vectorises the block loops; -fno-trapping-math lets the branch-free exp/log if-convert
-# (we never read FP exception flags); no -ffast-math: the kernels rely on IEEE inf/NaN.
+# (FP flags are read only after a whole plain-double sweep, where a spurious one costs a
+# redone block, never a wrong value); no -ffast-math: the kernels rely on IEEE inf/NaN.
 CFLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-Wno-unused-function", "-Wno-unreachable-code"]
 
 OMP_PROBE = """#include <omp.h>

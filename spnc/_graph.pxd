@@ -8,7 +8,9 @@ cdef struct GraphC:
     const double *logw
     const double *wm               # edge weights as wm * 2^we (wm in [0.5, 1)) for linear sweeps
     const double *we
+    const double *w                # the same weights as plain doubles
     bint linear                    # sum-product sweeps run in the linear domain
+    bint plain                     # linear sweeps try plain doubles first (see _sweeps.h)
     const int64_t *leaf_slot
     const int32_t *child_slot      # workspace slot of each edge's child (forward-only sweeps)
     const int32_t *node_slot       # workspace slot of each node (forward-only sweeps)
@@ -30,6 +32,7 @@ cdef struct StatesC:
     const double *miss             # (N,) value when the variable is missing (per mode)
     const double *lm               # the states' probabilities as lm * 2^le (linear sweeps)
     const double *le
+    const double *lin              # lm * 2^le as plain doubles
     const double *prob             # exp(logp), for sampling
     const int32_t *nst             # (N,) number of states of an inline leaf
     const int32_t *best            # (N,) its most probable state (first maximum)
@@ -38,12 +41,13 @@ cdef struct StatesC:
 
 cdef class Graph:
     """The compiled structure every kernel takes (see spnc/_graph.pyx)."""
-    cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_
+    cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_, w_
     cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_
     cdef GraphC c
+    cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone
 
 
 cdef class LeafStates:
     """Discrete univariate leaves evaluated inside the sweep (a state table per leaf)."""
-    cdef readonly object var_, off_, logp_, miss_, lm_, le_, nst_, best_, skip_, prob_
+    cdef readonly object var_, off_, logp_, miss_, lm_, le_, lin_, nst_, best_, skip_, prob_
     cdef StatesC c

@@ -34,10 +34,12 @@ cdef class Graph:
 
     ``kind`` uint8[N], ``child_ptr`` int64[N+1], ``child`` int32[E] (child < parent),
     ``logw`` float64[E] (0 on product edges), ``leaf_slot`` int64[N] (-1 for internal nodes),
-    ``keep`` the nodes (roots) whose forward values must survive the sweep."""
+    ``keep`` the nodes (roots) whose forward values must survive the sweep. ``plain``:
+    linear sum-product sweeps try plain doubles first (``False`` keeps them scaled, to test
+    that both agree)."""
 
     def __cinit__(self, kind, child_ptr, child, logw, leaf_slot, keep, Py_ssize_t n_leaves,
-                  weight=None, linear=None):
+                  weight=None, linear=None, plain=True):
         self.kind_ = np.ascontiguousarray(kind, dtype=np.uint8)
         self.child_ptr_ = np.ascontiguousarray(child_ptr, dtype=np.int64)
         self.child_ = np.ascontiguousarray(child, dtype=np.int32)
@@ -52,7 +54,9 @@ cdef class Graph:
         self.c.n_slots = n_slots
         self.ident_ = np.arange(max(self.c.n_nodes, 1), dtype=np.int32)
         w = np.exp(self.logw_) if weight is None else np.asarray(weight, dtype=np.float64)
-        self.wm_, self.we_ = split_pow2(w if self.c.n_edges else np.ones(1))
+        self.w_ = np.ascontiguousarray(w if self.c.n_edges else np.ones(1), dtype=np.float64)
+        self.wm_, self.we_ = split_pow2(self.w_)
+        self.c.plain = bool(plain)
         self.c.linear = choose_linear(self.kind_, self.child_ptr_, self.child_) if linear is None else bool(linear)
         cdef const double[::1] wm = self.wm_
         cdef const double[::1] we = self.we_
@@ -66,7 +70,8 @@ cdef class Graph:
         cdef const int32_t[::1] idn = self.ident_
         self.c.kind, self.c.child_ptr, self.c.child, self.c.logw = &k[0], &p[0], &c[0], &lw[0]
         self.c.leaf_slot, self.c.child_slot, self.c.node_slot, self.c.ident = &ls[0], &cs[0], &ns[0], &idn[0]
-        self.c.wm, self.c.we = &wm[0], &we[0]
+        cdef const double[::1] wp = self.w_
+        self.c.wm, self.c.we, self.c.w = &wm[0], &we[0], &wp[0]
         if not self.c.n_edges:  # keep the 1-element placeholders alive
             self.child_, self.logw_ = c.base, lw.base
 
@@ -98,6 +103,11 @@ cdef class Graph:
     def linear(self):
         """True if sum-product sweeps run in the linear domain (see choose_linear)."""
         return bool(self.c.linear)
+
+    @property
+    def plain(self):
+        """True if linear sweeps try plain doubles before power-of-two scaling."""
+        return bool(self.c.plain)
 
     @property
     def shares(self):
@@ -140,10 +150,12 @@ cdef class LeafStates:
         self.logp_ = np.ascontiguousarray(logp if len(logp) else np.zeros(1), dtype=np.float64)
         self.miss_ = np.ascontiguousarray(miss, dtype=np.float64)
         with np.errstate(under="ignore"):
-            self.lm_, self.le_ = split_pow2(np.exp(self.logp_))
+            self.lin_ = np.ascontiguousarray(np.exp(self.logp_))
+        self.lm_, self.le_ = split_pow2(self.lin_)
         cdef const double[::1] lm = self.lm_
         cdef const double[::1] le = self.le_
-        self.c.lm, self.c.le = &lm[0], &le[0]
+        cdef const double[::1] ln = self.lin_
+        self.c.lm, self.c.le, self.c.lin = &lm[0], &le[0], &ln[0]
         self.prob_ = np.empty(len(self.logp_))
         cdef double[::1] pr = self.prob_
         cdef const double[::1] lpv = self.logp_

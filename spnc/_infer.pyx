@@ -9,7 +9,7 @@ BLOCK. Blocks of BLOCK rows run in parallel; each thread owns a row of ``ws``.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, fabs, floor, log, exp
+from libc.math cimport INFINITY, frexp, log, exp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -27,6 +27,7 @@ cdef extern from "_select.h" nogil:
         const double *logw
         const double *wm
         const double *we
+        const double *w
         const int64_t *leaf_slot
         const int64_t *toff
         const int64_t *sidx
@@ -40,6 +41,7 @@ cdef extern from "_select.h" nogil:
         const double *miss
         const double *lm
         const double *le
+        const double *lin
         const double *prob
         const int32_t *nst
         const int32_t *best
@@ -50,8 +52,14 @@ cdef extern from "_select.h" nogil:
                           const int32_t *ns, double *T, double *arg)
     void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
                           double *T)
+    void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
+                            double *T)
+    void spnc_fp_clear()
+    int spnc_fp_bad()
+    int spnc_budget_left(const int *b)
+    void spnc_budget_spend(int *b)
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
-                       int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                       int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
                        double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                      const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
@@ -66,34 +74,6 @@ BLOCK = SPNC_B
 HAVE_OPENMP = bool(SPNC_OPENMP)
 
 
-cdef extern from "_check.h" nogil:
-    int spnc_any_bad(const double *X, int64_t n, int64_t d, int64_t rs, int64_t cs, const double *card)
-    int spnc_bad(double x, double k)
-
-
-def first_bad_value(const double[:, :] X, const int32_t[::1] card):
-    """First (row, col, code) where X is inf (code 1) or, for a discrete variable, not an
-    integer in [0, card) (code 2); (-1, -1, 0) if none. NaN (missing) is allowed. One
-    vectorised pass; the cell is located only when there is a bad one."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], r, c
-    cdef double[::1] k = np.asarray(card, dtype=np.float64)
-    cdef int bad
-    if n == 0 or d == 0:
-        return -1, -1, 0
-    if X.strides[0] % sizeof(double) or X.strides[1] % sizeof(double):
-        bad = 1                                     # unaligned view: the exact scan only
-    else:
-        with nogil:
-            bad = spnc_any_bad(&X[0, 0], n, d, X.strides[0] // sizeof(double), X.strides[1] // sizeof(double),
-                               &k[0])
-    if bad:
-        for r in range(n):
-            for c in range(d):
-                if spnc_bad(X[r, c], k[c]):
-                    return r, c, 1 if fabs(X[r, c]) == INFINITY else 2
-    return -1, -1, 0
-
-
 cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, const double[:, ::1] L,
                    bint skip) noexcept:
     """The C view of a sweep over one chunk; ``skip``: inline leaves that only products
@@ -101,22 +81,73 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     cdef spnc_net c
     c.n_nodes = g.n_nodes
     c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
+    c.w = g.w
     c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
-    c.prob = s.prob
+    c.prob, c.lin = s.prob, s.lin
     c.XT = &XT[0, 0]
     c.L = &L[0, 0]
     c.m = XT.shape[1]
     return c
 
 
-cdef inline double _lin_log(const double *W, int64_t slot, Py_ssize_t j) noexcept nogil:
-    """log of the linear value of the node in ``slot``, row j of the block."""
-    cdef double m = W[slot * 2 * SPNC_B + j]
+cdef enum:
+    LOG_DOMAIN = 0      # log values, one per slot and row
+    SCALED = 1          # mantissa and power-of-two exponent (two per slot and row)
+    PLAIN = 2           # linear values as plain doubles
+
+
+cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
+                             const int32_t *ns, double *T, bint linear, int *budget) noexcept nogil:
+    """Sum-product forward of one block; returns the domain its values are in. A linear
+    block runs on plain doubles first and is redone scaled only if that pass underflowed or
+    overflowed (the values then agree bit for bit, see _sweeps.h); each redo spends one of
+    the sweep's ``budget``, and with none left the blocks go scaled at once."""
+    if not linear:
+        spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
+        return LOG_DOMAIN
+    if spnc_budget_left(budget):
+        spnc_fp_clear()
+        spnc_forward_plain(net, col0, W, cs, ns, T)
+        if not spnc_fp_bad():
+            return PLAIN
+        spnc_budget_spend(budget)
+    spnc_forward_lin(net, col0, W, cs, ns, T)
+    return SCALED
+
+
+cdef int _plain_budget(Graph graph, Py_ssize_t n_blocks) noexcept:
+    """Blocks of a sweep that may be redone scaled before it stops trying plain doubles."""
+    return <int> max(4, n_blocks // 8) if graph.c.plain and graph.c.linear else 0
+
+
+cdef void _plain_record(Graph graph, Py_ssize_t n_blocks, int budget, int left) noexcept:
+    """Stop trying plain doubles on a model whose blocks keep underflowing (rows of many
+    variables): a sweep that spent its whole budget, or one block in four redone over 8+."""
+    if budget == 0:
+        return
+    graph.plain_blocks += n_blocks
+    graph.plain_falls += budget - max(left, 0)
+    if left <= 0 or (graph.plain_falls >= 8 and 4 * graph.plain_falls >= graph.plain_blocks):
+        graph.c.plain = False
+
+
+cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int domain) noexcept nogil:
+    """log of the value of the node in ``slot``, row j of the block. Linear values are
+    split into mantissa and exponent first, so both linear domains give the same bits."""
+    cdef double m
+    cdef int e
+    if domain == LOG_DOMAIN:
+        return W[slot * SPNC_B + j]
+    if domain == PLAIN:
+        m = frexp(W[slot * SPNC_B + j], &e)
+    else:
+        m = W[slot * 2 * SPNC_B + j]
+        e = <int> W[slot * 2 * SPNC_B + SPNC_B + j]
     if m <= 0.0:
         return -INFINITY
-    return log(m) + W[slot * 2 * SPNC_B + SPNC_B + j] * 0.6931471805599453
+    return log(m) + e * 0.6931471805599453
 
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -141,13 +172,16 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
     cdef Py_ssize_t j
+    cdef int dom
+    cdef int budget0 = _plain_budget(graph, n_blocks) if linear else 0
+    cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
         if linear:
-            spnc_forward_lin(&net, b * SPNC_B, W, child, slot, NULL)
+            dom = _sum_forward(&net, b * SPNC_B, W, child, slot, NULL, True, &budget)
             for i in range(R):
                 for j in range(SPNC_B):
-                    out[i, b * SPNC_B + j] = _lin_log(W, slot[out_nodes[i]], j)
+                    out[i, b * SPNC_B + j] = _root_log(W, slot[out_nodes[i]], j, dom)
             continue
         spnc_forward_log(&net, b * SPNC_B, W, mode, child, slot, NULL, NULL)
         for i in range(R):
@@ -155,14 +189,11 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
         if copy_all:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
-
-
-cdef inline double _root_log(const double *W, int64_t n, Py_ssize_t j, bint linear) noexcept nogil:
-    return _lin_log(W, n, j) if linear else W[n * SPNC_B + j]
+    _plain_record(graph, n_blocks, budget0, budget)
 
 
 cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] roots, const double[::1] root_logw,
-                     double *ll, double *P, const int32_t *pslot, bint linear) noexcept nogil:
+                     double *ll, double *P, const int32_t *pslot, int domain) noexcept nogil:
     """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]) (root values in their forward
     ``slot``); P[pslot[root_i], j] += the root's share."""
     cdef Py_ssize_t R = roots.shape[0], i, j
@@ -170,17 +201,17 @@ cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] ro
     for j in range(SPNC_B):
         mx = -INFINITY
         for i in range(R):
-            v = _root_log(W, slot[roots[i]], j, linear) + root_logw[i]
+            v = _root_log(W, slot[roots[i]], j, domain) + root_logw[i]
             if v > mx:
                 mx = v
         s = 0.0
         if mx > -INFINITY:
             for i in range(R):
-                s = s + exp(_root_log(W, slot[roots[i]], j, linear) + root_logw[i] - mx)
+                s = s + exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - mx)
             ll[j] = mx + log(s)
             if P != NULL:
                 for i in range(R):
-                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, linear) + root_logw[i] - ll[j])
+                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - ll[j])
         else:
             ll[j] = -INFINITY
 
@@ -224,6 +255,9 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef double *T
     cdef double *P
     cdef double *dotc
+    cdef int dom
+    cdef int budget0 = _plain_budget(graph, n_blocks)
+    cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -235,16 +269,14 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             P = W + 2 * N * SPNC_B
         dotc = P + g.n_pslots * SPNC_B
         col0 = b * SPNC_B
-        if linear:
-            spnc_forward_lin(&net, col0, W, cs, ns, T)
-        else:
-            spnc_forward_log(&net, col0, W, MARGINAL, cs, ns, T, NULL)
+        dom = _sum_forward(&net, col0, W, cs, ns, T, linear, &budget)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
-        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, linear)
-        spnc_backward(&net, col0, P, T, W, linear, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
+        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
+        spnc_backward(&net, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
                       &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                       &state_acc[t, 0] if want_states else NULL)
+    _plain_record(graph, n_blocks, budget0, budget)
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,
@@ -311,6 +343,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef double *W
     cdef double *arg
     cdef uint64_t *A
+    cdef int dom
+    cdef int budget0 = _plain_budget(graph, n_blocks) if want_ll else 0
+    cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -333,12 +368,10 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                     &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt,
                     A + g.n_pslots, XT.shape[0])
         if want_ll:
-            if g.linear:
-                spnc_forward_lin(&lnet, col0, W, g.child_slot, g.node_slot, NULL)
-            else:
-                spnc_forward_log(&lnet, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
+            dom = _sum_forward(&lnet, col0, W, g.child_slot, g.node_slot, NULL, g.linear, &budget)
             for j in range(SPNC_B):
-                ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, g.linear)
+                ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, dom)
+    _plain_record(graph, n_blocks, budget0, budget)
 
 
 def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,

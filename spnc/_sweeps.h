@@ -19,6 +19,7 @@ typedef struct {
     const int64_t *child_ptr;
     const int32_t *child;
     const double *logw, *wm, *we;
+    const double *w;               /* edge weights as plain doubles (wm * 2^we) */
     const int64_t *leaf_slot;
     const int64_t *toff;           /* sum node: its first edge's row in T */
     const int64_t *sidx;           /* sum node: its index among the sums */
@@ -30,6 +31,7 @@ typedef struct {
     const int32_t *var;            /* -1: not inline */
     const int64_t *off;
     const double *logp, *miss, *lm, *le;
+    const double *lin;             /* lm * 2^le as plain doubles */
     const double *prob;            /* exp(logp) (libm), for sampling */
     const int32_t *nst, *best;
     /* the chunk */
@@ -187,6 +189,8 @@ static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const i
     }
 }
 
+#include "_plain.h"
+
 /* ---- backward ------------------------------------------------------------------------- */
 
 /* Row sums over a block in 8 lanes, added in a fixed tree: a dependency chain of SPNC_B adds
@@ -198,12 +202,18 @@ static SPNC_INLINE double spnc_lanes_sum(const double *l)
 }
 
 /* What sum node n pushes to child c, rho_n w_c S_c / S_n, from node values kept in W
- * (slot = node; no T), linear (mantissas, exponents; q = rho_n / m_n) or log domain. */
-static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restrict W, int linear, int64_t n,
-                                     int64_t c, double lw, double wm, double we, const double *restrict q)
+ * (slot = node; no T) in the sweep's domain: 2 plain doubles, 1 scaled (mantissas, then
+ * exponents), 0 log; q = rho_n / S_n (plain), rho_n / m_n (scaled), rho_n (log). Plain and
+ * scaled round alike, as in the forward, so they agree bit for bit above 2^-1022. */
+static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restrict W, int domain, int64_t n,
+                                     int64_t c, double lw, double w, double wm, double we,
+                                     const double *restrict q)
 {
     int j;
-    if (linear) {
+    if (domain == 2) {
+        const double *restrict cv = W + c * SPNC_B;
+        for (j = 0; j < SPNC_B; j++) out[j] = q[j] * w * cv[j];
+    } else if (domain == 1) {
         const double *restrict ne = W + n * 2 * SPNC_B + SPNC_B;
         const double *restrict cm = W + c * 2 * SPNC_B, *restrict ce = cm + SPNC_B;
         for (j = 0; j < SPNC_B; j++) {
@@ -252,7 +262,7 @@ static SPNC_INLINE double spnc_wdot_eq(const double *restrict p, const double *r
  * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
 SPNC_CLONES
 static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
-                          int linear, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                          int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
                           double *leaf_resp, double *all_post, double *state_acc)
 {
     int64_t n;
@@ -265,8 +275,8 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         if (g->kind[n] == 0) {
             const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
             double q[SPNC_B], v[SPNC_B];
-            if (!t && linear) {
-                const double *restrict nm = W + n * 2 * SPNC_B;
+            if (!t && domain) {
+                const double *restrict nm = W + n * (domain == 2 ? 1 : 2) * SPNC_B;
                 for (j = 0; j < SPNC_B; j++) {
                     const double r = pn[j] / nm[j];   /* both sides computed: vectorises */
                     q[j] = pn[j] > 0.0 ? r : 0.0;
@@ -280,7 +290,8 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
                     const double *restrict te = t + e * SPNC_B;
                     for (j = 0; j < SPNC_B; j++) v[j] = pn[j] * te[j];
                 } else {
-                    spnc_push_of(v, W, linear, n, g->child[a + e], g->logw[a + e], g->wm[a + e], g->we[a + e], q);
+                    spnc_push_of(v, W, domain, n, g->child[a + e], g->logw[a + e], g->w[a + e], g->wm[a + e],
+                                 g->we[a + e], q);
                 }
                 if (g->first[a + e]) memcpy(pc, v, SPNC_B * sizeof(double));
                 else for (j = 0; j < SPNC_B; j++) pc[j] += v[j];

@@ -1,0 +1,121 @@
+/* The linear sum-product sweep on plain doubles (included by _sweeps.h, which defines
+ * spnc_net). See the comment below for why it agrees with the scaled sweep bit for bit. */
+#ifndef SPNC_PLAIN_H
+#define SPNC_PLAIN_H
+
+/* ---- linear domain in plain doubles ---------------------------------------------------- */
+/* The linear sweep without exponents: the same products and sums on plain doubles. Scaling
+ * by a power of two is exact, so as long as no value underflows or overflows this gives the
+ * scaled sweep's values bit for bit; the caller checks the IEEE flags (spnc_fp_bad) and
+ * redoes the block scaled when one was raised. Contraction is off in this sweep: w * c must
+ * round before it is added, as the scaled sum rounds a * m_c before scaling it exactly. */
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+/* MXCSR's sticky flags: denormal operand, overflow, underflow (bits 1, 3, 4) */
+static inline void spnc_fp_clear(void) { _mm_setcsr(_mm_getcsr() & ~0x3fu); }
+static inline int spnc_fp_bad(void) { return (_mm_getcsr() & 0x1au) != 0; }
+#else
+#include <fenv.h>
+static inline void spnc_fp_clear(void) { feclearexcept(FE_ALL_EXCEPT); }
+static inline int spnc_fp_bad(void) { return fetestexcept(FE_UNDERFLOW | FE_OVERFLOW) != 0; }
+#endif
+
+/* A sweep's budget of blocks that may fall back before it stops trying plain doubles
+ * (shared by its threads; which path a block takes never changes its values). */
+static inline int spnc_budget_left(const int *b) { return __atomic_load_n(b, __ATOMIC_RELAXED) > 0; }
+static inline void spnc_budget_spend(int *b) { __atomic_fetch_sub(b, 1, __ATOMIC_RELAXED); }
+
+/* Multiply leaf c's probabilities into m; missing -> 1. */
+static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *g, int64_t c, int64_t col0)
+{
+    const double *restrict xv = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict p = g->lin + g->off[c];
+    int j;
+    if (g->nst[c] == 2) {
+        const double a0 = p[0], a1 = p[1];
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            double a = v == 1.0 ? a1 : a0;
+            m[j] *= v == v ? a : 1.0;
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j++) {
+            double v = xv[j];
+            int32_t st = (int32_t)(v == v ? v : 0.0);
+            double a = p[st];
+            m[j] *= v == v ? a : 1.0;
+        }
+    }
+}
+
+/* exp(l) as the scaled sweep builds it (exp of the reduced argument times 2^e), so the
+ * values agree bit for bit; out of range the multiplies raise the flags. Not inlined: it
+ * must be compiled with contraction on, as spnc_lin_from_log is. */
+SPNC_CLONES __attribute__((noinline))
+static void spnc_plain_from_log(double *restrict out, const double *restrict lv)
+{
+    int j;
+    for (j = 0; j < SPNC_B; j++) {
+        double l = lv[j];
+        double e = floor(l * 1.4426950408889634) + 1.0;
+        double r = l - e * 0.6931471805599453;
+        r = r > 0.0 ? 0.0 : r;
+        double fin = l > -INFINITY;
+        double m = fin ? spnc_exp_nonpos(fin ? r : 0.0) : 0.0;
+        double ec = e < -2000.0 ? -2000.0 : (e > 2000.0 ? 2000.0 : e);
+        double h = floor(0.5 * ec);
+        out[j] = m * spnc_pow2(h) * spnc_pow2(ec - h);
+    }
+}
+
+SPNC_CLONES __attribute__((optimize("fp-contract=off")))
+static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,
+                               const int32_t *ns, double *T)
+{
+    int64_t n, e;
+    int j;
+    for (n = 0; n < g->n_nodes; n++) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *restrict out = W + (int64_t)ns[n] * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->skip && g->skip[n]) continue;
+            if (g->var[n] >= 0) {
+                for (j = 0; j < SPNC_B; j++) out[j] = 1.0;
+                spnc_plain_leaf_mul(out, g, n, col0);
+            } else {
+                spnc_plain_from_log(out, g->L + g->leaf_slot[n] * g->m + col0);
+            }
+        } else if (g->kind[n] == 1) {
+            double m[SPNC_B];
+            for (j = 0; j < SPNC_B; j++) m[j] = 1.0;
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                if (g->var[c] >= 0) {
+                    spnc_plain_leaf_mul(m, g, c, col0);
+                } else {
+                    const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
+                    for (j = 0; j < SPNC_B; j++) m[j] *= v[j];
+                }
+            }
+            for (j = 0; j < SPNC_B; j++) out[j] = m[j];
+        } else {
+            double s[SPNC_B];
+            double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
+            for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+            for (e = 0; e < k; e++) {
+                const double *restrict c = W + (int64_t)cs[a + e] * SPNC_B;
+                const double w = g->w[a + e];
+                if (t) {
+                    double *restrict te = t + e * SPNC_B;
+                    for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] += te[j]; }
+                } else {
+                    for (j = 0; j < SPNC_B; j++) s[j] += w * c[j];
+                }
+            }
+            for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+            if (t) spnc_share(t, s, k);
+        }
+    }
+}
+
+#endif
