@@ -253,6 +253,38 @@ static SPNC_INLINE double spnc_wdot_eq(const double *restrict p, const double *r
         }
     return spnc_lanes_sum(l);
 }
+/* v = a * s * b (b NULL: 1) to the child's posterior pc (written if first, else added),
+ * returning sum_j v[j] w[j] (the edge's expected count): one pass, v never stored. */
+static SPNC_INLINE double spnc_push(double *restrict pc, int first, const double *restrict a, double s,
+                                   const double *restrict b, const double *restrict w)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    if (!b) {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i];
+                pc[j + i] = first ? v : pc[j + i] + v;
+                l[i] += v * w[j + i];
+            }
+    } else if (first) {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i] * s * b[j + i];
+                pc[j + i] = v;
+                l[i] += v * w[j + i];
+            }
+    } else {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i] * s * b[j + i];
+                pc[j + i] += v;
+                l[i] += v * w[j + i];
+            }
+    }
+    return spnc_lanes_sum(l);
+}
+
 /* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
  * in the backward slots pslot: a node whose only parent is a product shares its slot, so
  * products copy nothing to such children. Parents push to children: rho_c = sum over parents
@@ -285,17 +317,16 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
                 memcpy(q, pn, SPNC_B * sizeof(double));
             }
             for (e = 0; e < k; e++) {
-                double *restrict pc = P + (int64_t)g->pslot[g->child[a + e]] * SPNC_B;
+                const int64_t c = g->child[a + e];
+                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
                 if (t) {
-                    const double *restrict te = t + e * SPNC_B;
-                    for (j = 0; j < SPNC_B; j++) v[j] = pn[j] * te[j];
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], pn, 1.0, t + e * SPNC_B, wt);
+                } else if (domain == 2) {
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], q, g->w[a + e], W + c * SPNC_B, wt);
                 } else {
-                    spnc_push_of(v, W, domain, n, g->child[a + e], g->logw[a + e], g->w[a + e], g->wm[a + e],
-                                 g->we[a + e], q);
+                    spnc_push_of(v, W, domain, n, c, g->logw[a + e], g->w[a + e], g->wm[a + e], g->we[a + e], q);
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], v, 1.0, NULL, wt);
                 }
-                if (g->first[a + e]) memcpy(pc, v, SPNC_B * sizeof(double));
-                else for (j = 0; j < SPNC_B; j++) pc[j] += v[j];
-                edge_acc[a + e] += spnc_wdot(v, wt);
             }
         } else if (g->kind[n] == 1) {
             for (e = 0; e < k; e++) {
