@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from . import _graph, _infer
+from . import _data, _graph, _infer
 from ._kinds import MAX
 from ._threads import effective_n_threads
 
@@ -125,8 +125,12 @@ class Sweep:
         X, n = self.X, self.X.shape[0]
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
-            XT = np.full((self.spn.n_vars, _width(r1 - r0)), np.nan)
-            XT[:, : r1 - r0] = X[r0:r1].T
+            XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
+            XT[:, r1 - r0:] = np.nan
+            if X.dtype == np.float64:
+                _data.transpose_into(X, r0, r1, XT)
+            else:
+                XT[:, : r1 - r0] = X[r0:r1].T
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
                 L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
                 self.leaf_values.chunk(self.spn, L, r0, r1)

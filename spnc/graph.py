@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _check, _infer
+from . import _data, _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._sweep import Sweep, leaf_states
@@ -179,7 +179,7 @@ class SPN:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}), got shape {A.shape}")
         if A.shape[1] != self.n_vars:
             raise DataError(f"{name} has {A.shape[1]} columns, the model has {self.n_vars} variables")
-        r, c, code = _check.first_bad_value(A, self.cardinality)
+        r, c, code = _data.first_bad_value(A, self.cardinality)
         if code == 1:
             raise DataError(f"{name}[{r}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for missing)")
         if code == 2:

@@ -151,7 +151,7 @@ def test_vocabulary_mirror_and_thread_policy(monkeypatch):
 
 @pytest.mark.parametrize("layout", ["C", "F", "reversed", "every_other_column", "unaligned"])
 def test_first_bad_value_finds_the_first_bad_cell_in_any_layout(layout):
-    from spnc import _check
+    from spnc import _data
     rng = np.random.default_rng(7)
     card = np.array([2, 3, 0, 5, 2, 0, 4, 2], dtype=np.int32)
     for trial in range(30):
@@ -174,4 +174,4 @@ def test_first_bad_value_finds_the_first_bad_cell_in_any_layout(layout):
         if flat.any():
             r, c = np.argwhere(flat)[0]
             want = (r, c, 1 if np.isinf(X[r, c]) else 2)
-        assert tuple(_check.first_bad_value(X, card)) == want
+        assert tuple(_data.first_bad_value(X, card)) == want

@@ -1,6 +1,8 @@
-"""The linear sweep on plain doubles against the scaled (mantissa, exponent) sweep: the
-same bits wherever no value underflows or overflows, and the scaled sweep's bits where
-one does (the block is redone). Both are checked against brute force elsewhere."""
+"""The sweep engine's fast paths against their plain references: the linear sweep on plain
+doubles against the scaled (mantissa, exponent) sweep (the same bits wherever no value
+underflows or overflows, and the scaled sweep's bits where one does: the block is redone;
+both are checked against brute force elsewhere), and the tiled transposition of a chunk
+against numpy's."""
 from __future__ import annotations
 
 import numpy as np
@@ -82,3 +84,25 @@ def test_plain_sweep_is_the_default_and_underflow_falls_back():
     for _ in range(10):
         small.log_likelihood(np.ones((100, 20)))
     assert graph_of(small).plain and graph_of(small).plain_falls == 0
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "float32"])
+def test_tiled_transpose_matches_numpy(layout):
+    from spnc import _data
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(203, 2 * 19))
+    X = {"C": base[:, :19].copy(), "F": np.asfortranarray(base[:, :19]), "strided": base[:, ::2],
+         "float32": base[:, :19].astype(np.float32)}[layout]
+    for r0, r1 in [(0, 203), (5, 5), (17, 200), (200, 203)]:
+        XT = np.full((19, r1 - r0 + 3), 7.0)
+        if layout == "float32":
+            with pytest.raises(ValueError):
+                _data.transpose_into(X, r0, r1, XT)
+            continue
+        _data.transpose_into(X, r0, r1, XT)
+        np.testing.assert_array_equal(XT[:, : r1 - r0], X[r0:r1].T)
+        assert (XT[:, r1 - r0:] == 7.0).all()
+    with pytest.raises(ValueError):
+        _data.transpose_into(base[:, :19].copy(), 0, 204, np.empty((19, 204)))
+    spn = spnc.compile(Sum([Product([spnc.Gaussian(v, 0.0, 1.0) for v in range(19)])], [1.0]))
+    np.testing.assert_allclose(spn.log_likelihood(X), spn.log_likelihood(np.asarray(X, dtype=np.float64)))
