@@ -48,23 +48,20 @@ static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *
     }
 }
 
-/* exp(l) as the scaled sweep builds it (exp of the reduced argument times 2^e), so the
- * values agree bit for bit; out of range the multiplies raise the flags. Not inlined: it
- * must be compiled with contraction on, as spnc_lin_from_log is. */
+/* exp(l) from the scaled sweep's (m, e) of it, so the values agree bit for bit; out of
+ * range the multiplies raise the flags. Not inlined: spnc_lin_from_log must be compiled
+ * with contraction on here, as in the scaled sweep. */
 SPNC_CLONES __attribute__((noinline))
 static void spnc_plain_from_log(double *restrict out, const double *restrict lv)
 {
+    double me[2 * SPNC_B];
     int j;
+    spnc_lin_from_log(me, lv);
     for (j = 0; j < SPNC_B; j++) {
-        double l = lv[j];
-        double e = floor(l * 1.4426950408889634) + 1.0;
-        double r = l - e * 0.6931471805599453;
-        r = r > 0.0 ? 0.0 : r;
-        double fin = l > -INFINITY;
-        double m = fin ? spnc_exp_nonpos(fin ? r : 0.0) : 0.0;
-        double ec = e < -2000.0 ? -2000.0 : (e > 2000.0 ? 2000.0 : e);
-        double h = floor(0.5 * ec);
-        out[j] = m * spnc_pow2(h) * spnc_pow2(ec - h);
+        const double e = me[SPNC_B + j];
+        const double ec = e < -2000.0 ? -2000.0 : (e > 2000.0 ? 2000.0 : e);
+        const double h = floor(0.5 * ec);
+        out[j] = me[j] * spnc_pow2(h) * spnc_pow2(ec - h);
     }
 }
 
