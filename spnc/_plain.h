@@ -69,6 +69,9 @@ SPNC_CLONES __attribute__((optimize("fp-contract=off")))
 static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,
                                const int32_t *ns, double *T)
 {
+#if defined(__clang__) || !defined(__GNUC__)
+#pragma STDC FP_CONTRACT OFF   /* the standard spelling, for compilers without the attribute */
+#endif
     int64_t n, e;
     int j;
     for (n = 0; n < g->n_nodes; n++) {
