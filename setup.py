@@ -11,7 +11,7 @@ from setuptools.command.build_ext import build_ext
 MODULES = [
     ("spnc._graph", False),
     ("spnc._infer", True),
-    ("spnc._data", False),
+    ("spnc._data", True),
     ("spnc.leaves._kernels", True),
     ("spnc.leaves._cltree", True),
     ("spnc._counts", True),

@@ -2,6 +2,7 @@
 categories (one vectorised pass, C in _check.h; the bad cell is located only when there is
 one) and the transposition of a chunk of rows into one row per variable."""
 import numpy as np
+from cython.parallel cimport prange
 from libc.math cimport INFINITY, fabs
 from libc.stdint cimport int32_t, int64_t
 
@@ -34,18 +35,19 @@ def first_bad_value(const double[:, :] X, const int32_t[::1] card):
     return -1, -1, 0
 
 
-def transpose_into(const double[:, :] X, Py_ssize_t r0, Py_ssize_t r1, double[:, ::1] XT):
+def transpose_into(const double[:, :] X, Py_ssize_t r0, Py_ssize_t r1, double[:, ::1] XT, int n_threads=1):
     """``XT[:, :r1 - r0] = X[r0:r1].T`` in tiles of 8 x 8, so each cache line of ``X`` is
     read once (an element-wise strided copy reads each line eight times, far apart, and on
-    small models costs as much as the sweep itself). Other columns of ``XT`` are left alone."""
-    cdef Py_ssize_t n = r1 - r0, d = X.shape[1], i, j, ii, jj, ie, je
+    small models costs as much as the sweep itself); tiles of rows are shared among
+    ``n_threads``. Other columns of ``XT`` are left alone."""
+    cdef Py_ssize_t n = r1 - r0, d = X.shape[1], t, i, j, ii, jj, ie, je
     if X.shape[0] < r1 or XT.shape[0] != d or XT.shape[1] < n or r0 < 0 or n < 0:
         raise ValueError("transpose_into: shapes do not match")
-    with nogil:
-        for i in range(0, n, 8):
-            ie = min(i + 8, n)
-            for j in range(0, d, 8):
-                je = min(j + 8, d)
-                for jj in range(j, je):
-                    for ii in range(i, ie):
-                        XT[jj, ii] = X[r0 + ii, jj]
+    for t in prange((n + 7) // 8, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        i = 8 * t
+        ie = min(i + 8, n)
+        for j in range(0, d, 8):
+            je = min(j + 8, d)
+            for jj in range(j, je):
+                for ii in range(i, ie):
+                    XT[jj, ii] = X[r0 + ii, jj]

@@ -128,7 +128,7 @@ class Sweep:
             XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
             XT[:, r1 - r0:] = np.nan
             if X.dtype == np.float64:
-                _data.transpose_into(X, r0, r1, XT)
+                _data.transpose_into(X, r0, r1, XT, self.n_threads)
             else:
                 XT[:, : r1 - r0] = X[r0:r1].T
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
