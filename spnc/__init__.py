@@ -6,6 +6,14 @@ try:
 except _PNF:  # running from a source tree
     __version__ = "0.1.0"
 
+from importlib.util import find_spec as _find_spec  # noqa: E402
+
+if _find_spec("spnc._graph") is None:  # a source tree without its build, e.g. the cwd
+    raise ImportError(
+        f"spnc's compiled extensions are missing from {__path__[0]}: this is a source tree "
+        "that was not built in place (Python imports it because it is the current directory). "
+        "Run from another directory, or install with `pip install -e .` to build it here.")
+
 from .errors import DataError, FormatError, ParameterError, ScopeError, SpncError, StructureError  # noqa: E402
 from .nodes import Leaf, Node, Product, Sum  # noqa: E402
 from .leaves import (Bernoulli, Categorical, ChowLiuLeaf, Gaussian, Indicator,  # noqa: E402

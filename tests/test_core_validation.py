@@ -1,6 +1,9 @@
 """Invalid structures and bad data raise clear exceptions naming the problem."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -175,3 +178,19 @@ def test_first_bad_value_finds_the_first_bad_cell_in_any_layout(layout):
             r, c = np.argwhere(flat)[0]
             want = (r, c, 1 if np.isinf(X[r, c]) else 2)
         assert tuple(_data.first_bad_value(X, card)) == want
+
+
+def test_importing_an_unbuilt_source_tree_says_so(tmp_path):
+    """`import spnc` from a checkout that was installed with `pip install .` (not built in
+    place) picks up the source tree in the current directory; it must say that, not fail
+    with a circular-import error deep in the package. (-S: no site packages, so no editable
+    install's finder maps `spnc` elsewhere.)"""
+    import shutil
+    import subprocess
+    import sys
+    (tmp_path / "spnc").mkdir()
+    shutil.copy(Path(spnc.__file__), tmp_path / "spnc" / "__init__.py")
+    r = subprocess.run([sys.executable, "-S", "-c", "import spnc"], cwd=tmp_path, capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=60)
+    assert r.returncode != 0
+    assert "compiled extensions are missing" in r.stderr and "pip install -e ." in r.stderr
