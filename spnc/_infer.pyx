@@ -102,7 +102,7 @@ cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const
                              const int32_t *ns, double *T, bint linear, int *budget) noexcept nogil:
     """Sum-product forward of one block; returns the domain its values are in. A linear
     block runs on plain doubles first and is redone scaled only if that pass underflowed or
-    overflowed (the values then agree bit for bit, see _sweeps.h); each redo spends one of
+    overflowed (the values then agree bit for bit, see _plain.h); each redo spends one of
     the sweep's ``budget``, and with none left the blocks go scaled at once."""
     if not linear:
         spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
@@ -134,20 +134,17 @@ cdef void _plain_record(Graph graph, Py_ssize_t n_blocks, int budget, int left) 
 
 
 cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int domain) noexcept nogil:
-    """log of the value of the node in ``slot``, row j of the block. Linear values are
-    split into mantissa and exponent first, so both linear domains give the same bits."""
+    """log of the value of the node in ``slot``, row j of the block. Plain values are split
+    into mantissa and exponent first, so both linear domains give the same bits."""
     cdef double m
     cdef int e
     if domain == LOG_DOMAIN:
         return W[slot * SPNC_B + j]
     if domain == PLAIN:
         m = frexp(W[slot * SPNC_B + j], &e)
-    else:
-        m = W[slot * 2 * SPNC_B + j]
-        e = <int> W[slot * 2 * SPNC_B + SPNC_B + j]
-    if m <= 0.0:
-        return -INFINITY
-    return log(m) + e * 0.6931471805599453
+        return log(m) + e * 0.6931471805599453 if m > 0.0 else -INFINITY
+    m = W[slot * 2 * SPNC_B + j]
+    return log(m) + W[slot * 2 * SPNC_B + SPNC_B + j] * 0.6931471805599453 if m > 0.0 else -INFINITY
 
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
