@@ -32,8 +32,7 @@ cdef struct StatesC:
     const double *miss             # (N,) value when the variable is missing (per mode)
     const double *lm               # the states' probabilities as lm * 2^le (linear sweeps)
     const double *le
-    const double *lin              # lm * 2^le as plain doubles
-    const double *prob             # exp(logp), for sampling
+    const double *lin              # lm * 2^le as plain doubles (plain sweeps, sampling)
     const int32_t *nst             # (N,) number of states of an inline leaf
     const int32_t *best            # (N,) its most probable state (first maximum)
     const uint8_t *skip            # (N,) inline leaf read only by product parents (never materialised)
@@ -49,5 +48,5 @@ cdef class Graph:
 
 cdef class LeafStates:
     """Discrete univariate leaves evaluated inside the sweep (a state table per leaf)."""
-    cdef readonly object var_, off_, logp_, miss_, lm_, le_, lin_, nst_, best_, skip_, prob_
+    cdef readonly object var_, off_, logp_, miss_, lm_, le_, lin_, nst_, best_, skip_
     cdef StatesC c

@@ -9,7 +9,6 @@ univariate leaves, which the sweep evaluates itself instead of reading a leaf ma
 import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport qsort
-from libc.math cimport exp
 
 from spnc._kinds cimport SUM, PRODUCT, LEAF
 
@@ -156,13 +155,6 @@ cdef class LeafStates:
         cdef const double[::1] le = self.le_
         cdef const double[::1] ln = self.lin_
         self.c.lm, self.c.le, self.c.lin = &lm[0], &le[0], &ln[0]
-        self.prob_ = np.empty(len(self.logp_))
-        cdef double[::1] pr = self.prob_
-        cdef const double[::1] lpv = self.logp_
-        cdef Py_ssize_t i
-        for i in range(pr.shape[0]):
-            pr[i] = exp(lpv[i])   # libm, as the sampler always used
-        self.c.prob = &pr[0]
         cdef const int32_t[::1] v = self.var_
         cdef const int64_t[::1] o = self.off_
         cdef const double[::1] lp = self.logp_

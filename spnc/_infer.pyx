@@ -42,7 +42,6 @@ cdef extern from "_select.h" nogil:
         const double *lm
         const double *le
         const double *lin
-        const double *prob
         const int32_t *nst
         const int32_t *best
         const double *XT
@@ -85,7 +84,7 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
-    c.prob, c.lin = s.prob, s.lin
+    c.lin = s.lin
     c.XT = &XT[0, 0]
     c.L = &L[0, 0]
     c.m = XT.shape[1]

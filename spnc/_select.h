@@ -113,7 +113,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                         double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
                         int64_t st, pick = -1, last = -1;
                         for (st = 0; st < ns; st++) {
-                            double p = g->prob[o + st];
+                            double p = g->lin[o + st];
                             if (p > 0.0) last = st;
                             cum += p;
                             if (u <= cum && p > 0.0) { pick = st; break; }

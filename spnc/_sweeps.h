@@ -31,8 +31,7 @@ typedef struct {
     const int32_t *var;            /* -1: not inline */
     const int64_t *off;
     const double *logp, *miss, *lm, *le;
-    const double *lin;             /* lm * 2^le as plain doubles */
-    const double *prob;            /* exp(logp) (libm), for sampling */
+    const double *lin;             /* lm * 2^le as plain doubles (plain sweeps, sampling) */
     const int32_t *nst, *best;
     /* the chunk */
     const double *XT, *L;
