@@ -104,22 +104,76 @@ static SPNC_INLINE void spnc_share(double *restrict T, const double *restrict s,
 }
 
 
-/* m = max_e(logw[e] + W[ch[e]]) over the k edges of one node (inlined into each clone). */
-static inline __attribute__((always_inline))
-void spnc_edge_max(double *restrict m, const double *restrict W, const int32_t *restrict ch,
-                   const double *restrict logw, int64_t k)
+/* Eight rows as one vector (GCC vector extension: one zmm on AVX-512, two ymm on AVX2, four
+ * xmm on the baseline). Loads and stores go through memcpy: no alignment is assumed. */
+typedef double spnc_v8 __attribute__((vector_size(64)));
+typedef int64_t spnc_m8 __attribute__((vector_size(64)));
+static SPNC_INLINE spnc_v8 spnc_ld(const double *p) { spnc_v8 v; memcpy(&v, p, sizeof v); return v; }
+static SPNC_INLINE void spnc_st(double *p, spnc_v8 v) { memcpy(p, &v, sizeof v); }
+/* Filled through memory: GCC 12 turns the initialiser {x, x, ...} into eight masked inserts
+ * per call inside target_clones functions; this form is one broadcast. */
+static SPNC_INLINE spnc_v8 spnc_splat(double x)
+{
+    double a[8];
+    spnc_v8 v;
+    int i;
+    for (i = 0; i < 8; i++) a[i] = x;
+    memcpy(&v, a, sizeof v);
+    return v;
+}
+/* where msk: a, else b */
+static SPNC_INLINE spnc_v8 spnc_blend(spnc_m8 msk, spnc_v8 a, spnc_v8 b)
+{
+    return (spnc_v8)(((spnc_m8)a & msk) | ((spnc_m8)b & ~msk));
+}
+
+/* out = max(init, max_e(add[e] + W[ch[e] * stride])) per row; with arg, the arg-max edge of
+ * each row (first maximum). Rows go SPNC_MAXV vectors at a time with the edges inside, so
+ * the running maxima and arg-maxes stay in registers (with the edge loop outside, both are
+ * stored and reloaded for every edge, and GCC vectorises that loop across edges, with
+ * gathers); four independent maxima hide the compare-and-select latency of each. */
+#define SPNC_MAXV 4
+static SPNC_INLINE void spnc_max_rows(double *restrict out, const double *restrict W, int64_t stride,
+                                      const int32_t *restrict ch, const double *restrict add, int64_t k,
+                                      double init, double *restrict arg)
 {
     int64_t e;
-    int j;
-    for (j = 0; j < SPNC_B; j++) m[j] = -INFINITY;
-    for (e = 0; e < k; e++) {
-        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
-        const double lw = logw[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = c[j] + lw;
-            m[j] = v > m[j] ? v : m[j];
+    int j0, i;
+    for (j0 = 0; j0 < SPNC_B; j0 += 8 * SPNC_MAXV) {
+        spnc_v8 m[SPNC_MAXV], ag[SPNC_MAXV];
+        for (i = 0; i < SPNC_MAXV; i++) { m[i] = spnc_splat(init); ag[i] = spnc_splat(0.0); }
+        if (arg) {
+            for (e = 0; e < k; e++) {
+                const double *restrict c = W + (int64_t)ch[e] * stride + j0;
+                const spnc_v8 lw = spnc_splat(add[e]), de = spnc_splat((double)e);
+                for (i = 0; i < SPNC_MAXV; i++) {
+                    const spnc_v8 v = spnc_ld(c + 8 * i) + lw;
+                    const spnc_m8 gt = v > m[i];
+                    ag[i] = spnc_blend(gt, de, ag[i]);
+                    m[i] = spnc_blend(gt, v, m[i]);
+                }
+            }
+            for (i = 0; i < SPNC_MAXV; i++) spnc_st(arg + j0 + 8 * i, ag[i]);
+        } else {
+            for (e = 0; e < k; e++) {
+                const double *restrict c = W + (int64_t)ch[e] * stride + j0;
+                const spnc_v8 lw = spnc_splat(add[e]);
+                for (i = 0; i < SPNC_MAXV; i++) {
+                    const spnc_v8 v = spnc_ld(c + 8 * i) + lw;
+                    m[i] = spnc_blend(v > m[i], v, m[i]);
+                }
+            }
         }
+        for (i = 0; i < SPNC_MAXV; i++) spnc_st(out + j0 + 8 * i, m[i]);
     }
+}
+
+/* The max-product sum node: out = max_e(logw[e] + W[ch[e]]), arg as above. */
+static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
+                                       const int32_t *restrict ch, const double *restrict logw, int64_t k,
+                                       double *restrict arg)
+{
+    spnc_max_rows(out, W, SPNC_B, ch, logw, k, -INFINITY, arg);
 }
 
 /* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node; with T, each
@@ -131,7 +185,7 @@ static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restr
     double m[SPNC_B], s[SPNC_B];
     int64_t e;
     int j;
-    spnc_edge_max(m, W, ch, logw, k);
+    spnc_max_block(m, W, ch, logw, k, NULL);
     for (j = 0; j < SPNC_B; j++) {
         m[j] = m[j] == -INFINITY ? 0.0 : m[j];
         s[j] = 0.0;
@@ -148,70 +202,6 @@ static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restr
     }
     for (j = 0; j < SPNC_B; j++) out[j] = m[j] + spnc_log_pos(s[j]);
     if (T) spnc_share(T, s, k);
-}
-
-/* Eight rows as one vector (GCC vector extension: one zmm on AVX-512, two ymm on AVX2, four
- * xmm on the baseline). Loads and stores go through memcpy: no alignment is assumed. */
-typedef double spnc_v8 __attribute__((vector_size(64)));
-typedef int64_t spnc_m8 __attribute__((vector_size(64)));
-static SPNC_INLINE spnc_v8 spnc_ld(const double *p) { spnc_v8 v; memcpy(&v, p, sizeof v); return v; }
-static SPNC_INLINE void spnc_st(double *p, spnc_v8 v) { memcpy(p, &v, sizeof v); }
-static SPNC_INLINE spnc_v8 spnc_splat(double x) { spnc_v8 v = {x, x, x, x, x, x, x, x}; return v; }
-/* where msk: a, else b */
-static SPNC_INLINE spnc_v8 spnc_blend(spnc_m8 msk, spnc_v8 a, spnc_v8 b)
-{
-    return (spnc_v8)(((spnc_m8)a & msk) | ((spnc_m8)b & ~msk));
-}
-
-/* out = max_e(logw[e] + W[ch[e]]): the max-product sum node; with arg, the arg-max edge of
- * each row (first maximum). Rows go 16 at a time with the edges inside, so the running
- * maximum and arg-max stay in registers (with the edge loop outside, both are stored and
- * reloaded for every edge, and GCC vectorises that loop across edges, with gathers). */
-static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
-                                       const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                       double *restrict arg)
-{
-    int64_t e;
-    int j0, i;
-    if (!arg) {
-        for (j0 = 0; j0 < SPNC_B; j0 += 32) {
-            spnc_v8 m0 = spnc_splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
-            for (e = 0; e < k; e++) {
-                const double *restrict c = W + (int64_t)ch[e] * SPNC_B + j0;
-                const spnc_v8 lw = spnc_splat(logw[e]);
-                const spnc_v8 v0 = spnc_ld(c) + lw, v1 = spnc_ld(c + 8) + lw;
-                const spnc_v8 v2 = spnc_ld(c + 16) + lw, v3 = spnc_ld(c + 24) + lw;
-                m0 = spnc_blend(v0 > m0, v0, m0);
-                m1 = spnc_blend(v1 > m1, v1, m1);
-                m2 = spnc_blend(v2 > m2, v2, m2);
-                m3 = spnc_blend(v3 > m3, v3, m3);
-            }
-            spnc_st(out + j0, m0);
-            spnc_st(out + j0 + 8, m1);
-            spnc_st(out + j0 + 16, m2);
-            spnc_st(out + j0 + 24, m3);
-        }
-        return;
-    }
-    for (j0 = 0; j0 < SPNC_B; j0 += 16) {
-        spnc_v8 m0 = spnc_splat(-INFINITY), m1 = m0, a0 = spnc_splat(0.0), a1 = a0;
-        for (e = 0; e < k; e++) {
-            const double *restrict c = W + (int64_t)ch[e] * SPNC_B + j0;
-            const spnc_v8 lw = spnc_splat(logw[e]), de = spnc_splat((double)e);
-            const spnc_v8 v0 = spnc_ld(c) + lw, v1 = spnc_ld(c + 8) + lw;
-            const spnc_m8 g0 = v0 > m0, g1 = v1 > m1;
-            a0 = spnc_blend(g0, de, a0);
-            a1 = spnc_blend(g1, de, a1);
-            m0 = spnc_blend(g0, v0, m0);
-            m1 = spnc_blend(g1, v1, m1);
-        }
-        spnc_st(out + j0, m0);
-        spnc_st(out + j0 + 8, m1);
-        if (arg) {
-            spnc_st(arg + j0, a0);
-            spnc_st(arg + j0 + 8, a1);
-        }
-    }
 }
 
 /* ---- linear domain with power-of-two exponents ---------------------------------------- */
@@ -250,15 +240,8 @@ static SPNC_INLINE void spnc_lin_sum_block(double *restrict out, const double *r
     double emax[SPNC_B], s[SPNC_B];
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) { emax[j] = SPNC_NOEXP; s[j] = 0.0; }
-    for (e = 0; e < k; e++) {
-        const double *restrict ce = W + (int64_t)ch[e] * 2 * SPNC_B + SPNC_B;
-        const double x = we[e];
-        for (j = 0; j < SPNC_B; j++) {
-            double v = ce[j] + x;
-            emax[j] = v > emax[j] ? v : emax[j];
-        }
-    }
+    for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+    spnc_max_rows(emax, W + SPNC_B, 2 * SPNC_B, ch, we, k, SPNC_NOEXP, NULL);   /* exponents */
     for (e = 0; e < k; e++) {
         const double *restrict cm = W + (int64_t)ch[e] * 2 * SPNC_B;
         const double *restrict ce = cm + SPNC_B;
