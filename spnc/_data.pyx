@@ -1,6 +1,6 @@
 """The data kernels every query runs first: the check of a batch for inf and out-of-range
 categories (one vectorised pass, C in _check.h; the bad cell is located only when there is
-one) and the transposition of a chunk of rows into one row per variable."""
+one) and the transposition of a chunk of rows into one row per variable, and back."""
 import numpy as np
 from cython.parallel cimport prange
 from libc.math cimport INFINITY, fabs
@@ -51,3 +51,19 @@ def transpose_into(const double[:, :] X, Py_ssize_t r0, Py_ssize_t r1, double[:,
             for jj in range(j, je):
                 for ii in range(i, ie):
                     XT[jj, ii] = X[r0 + ii, jj]
+
+
+def transpose_back(const double[:, ::1] XT, double[:, ::1] X, Py_ssize_t r0, Py_ssize_t r1, int n_threads=1):
+    """``X[r0:r1] = XT[:, :r1 - r0].T``, the inverse of :func:`transpose_into`, in the same
+    tiles (a completed chunk written back to the caller's row layout)."""
+    cdef Py_ssize_t n = r1 - r0, d = XT.shape[0], t, i, j, ii, jj, ie, je
+    if X.shape[0] < r1 or X.shape[1] != d or XT.shape[1] < n or r0 < 0 or n < 0:
+        raise ValueError("transpose_back: shapes do not match")
+    for t in prange((n + 7) // 8, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        i = 8 * t
+        ie = min(i + 8, n)
+        for j in range(0, d, 8):
+            je = min(j + 8, d)
+            for ii in range(i, ie):
+                for jj in range(j, je):
+                    X[r0 + ii, jj] = XT[jj, ii]

@@ -285,7 +285,7 @@ class SPN:
         """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
         each completed row (in the same sweep when every leaf is inline); with
         ``root_value``, the forward value of the chosen root (the max-product value)."""
-        out = np.empty_like(X)        # every entry is written back, chunk by chunk
+        out = np.empty(X.shape)       # every entry is written back, chunk by chunk
         sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
         fused = ll is not None and not sw.matrix
         ll_states = leaf_states(self, MARGINAL)[0] if fused else None
@@ -310,7 +310,7 @@ class SPN:
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
             for table in sw.matrix:
                 table.fill(XT, active, outT, mode, seed, r0)
-            out[r0:r1] = outT[:, : r1 - r0].T
+            _data.transpose_back(outT, out, r0, r1, sw.n_threads)
             if root_value is not None:
                 root_value[r0:r1] = rv[: r1 - r0]
             if fused:

@@ -106,3 +106,18 @@ def test_tiled_transpose_matches_numpy(layout):
         _data.transpose_into(base[:, :19].copy(), 0, 204, np.empty((19, 204)))
     spn = spnc.compile(Sum([Product([spnc.Gaussian(v, 0.0, 1.0) for v in range(19)])], [1.0]))
     np.testing.assert_allclose(spn.log_likelihood(X), spn.log_likelihood(np.asarray(X, dtype=np.float64)))
+
+
+def test_tiled_transpose_back_is_the_inverse():
+    from spnc import _data
+    rng = np.random.default_rng(1)
+    XT = rng.normal(size=(19, 210))
+    for r0, r1 in [(0, 203), (5, 5), (17, 200), (200, 203)]:
+        out = np.full((203, 19), 7.0)
+        _data.transpose_back(XT, out, r0, r1, 2)
+        np.testing.assert_array_equal(out[r0:r1], XT[:, : r1 - r0].T)
+        assert (out[:r0] == 7.0).all() and (out[r1:] == 7.0).all()
+    with pytest.raises(ValueError):
+        _data.transpose_back(XT, np.empty((203, 18)), 0, 10)
+    with pytest.raises(ValueError):
+        _data.transpose_back(XT[:, :5].copy(), np.empty((203, 19)), 0, 10)
