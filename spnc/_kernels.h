@@ -104,27 +104,29 @@ static SPNC_INLINE void spnc_share(double *restrict T, const double *restrict s,
 }
 
 
-/* Eight rows as one vector (GCC vector extension: one zmm on AVX-512, two ymm on AVX2, four
- * xmm on the baseline). Loads and stores go through memcpy: no alignment is assumed. */
-typedef double spnc_v8 __attribute__((vector_size(64)));
-typedef int64_t spnc_m8 __attribute__((vector_size(64)));
-static SPNC_INLINE spnc_v8 spnc_ld(const double *p) { spnc_v8 v; memcpy(&v, p, sizeof v); return v; }
-static SPNC_INLINE void spnc_st(double *p, spnc_v8 v) { memcpy(p, &v, sizeof v); }
-/* Filled through memory: GCC 12 turns the initialiser {x, x, ...} into eight masked inserts
- * per call inside target_clones functions; this form is one broadcast. */
-static SPNC_INLINE spnc_v8 spnc_splat(double x)
+/* Four rows as one vector (GCC vector extension: one ymm on AVX2 and AVX-512, two xmm on
+ * the baseline). GCC 12 splits wider generic vectors on AVX2 into scalar compares and
+ * selects, ten times slower. Loads and stores go through memcpy: no alignment is assumed. */
+#define SPNC_VL 4
+typedef double spnc_vd __attribute__((vector_size(8 * SPNC_VL)));
+typedef int64_t spnc_vm __attribute__((vector_size(8 * SPNC_VL)));
+static SPNC_INLINE spnc_vd spnc_ld(const double *p) { spnc_vd v; memcpy(&v, p, sizeof v); return v; }
+static SPNC_INLINE void spnc_st(double *p, spnc_vd v) { memcpy(p, &v, sizeof v); }
+/* Filled through memory: GCC 12 turns the initialiser {x, x, ...} into one masked insert
+ * per lane inside target_clones functions; this form is one broadcast. */
+static SPNC_INLINE spnc_vd spnc_splat(double x)
 {
-    double a[8];
-    spnc_v8 v;
+    double a[SPNC_VL];
+    spnc_vd v;
     int i;
-    for (i = 0; i < 8; i++) a[i] = x;
+    for (i = 0; i < SPNC_VL; i++) a[i] = x;
     memcpy(&v, a, sizeof v);
     return v;
 }
 /* where msk: a, else b */
-static SPNC_INLINE spnc_v8 spnc_blend(spnc_m8 msk, spnc_v8 a, spnc_v8 b)
+static SPNC_INLINE spnc_vd spnc_blend(spnc_vm msk, spnc_vd a, spnc_vd b)
 {
-    return (spnc_v8)(((spnc_m8)a & msk) | ((spnc_m8)b & ~msk));
+    return (spnc_vd)(((spnc_vm)a & msk) | ((spnc_vm)b & ~msk));
 }
 
 /* out = max(init, max_e(add[e] + W[ch[e] * stride])) per row; with arg, the arg-max edge of
@@ -139,32 +141,32 @@ static SPNC_INLINE void spnc_max_rows(double *restrict out, const double *restri
 {
     int64_t e;
     int j0, i;
-    for (j0 = 0; j0 < SPNC_B; j0 += 8 * SPNC_MAXV) {
-        spnc_v8 m[SPNC_MAXV], ag[SPNC_MAXV];
+    for (j0 = 0; j0 < SPNC_B; j0 += SPNC_VL * SPNC_MAXV) {
+        spnc_vd m[SPNC_MAXV], ag[SPNC_MAXV];
         for (i = 0; i < SPNC_MAXV; i++) { m[i] = spnc_splat(init); ag[i] = spnc_splat(0.0); }
         if (arg) {
             for (e = 0; e < k; e++) {
                 const double *restrict c = W + (int64_t)ch[e] * stride + j0;
-                const spnc_v8 lw = spnc_splat(add[e]), de = spnc_splat((double)e);
+                const spnc_vd lw = spnc_splat(add[e]), de = spnc_splat((double)e);
                 for (i = 0; i < SPNC_MAXV; i++) {
-                    const spnc_v8 v = spnc_ld(c + 8 * i) + lw;
-                    const spnc_m8 gt = v > m[i];
+                    const spnc_vd v = spnc_ld(c + SPNC_VL * i) + lw;
+                    const spnc_vm gt = v > m[i];
                     ag[i] = spnc_blend(gt, de, ag[i]);
                     m[i] = spnc_blend(gt, v, m[i]);
                 }
             }
-            for (i = 0; i < SPNC_MAXV; i++) spnc_st(arg + j0 + 8 * i, ag[i]);
+            for (i = 0; i < SPNC_MAXV; i++) spnc_st(arg + j0 + SPNC_VL * i, ag[i]);
         } else {
             for (e = 0; e < k; e++) {
                 const double *restrict c = W + (int64_t)ch[e] * stride + j0;
-                const spnc_v8 lw = spnc_splat(add[e]);
+                const spnc_vd lw = spnc_splat(add[e]);
                 for (i = 0; i < SPNC_MAXV; i++) {
-                    const spnc_v8 v = spnc_ld(c + 8 * i) + lw;
+                    const spnc_vd v = spnc_ld(c + SPNC_VL * i) + lw;
                     m[i] = spnc_blend(v > m[i], v, m[i]);
                 }
             }
         }
-        for (i = 0; i < SPNC_MAXV; i++) spnc_st(out + j0 + 8 * i, m[i]);
+        for (i = 0; i < SPNC_MAXV; i++) spnc_st(out + j0 + SPNC_VL * i, m[i]);
     }
 }
 
