@@ -35,35 +35,43 @@ def first_bad_value(const double[:, :] X, const int32_t[::1] card):
     return -1, -1, 0
 
 
-def transpose_into(const double[:, :] X, Py_ssize_t r0, Py_ssize_t r1, double[:, ::1] XT, int n_threads=1):
-    """``XT[:, :r1 - r0] = X[r0:r1].T`` in tiles of 8 x 8, so each cache line of ``X`` is
-    read once (an element-wise strided copy reads each line eight times, far apart, and on
-    small models costs as much as the sweep itself); tiles of rows are shared among
-    ``n_threads``. Other columns of ``XT`` are left alone."""
-    cdef Py_ssize_t n = r1 - r0, d = X.shape[1], t, i, j, ii, jj, ie, je
-    if X.shape[0] < r1 or XT.shape[0] != d or XT.shape[1] < n or r0 < 0 or n < 0:
-        raise ValueError("transpose_into: shapes do not match")
-    for t in prange((n + 7) // 8, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+cdef void _tile_copy(const double *src, Py_ssize_t sr, Py_ssize_t sc, double *dst, Py_ssize_t dr,
+                     Py_ssize_t dc, Py_ssize_t n, Py_ssize_t d, int n_threads) noexcept nogil:
+    """``dst[i dr + j dc] = src[i sr + j sc]`` for i < n, j < d (strides in elements) in 8 x 8
+    tiles, tiles of rows shared among ``n_threads``: each cache line on either side is
+    touched once per tile, where an element-wise transposed copy reads each line of the
+    strided side eight times, far apart."""
+    cdef Py_ssize_t t, i, j, ii, jj, ie, je
+    for t in prange((n + 7) // 8, num_threads=max(n_threads, 1), schedule="static"):
         i = 8 * t
         ie = min(i + 8, n)
         for j in range(0, d, 8):
             je = min(j + 8, d)
             for jj in range(j, je):
                 for ii in range(i, ie):
-                    XT[jj, ii] = X[r0 + ii, jj]
+                    dst[ii * dr + jj * dc] = src[ii * sr + jj * sc]
+
+
+def transpose_into(const double[:, :] X, Py_ssize_t r0, Py_ssize_t r1, double[:, ::1] XT, int n_threads=1):
+    """``XT[:, :r1 - r0] = X[r0:r1].T`` in tiles (on small models an element-wise strided copy
+    costs as much as the sweep itself). Other columns of ``XT`` are left alone."""
+    cdef Py_ssize_t n = r1 - r0, d = X.shape[1], es = sizeof(double)
+    if X.shape[0] < r1 or XT.shape[0] != d or XT.shape[1] < n or r0 < 0 or n < 0:
+        raise ValueError("transpose_into: shapes do not match")
+    if n == 0 or d == 0:
+        return
+    if X.strides[0] % es or X.strides[1] % es:       # a view of packed records
+        np.asarray(XT)[:, :n] = np.asarray(X)[r0:r1].T
+        return
+    _tile_copy(&X[r0, 0], X.strides[0] // es, X.strides[1] // es, &XT[0, 0], 1, XT.shape[1], n, d, n_threads)
 
 
 def transpose_back(const double[:, ::1] XT, double[:, ::1] X, Py_ssize_t r0, Py_ssize_t r1, int n_threads=1):
-    """``X[r0:r1] = XT[:, :r1 - r0].T``, the inverse of :func:`transpose_into`, in the same
-    tiles (a completed chunk written back to the caller's row layout)."""
-    cdef Py_ssize_t n = r1 - r0, d = XT.shape[0], t, i, j, ii, jj, ie, je
+    """``X[r0:r1] = XT[:, :r1 - r0].T``, the inverse of :func:`transpose_into` (a completed
+    chunk written back to the caller's row layout)."""
+    cdef Py_ssize_t n = r1 - r0, d = XT.shape[0]
     if X.shape[0] < r1 or X.shape[1] != d or XT.shape[1] < n or r0 < 0 or n < 0:
         raise ValueError("transpose_back: shapes do not match")
-    for t in prange((n + 7) // 8, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
-        i = 8 * t
-        ie = min(i + 8, n)
-        for j in range(0, d, 8):
-            je = min(j + 8, d)
-            for ii in range(i, ie):
-                for jj in range(j, je):
-                    X[r0 + ii, jj] = XT[jj, ii]
+    if n == 0 or d == 0:
+        return
+    _tile_copy(&XT[0, 0], 1, XT.shape[1], &X[r0, 0], d, 1, n, d, n_threads)

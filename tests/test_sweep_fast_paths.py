@@ -86,13 +86,15 @@ def test_plain_sweep_is_the_default_and_underflow_falls_back():
     assert graph_of(small).plain and graph_of(small).plain_falls == 0
 
 
-@pytest.mark.parametrize("layout", ["C", "F", "strided", "float32"])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "packed", "float32"])
 def test_tiled_transpose_matches_numpy(layout):
     from spnc import _data
     rng = np.random.default_rng(0)
     base = rng.normal(size=(203, 2 * 19))
+    packed = np.zeros(203, dtype=[("a", "i1"), ("b", "f8", (19,))])   # rows 153 bytes apart
+    packed["b"] = base[:, :19]
     X = {"C": base[:, :19].copy(), "F": np.asfortranarray(base[:, :19]), "strided": base[:, ::2],
-         "float32": base[:, :19].astype(np.float32)}[layout]
+         "packed": packed["b"], "float32": base[:, :19].astype(np.float32)}[layout]
     for r0, r1 in [(0, 203), (5, 5), (17, 200), (200, 203)]:
         XT = np.full((19, r1 - r0 + 3), 7.0)
         if layout == "float32":
