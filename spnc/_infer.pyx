@@ -5,7 +5,9 @@
 Every kernel takes the :class:`spnc._graph.Graph`, the leaf states of the query's mode
 (:class:`spnc._graph.LeafStates`), one chunk of data transposed (``XT`` (n_vars, m)) and
 the leaf matrix ``L`` (n_leaves, m) that the other leaf types filled; m is a multiple of
-BLOCK. Blocks of BLOCK rows run in parallel; each thread owns a row of ``ws``.
+BLOCK. Blocks of BLOCK rows run in parallel; each thread owns a row of ``ws``. When every
+leaf is inline, forward, backward and select take the chunk's rows instead (``rows``) and
+each block stages its own rows, transposed, in the thread's cache.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
@@ -15,59 +17,10 @@ from libc.string cimport memcpy, memset
 
 from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
+from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, spnc_forward_log, spnc_forward_lin,
+                       spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
+                       spnc_backward, spnc_select, spnc_route, spnc_unstage, spnc_exp_nonpos)
 from spnc._openmp cimport SPNC_OPENMP
-
-cdef extern from "_select.h" nogil:
-    int SPNC_B
-    ctypedef struct spnc_net:
-        int64_t n_nodes
-        const uint8_t *kind
-        const int64_t *child_ptr
-        const int32_t *child
-        const double *logw
-        const double *wm
-        const double *we
-        const double *w
-        const int64_t *leaf_slot
-        const int64_t *toff
-        const int64_t *sidx
-        const int32_t *pslot
-        const uint8_t *first
-        const uint8_t *alias
-        const uint8_t *skip
-        const int32_t *var
-        const int64_t *off
-        const double *logp
-        const double *miss
-        const double *lm
-        const double *le
-        const double *lin
-        const int32_t *nst
-        const int32_t *best
-        const double *XT
-        const double *L
-        int64_t m
-    void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
-                          const int32_t *ns, double *T, double *arg)
-    void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
-                          double *T)
-    void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
-                            double *T)
-    void spnc_fp_clear()
-    int spnc_fp_bad()
-    int spnc_budget_left(const int *b)
-    void spnc_budget_spend(int *b)
-    void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
-                       int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
-                       double *leaf_resp, double *all_post, double *state_acc)
-    void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                     const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
-                     double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                     double *out_XT, uint64_t *mb, int64_t n_vars)
-    void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
-                    double *edge_acc)
-    double spnc_exp_nonpos(double x)
-    double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
 
 BLOCK = SPNC_B
 HAVE_OPENMP = bool(SPNC_OPENMP)
@@ -85,10 +38,32 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
     c.lin = s.lin
-    c.XT = &XT[0, 0]
+    c.XT = &XT[0, 0] if XT.shape[1] else NULL
     c.L = &L[0, 0]
-    c.m = XT.shape[1]
+    c.m = c.xm = XT.shape[1]
+    c.x0 = 0
     return c
+
+
+cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads):
+    """Set up ``st`` for ``rows`` (None: the kernels read the transposed chunk ``net``
+    has); ``net.m`` becomes the chunk's width in whole blocks. Returns the buffers, which
+    must outlive the sweep."""
+    if rows is None:
+        st.X = NULL
+        return None
+    cdef Py_ssize_t n = rows.shape[0], d = rows.shape[1], es = sizeof(double)
+    if rows.strides[0] % es or rows.strides[1] % es:
+        raise ValueError("staged rows must be aligned to whole doubles")
+    bufs = (np.empty((n_threads, max(d, 1) * SPNC_B)),
+            np.empty(2 * n_threads * sizeof(spnc_net), dtype=np.uint8))
+    cdef double[:, ::1] b = bufs[0]
+    cdef uint8_t[::1] nb = bufs[1]
+    st.X = &rows[0, 0] if n and d else NULL
+    st.rs, st.cs, st.n, st.n_vars = rows.strides[0] // es, rows.strides[1] // es, n, d
+    st.buf, st.nets = &b[0, 0], <spnc_net *> &nb[0]
+    net.m = (n + SPNC_B - 1) // SPNC_B * SPNC_B
+    return bufs
 
 
 cdef enum:
@@ -148,7 +123,7 @@ cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int do
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False):
+            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False, const double[:, :] rows=None):
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
     holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
@@ -156,12 +131,16 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     is accumulated, so the result does not depend on which thread ran a block, and a thread
     the OS preempts on a busy machine does not hold the others up. ``keep_all``: every
     node keeps its value in ``ws`` (N slots per thread) without ``all_values``, so
-    ``out_nodes`` may be any nodes, not only roots."""
+    ``out_nodes`` may be any nodes, not only roots. ``rows``: the chunk's rows (n, n_vars),
+    staged block by block, in place of ``XT`` (models whose leaves are all inline)."""
     cdef const GraphC *g = &graph.c
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
     cdef bint copy_all = all_values.shape[0] == N
     cdef bint keep = copy_all or keep_all
     cdef spnc_net net = _net(g, &states.c, XT, L, not keep)
+    cdef Staging st
+    bufs = _staging(&st, &net, rows, n_threads)
+    cdef spnc_net *nb
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i
     cdef const int32_t *child = g.child if keep else g.child_slot
     cdef const int32_t *slot = g.ident if keep else g.node_slot
@@ -173,13 +152,14 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
+        nb = block_net(&st, &net, threadid(), b * SPNC_B)
         if linear:
-            dom = _sum_forward(&net, b * SPNC_B, W, child, slot, NULL, True, &budget)
+            dom = _sum_forward(nb, b * SPNC_B, W, child, slot, NULL, True, &budget)
             for i in range(R):
                 for j in range(SPNC_B):
                     out[i, b * SPNC_B + j] = _root_log(W, slot[out_nodes[i]], j, dom)
             continue
-        spnc_forward_log(&net, b * SPNC_B, W, mode, child, slot, NULL, NULL)
+        spnc_forward_log(nb, b * SPNC_B, W, mode, child, slot, NULL, NULL)
         for i in range(R):
             memcpy(&out[i, b * SPNC_B], W + (<int64_t> slot[out_nodes[i]]) * SPNC_B, SPNC_B * sizeof(double))
         if copy_all:
@@ -224,7 +204,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
              double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
-             double[:, ::1] state_acc=None):
+             double[:, ::1] state_acc=None, const double[:, :] rows=None):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho (probability that a node is on the row's induced
     tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
@@ -235,9 +215,12 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     slots. Models whose sums have more edges than twice the nodes keep every node's value
     instead of the shares (``Graph.shares``). With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
     posterior to the count of the observed state (EM's sufficient statistics, no
-    responsibilities matrix needed)."""
+    responsibilities matrix needed). ``rows`` as for :func:`forward`."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
+    cdef Staging st
+    bufs = _staging(&st, &net, rows, n_threads)
+    cdef spnc_net *nb
     cdef Py_ssize_t N = g.n_nodes
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, t, col0
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
@@ -265,11 +248,12 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             P = W + 2 * N * SPNC_B
         dotc = P + g.n_pslots * SPNC_B
         col0 = b * SPNC_B
-        dom = _sum_forward(&net, col0, W, cs, ns, T, linear, &budget)
+        nb = block_net(&st, &net, t, col0)
+        dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
-        spnc_backward(&net, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
+        spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
                       &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                       &state_acc[t, 0] if want_states else NULL)
     _plain_record(graph, n_blocks, budget0, budget)
@@ -302,7 +286,8 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
            uint64_t seed, int64_t row0, double[::1] root_value, uint8_t[:, ::1] leaf_active,
            const double[::1] row_w, double[:, ::1] edge_acc, double[:, ::1] node_acc,
            double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint64_t[:, ::1] acts,
-           double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None):
+           double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None,
+           const double[:, :] rows=None, double[:, ::1] out_rows=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
     MARGINAL (sampling): a child drawn with probability w_c S_c / S at each sum node; with
@@ -314,10 +299,20 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     discrete leaves on the chosen tree write their missing variables there themselves (the
     leaf tables' ``fill`` is then only needed for the others). With ``ll`` (single-root
     models whose leaves are all inline, MPE), the sum-product log-likelihood of each
-    completed row is computed in the same block, with ``ll_states`` (MARGINAL tables)."""
+    completed row is computed in the same block, with ``ll_states`` (MARGINAL tables).
+    ``rows``: the chunk's rows, staged block by block in place of ``XT`` (models whose leaves
+    are all inline); the completed rows then go to ``out_rows`` (same shape), not
+    ``out_XT``."""
     cdef const GraphC *g = &graph.c
     cdef bint sampling = mode != MAX
     cdef spnc_net net = _net(g, &states.c, XT, L, not sampling)
+    cdef Staging st
+    bufs = _staging(&st, &net, rows, n_threads)
+    cdef bint staged = rows is not None, unstage = out_rows is not None
+    if unstage and not (staged and out_rows.shape[0] == rows.shape[0] and out_rows.shape[1] == rows.shape[1]):
+        raise ValueError("select: out_rows needs staged rows of the same shape")
+    cdef spnc_net *nb
+    cdef spnc_net *lnb
     cdef Py_ssize_t N = g.n_nodes, R = roots.shape[0]
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, j, t, col0
     cdef int64_t pick
@@ -325,6 +320,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef uint8_t *la = &leaf_active[0, 0] if leaf_active.shape[0] > 0 else NULL
     cdef double *lr = &leaf_resp[0, 0] if leaf_resp.shape[0] > 0 else NULL
     cdef double *oxt = &out_XT[0, 0] if out_XT is not None else NULL
+    cdef Py_ssize_t n_vars = rows.shape[1] if staged else XT.shape[0]
     # max-product: the forward plan (live nodes), arg-max edges kept per sum; sampling with
     # evidence: every node's log value (the draw at a sum reads its children's)
     cdef const int32_t *cs = g.child if sampling else g.child_slot
@@ -333,7 +329,8 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef bint want_ll = ll is not None
     cdef spnc_net lnet
     if want_ll:
-        lnet = _net(g, &ll_states.c, out_XT, L, True)
+        lnet = _net(g, &ll_states.c, out_XT if not staged else XT, L, True)
+        lnet.m = net.m
     cdef Py_ssize_t W_arg = max(N, 2 * g.n_slots) * SPNC_B
     cdef double best, v
     cdef double *W
@@ -348,10 +345,11 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         arg = W + W_arg
         A = &acts[t, 0]
         col0 = b * SPNC_B
+        nb = block_net(&st, &net, t, col0)
         for i in range(start.shape[0]):
             A[g.pslot[start[i]]] = 0
         if evidence:
-            spnc_forward_log(&net, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
+            spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
         for j in range(SPNC_B):
             pick = 0
             best = 0.0
@@ -360,11 +358,16 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
             root_value[col0 + j] = best
             if best > -INFINITY:
                 A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
-        spnc_select(&net, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
-                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr, oxt,
-                    A + g.n_pslots, XT.shape[0])
+        # staged: the block is completed in place in the thread's buffer
+        spnc_select(nb, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
+                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr,
+                    <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars)
+        if unstage:
+            spnc_unstage(nb.XT, &out_rows[col0, 0], out_rows.strides[0] // sizeof(double),
+                         min(<Py_ssize_t> SPNC_B, rows.shape[0] - col0), n_vars)
         if want_ll:
-            dom = _sum_forward(&lnet, col0, W, g.child_slot, g.node_slot, NULL, g.linear, &budget)
+            lnb = staged_net(&st, &lnet, t, 1, col0) if staged else &lnet
+            dom = _sum_forward(lnb, col0, W, g.child_slot, g.node_slot, NULL, g.linear, &budget)
             for j in range(SPNC_B):
                 ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, dom)
     _plain_record(graph, n_blocks, budget0, budget)

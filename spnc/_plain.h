@@ -28,7 +28,7 @@ static inline void spnc_budget_spend(int *b) { __atomic_fetch_sub(b, 1, __ATOMIC
 /* Multiply leaf c's probabilities into m; missing -> 1. */
 static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *g, int64_t c, int64_t col0)
 {
-    const double *restrict xv = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict xv = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict p = g->lin + g->off[c];
     int j;
     if (g->nst[c] == 2) {

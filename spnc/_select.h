@@ -43,7 +43,7 @@ static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, u
  * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
  * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
  * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
- * out_XT: the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
+ * out_XT (laid out as XT): the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
  * for the masks of the missing entries. row: the block's first row. */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
@@ -55,7 +55,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
     int j;
     if (out_XT)
         for (n = 0; n < n_vars; n++) {
-            const double *restrict x = g->XT + n * g->m + col0;
+            const double *restrict x = SPNC_XV(g, g->XT, n, col0);
             uint64_t b = 0;
             for (j = 0; j < SPNC_B; j++) b |= (uint64_t)(x[j] != x[j]) << j;
             mb[n] = b;
@@ -104,7 +104,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
             if (out_XT && g->var[n] >= 0 && (an & mb[g->var[n]])) {
                 const uint64_t fill = an & mb[g->var[n]];
                 const int64_t o = g->off[n], ns = g->nst[n];
-                double *restrict y = out_XT + (int64_t)g->var[n] * g->m + col0;
+                double *restrict y = SPNC_XV(g, out_XT, g->var[n], col0);
                 if (mode == 1) {
                     const double b = g->best[n];
                     SPNC_FOR_BITS(j, fill, { y[j] = b; });

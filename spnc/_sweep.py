@@ -5,7 +5,8 @@ Every query of :class:`spnc.SPN`, EM's E-step and the learners' passes run as a
 sizes chunks of rows so that the leaf matrix stays in cache, transposes each chunk (one
 contiguous row per variable, NaN = missing) and lets the leaf tables that the sweep does
 not evaluate itself fill their rows of the leaf matrix. Discrete univariate leaves (those
-whose table has ``state_log_probs``) are evaluated inside the compiled sweep. Results
+whose table has ``state_log_probs``) are evaluated inside the compiled sweep; a model with
+no other leaves needs no transposed chunk at all, as its blocks stage their own rows. Results
 never depend on the chunking or the thread count.
 """
 from __future__ import annotations
@@ -91,11 +92,14 @@ class Sweep:
     of rows ``r0:r1`` of ``X`` into ``L`` (values computed earlier and kept, see
     :class:`spnc.learn._leafcache.LeafCache`); None evaluates the leaves.
     ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
-    leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back)."""
+    leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back).
+    ``stage``: the kernel may read the rows of ``X`` itself, staging each block it sweeps;
+    when it can (every leaf inline, float64 rows), :attr:`staged` is True and the chunks
+    come untransposed: XT is None and the kernel takes :meth:`rows` instead."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
                  budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True,
-                 leaf_values=None):
+                 leaf_values=None, stage: bool = False):
         self.spn, self.X, self.mode = spn, X, mode
         self.leaf_values = leaf_values
         n = X.shape[0]
@@ -113,6 +117,10 @@ class Sweep:
                "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
         self.ws = np.empty((nt, max(per, BLOCK)))
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
+        self.staged = bool(stage and not self.matrix and X.dtype == np.float64
+                           and all(st % X.itemsize == 0 for st in X.strides))
+        #: the XT the kernels take while they stage rows themselves (never read)
+        self.no_XT = np.empty((max(spn.n_vars, 1), 0))
 
     def acts(self) -> np.ndarray:
         """Per-thread row masks of the selection kernels (a 64-bit word per slot and one per
@@ -125,6 +133,9 @@ class Sweep:
         X, n = self.X, self.X.shape[0]
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
+            if self.staged:
+                yield r0, r1, None, self._lbuf
+                continue
             XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
             XT[:, r1 - r0:] = np.nan
             if X.dtype == np.float64:
@@ -137,6 +148,14 @@ class Sweep:
                 yield r0, r1, XT, L
             else:
                 yield r0, r1, XT, self.leaf_matrix(XT)
+
+    def rows(self, r0: int, r1: int) -> np.ndarray | None:
+        """The rows the kernel stages for chunk r0:r1 (None: it reads the chunk's XT)."""
+        return self.X[r0:r1] if self.staged else None
+
+    def width(self, r0: int, r1: int, XT: np.ndarray | None) -> int:
+        """Columns of chunk r0:r1 in the kernels' outputs: XT's, or whole blocks."""
+        return XT.shape[1] if XT is not None else -(-(r1 - r0) // BLOCK) * BLOCK
 
     def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
         if not self.matrix or not self._fill_matrix:

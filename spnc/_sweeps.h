@@ -33,15 +33,79 @@ typedef struct {
     const double *logp, *miss, *lm, *le;
     const double *lin;             /* lm * 2^le as plain doubles (plain sweeps, sampling) */
     const int32_t *nst, *best;
-    /* the chunk */
+    /* the chunk: L (leaf matrix) has rows of m; XT holds variable v's values of the rows
+       from column x0 on at XT + v * xm (the whole chunk, or one block staged from the rows) */
     const double *XT, *L;
-    int64_t m;
+    int64_t m, xm, x0;
 } spnc_net;
+
+/* Variable v's values of the block starting at column col0 of the chunk. */
+#define SPNC_XV(g, base, v, col0) ((base) + (int64_t)(v) * (g)->xm + ((col0) - (g)->x0))
+
+/* 4 x 4 transposition: rows r[0..3] (4 values each) to columns c[0..3]. */
+static SPNC_INLINE void spnc_tr4(const spnc_vd r[4], spnc_vd c[4])
+{
+    const spnc_vm lo = {0, 4, 2, 6}, hi = {1, 5, 3, 7}, a = {0, 1, 4, 5}, b = {2, 3, 6, 7};
+    const spnc_vd t0 = __builtin_shuffle(r[0], r[1], lo), t1 = __builtin_shuffle(r[0], r[1], hi);
+    const spnc_vd t2 = __builtin_shuffle(r[2], r[3], lo), t3 = __builtin_shuffle(r[2], r[3], hi);
+    c[0] = __builtin_shuffle(t0, t2, a);
+    c[1] = __builtin_shuffle(t1, t3, a);
+    c[2] = __builtin_shuffle(t0, t2, b);
+    c[3] = __builtin_shuffle(t1, t3, b);
+}
+
+/* Stage one block: rows 0..n-1 of X (strides rs, cs in elements; n <= SPNC_B) as n_vars
+ * rows of SPNC_B values in xb, NaN (missing) past row n. Runs inside the block's sweep, so
+ * the staged block stays in cache and no transposed copy of the chunk is ever written.
+ * Whole 4 x 4 tiles of contiguous rows go through vector shuffles (an element-wise copy
+ * costs as much as a small model's sweep: both sides are strided by 512 bytes apart and
+ * the loads wait on the stores through 4 kB aliasing). */
+SPNC_CLONES __attribute__((noinline))
+static void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *restrict xb)
+{
+    const int64_t n4 = cs == 1 ? n / 4 * 4 : 0, d4 = n_vars / 4 * 4;
+    int64_t v, j, k;
+    spnc_vd r[4], c[4];
+    for (j = 0; j < n4; j += 4) {
+        for (v = 0; v < d4; v += 4) {
+            for (k = 0; k < 4; k++) r[k] = spnc_ld(X + (j + k) * rs + v);
+            spnc_tr4(r, c);
+            for (k = 0; k < 4; k++) spnc_st(xb + (v + k) * SPNC_B + j, c[k]);
+        }
+        for (v = d4; v < n_vars; v++)
+            for (k = 0; k < 4; k++) xb[v * SPNC_B + j + k] = X[(j + k) * rs + v];
+    }
+    for (j = n4; j < n; j++)
+        for (v = 0; v < n_vars; v++) xb[v * SPNC_B + j] = X[j * rs + v * cs];
+    if (n < SPNC_B)
+        for (v = 0; v < n_vars; v++)
+            for (j = n; j < SPNC_B; j++) xb[v * SPNC_B + j] = NAN;
+}
+
+/* The inverse for rows 0..n-1: Y[j * rs + v] = xb[v * SPNC_B + j] (a completed block). */
+SPNC_CLONES __attribute__((noinline))
+static void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
+{
+    const int64_t n4 = n / 4 * 4, d4 = n_vars / 4 * 4;
+    int64_t v, j, k;
+    spnc_vd r[4], c[4];
+    for (j = 0; j < n4; j += 4) {
+        for (v = 0; v < d4; v += 4) {
+            for (k = 0; k < 4; k++) r[k] = spnc_ld(xb + (v + k) * SPNC_B + j);
+            spnc_tr4(r, c);
+            for (k = 0; k < 4; k++) spnc_st(Y + (j + k) * rs + v, c[k]);
+        }
+        for (v = d4; v < n_vars; v++)
+            for (k = 0; k < 4; k++) Y[(j + k) * rs + v] = xb[v * SPNC_B + j + k];
+    }
+    for (j = n4; j < n; j++)
+        for (v = 0; v < n_vars; v++) Y[j * rs + v] = xb[v * SPNC_B + j];
+}
 
 /* Add (log domain) leaf c's log-values for rows col0.. to s. */
 static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int64_t c, int64_t col0)
 {
-    const double *restrict x = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict x = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict lp = g->logp + g->off[c];
     const double miss = g->miss[c];
     int j;
@@ -66,7 +130,7 @@ static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int
 static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x, const spnc_net *g,
                                           int64_t c, int64_t col0)
 {
-    const double *restrict xv = g->XT + (int64_t)g->var[c] * g->m + col0;
+    const double *restrict xv = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict sm = g->lm + g->off[c];
     const double *restrict se = g->le + g->off[c];
     int j;
@@ -175,7 +239,7 @@ static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const i
             if (g->skip && g->skip[n]) continue;
             if (g->var[n] >= 0) {
                 const int64_t o = g->off[n];
-                spnc_lin_states_block(out, g->XT + (int64_t)g->var[n] * g->m + col0, g->lm + o, g->le + o,
+                spnc_lin_states_block(out, SPNC_XV(g, g->XT, g->var[n], col0), g->lm + o, g->le + o,
                                       0.5, 1.0);
             } else {
                 spnc_lin_from_log(out, g->L + g->leaf_slot[n] * g->m + col0);
@@ -340,7 +404,7 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         } else {
             if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
             if (state_acc && g->var[n] >= 0) {
-                const double *restrict x = g->XT + (int64_t)g->var[n] * g->m + col0;
+                const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
                 double *restrict sa = state_acc + g->off[n];
                 const int32_t ns = g->nst[n];
                 if (ns == 2) {   /* both states in one pass, in lanes */

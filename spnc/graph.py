@@ -204,10 +204,11 @@ class SPN:
         R = len(self.roots)
         vals = np.empty((R, X.shape[0]))
         empty = np.empty((0, 0))
-        sw = Sweep(self, X, mode, n_threads)
+        sw = Sweep(self, X, mode, n_threads, stage=True)
         for r0, r1, XT, L in sw:
-            out = np.empty((R, XT.shape[1]))
-            _infer.forward(sw.graph, sw.states, XT, L, self.roots, out, empty, mode, sw.n_threads, sw.ws)
+            out = np.empty((R, sw.width(r0, r1, XT)))
+            _infer.forward(sw.graph, sw.states, sw.no_XT if XT is None else XT, L, self.roots, out, empty, mode,
+                           sw.n_threads, sw.ws, rows=sw.rows(r0, r1))
             vals[:, r0:r1] = out[:, : r1 - r0]
         if self.combine == "single":
             return vals[0]
@@ -286,7 +287,7 @@ class SPN:
         each completed row (in the same sweep when every leaf is inline); with
         ``root_value``, the forward value of the chosen root (the max-product value)."""
         out = np.empty(X.shape)       # every entry is written back, chunk by chunk
-        sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence)
+        sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence, stage=True)
         fused = ll is not None and not sw.matrix
         ll_states = leaf_states(self, MARGINAL)[0] if fused else None
         acts = sw.acts()
@@ -294,23 +295,28 @@ class SPN:
         rlw = self._root_logw()
         no_active = np.empty((0, 1), dtype=np.uint8)
         for r0, r1, XT, L in sw:
-            m = XT.shape[1]
+            m = sw.width(r0, r1, XT)
             # inline leaves fill their variables in the kernel; the others need the flags
             active = np.zeros((max(self.n_leaves, 1), m), dtype=np.uint8) if sw.matrix else no_active
             rv = np.empty(m)
             rw = np.zeros(m)
-            # XT is this chunk's own transposed copy and the kernel reads a block's missing
-            # entries before it fills them: with inline leaves only, fill it in place
-            outT = XT.copy() if sw.matrix else XT
             llc = np.empty(m) if fused else None
-            _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
-                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
+            if XT is None:      # staged: each block is completed in place and written to out
+                _infer.select(sw.graph, sw.states, sw.no_XT, L, self.roots, rlw, mode, evidence, seed, r0, rv,
+                              active, rw, none, none, none, sw.n_threads, sw.ws, acts, None, ll_states, llc,
+                              rows=sw.rows(r0, r1), out_rows=out[r0:r1])
+            else:
+                # XT is this chunk's own transposed copy and the kernel reads a block's missing
+                # entries before it fills them: with inline leaves only, fill it in place
+                outT = XT.copy() if sw.matrix else XT
+                _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
+                              rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
+                for table in sw.matrix:
+                    table.fill(XT, active, outT, mode, seed, r0)
+                _data.transpose_back(outT, out, r0, r1, sw.n_threads)
             if mode == MAX and np.any(rv[: r1 - r0] == -np.inf):
                 r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
-            for table in sw.matrix:
-                table.fill(XT, active, outT, mode, seed, r0)
-            _data.transpose_back(outT, out, r0, r1, sw.n_threads)
             if root_value is not None:
                 root_value[r0:r1] = rv[: r1 - r0]
             if fused:
@@ -339,7 +345,7 @@ class SPN:
             raise DataError(f"sample_weight must have shape ({n},), got {w.shape}")
         if not np.all(np.isfinite(w)) or np.any(w < 0):
             raise DataError("sample_weight must be finite and non-negative")
-        sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward")
+        sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward", stage=True)
         nt = sw.n_threads
         ll = np.empty(n)
         edge_acc = np.zeros((nt, self.n_edges))
@@ -348,14 +354,14 @@ class SPN:
         resp = np.empty((n, self.n_leaves)) if leaf_responsibilities else None
         rlw = self._root_logw()
         for r0, r1, XT, L in sw:
-            m = XT.shape[1]
+            m = sw.width(r0, r1, XT)
             rw = np.zeros(m)
             rw[: r1 - r0] = w[r0:r1]
             llc = np.empty(m)
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))
             ap = np.empty((self.n_nodes, m)) if node_posteriors else np.empty((0, m))
-            _infer.backward(sw.graph, sw.states, XT, L, self.roots, rlw, rw, llc, edge_acc, node_acc, lr, ap,
-                            nt, sw.ws)
+            _infer.backward(sw.graph, sw.states, sw.no_XT if XT is None else XT, L, self.roots, rlw, rw, llc,
+                            edge_acc, node_acc, lr, ap, nt, sw.ws, rows=sw.rows(r0, r1))
             ll[r0:r1] = llc[: r1 - r0]
             if post is not None:
                 post[r0:r1] = ap[:, : r1 - r0].T

@@ -32,7 +32,8 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
 
 def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
                   need_R: bool = True, count_states: bool = False):
-    """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m), the
+    """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m; None
+    when no responsibilities are needed: the kernel stages the rows itself), the
     leaf responsibilities in slot layout (n_leaves, m; filled if ``need_R``), row weights
     (m,; 0 on padding) and the objective of the real rows; edge and node counts are added
     to ``acc``, and with ``count_states`` the weighted state counts of the discrete leaves
@@ -40,7 +41,8 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     EM the max-product selection kernel with counts (each row follows its max-product
     induced tree, first maximum at ties)."""
     sw = Sweep(spn, X, MAX if hard else MARGINAL, n_threads, workspace="select" if hard else "backward",
-               budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None)
+               budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None,
+               stage=not need_R)
     nt = sw.n_threads
     n_states = max((b for _, b in sw.spans.values()), default=0)
     states = np.zeros((nt, max(n_states, 1))) if count_states else None
@@ -51,17 +53,18 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     acts = sw.acts() if hard else None
     no_active = np.empty((0, 1), dtype=np.uint8)
     for r0, r1, XT, L in sw:
-        m = XT.shape[1]
+        m = sw.width(r0, r1, XT)
         rw = np.zeros(m)
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
         R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
+        xt, rows = (sw.no_XT if XT is None else XT), sw.rows(r0, r1)
         if hard:
-            _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
-                          rw, edge, node, R, nt, sw.ws, acts)
+            _infer.select(sw.graph, sw.states, xt, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
+                          rw, edge, node, R, nt, sw.ws, acts, rows=rows)
         else:
-            _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
-                            np.empty((0, m)), nt, sw.ws, states)
+            _infer.backward(sw.graph, sw.states, xt, L, spn.roots, rlw, rw, v, edge, node, R,
+                            np.empty((0, m)), nt, sw.ws, states, rows=rows)
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)

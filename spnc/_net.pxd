@@ -1,0 +1,87 @@
+# The C sweeps over one block (_select.h and the headers it includes) as Cython sees them,
+# and the per-block staging of rows that the sweep drivers in _infer.pyx share.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+
+cdef extern from "_select.h" nogil:
+    int SPNC_B
+    ctypedef struct spnc_net:
+        int64_t n_nodes
+        const uint8_t *kind
+        const int64_t *child_ptr
+        const int32_t *child
+        const double *logw
+        const double *wm
+        const double *we
+        const double *w
+        const int64_t *leaf_slot
+        const int64_t *toff
+        const int64_t *sidx
+        const int32_t *pslot
+        const uint8_t *first
+        const uint8_t *alias
+        const uint8_t *skip
+        const int32_t *var
+        const int64_t *off
+        const double *logp
+        const double *miss
+        const double *lm
+        const double *le
+        const double *lin
+        const int32_t *nst
+        const int32_t *best
+        const double *XT
+        const double *L
+        int64_t m
+        int64_t xm
+        int64_t x0
+    void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
+                          const int32_t *ns, double *T, double *arg)
+    void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
+                          double *T)
+    void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
+                            double *T)
+    void spnc_fp_clear()
+    int spnc_fp_bad()
+    int spnc_budget_left(const int *b)
+    void spnc_budget_spend(int *b)
+    void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
+                       int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                       double *leaf_resp, double *all_post, double *state_acc)
+    void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
+                     const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
+                     double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
+                     double *out_XT, uint64_t *mb, int64_t n_vars)
+    void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
+                    double *edge_acc)
+    void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb)
+    void spnc_unstage(const double *xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
+    double spnc_exp_nonpos(double x)
+    double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
+
+
+cdef struct Staging:
+    # rows of the chunk that each block stages itself (instead of a transposed chunk)
+    const double *X
+    int64_t rs, cs, n, n_vars
+    double *buf                 # n_vars * SPNC_B per thread
+    spnc_net *nets              # two per thread: the sweep's nets reading its staged block
+
+
+cdef inline spnc_net *block_net(Staging *st, spnc_net *net, int t, int64_t col0) noexcept nogil:
+    """The net thread ``t`` sweeps the block at ``col0`` with: ``net`` itself, or a copy
+    reading the block's rows staged into the thread's buffer."""
+    if st.X == NULL:
+        return net
+    spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars,
+               st.buf + t * st.n_vars * SPNC_B)
+    return staged_net(st, net, t, 0, col0)
+
+
+cdef inline spnc_net *staged_net(Staging *st, spnc_net *net, int t, int which, int64_t col0) noexcept nogil:
+    """Copy ``which`` (0 or 1) of thread ``t``: ``net`` reading the block already staged."""
+    cdef spnc_net *nb = &st.nets[2 * t + which]
+    nb[0] = net[0]
+    nb.XT = st.buf + t * st.n_vars * SPNC_B
+    nb.xm = SPNC_B
+    nb.x0 = col0
+    return nb
