@@ -57,7 +57,7 @@ CONT_GRID = dict(n_clusters=[2, 5, 10], refine=["running_average"], whole_scope=
 LEAVES = {"univariate": {}, "multivariate": {"leaf_vars": 4, "base_leaves": "multivariate"},
           "full": {"leaf_vars": None, "base_leaves": "multivariate"}}
 FLOW_PASSES = 5
-BIN_GRID = dict(max_products=[4], max_depth=[3, 4], n_clusters=[2])
+BIN_GRID = dict(max_products=[4], max_depth=[3, 4], n_clusters=[2], min_instances=[200])
 FIXED = dict(random_state=0, n_threads=1)
 
 
@@ -84,6 +84,7 @@ def fit_select(tr, va, g: dict, extra: dict) -> tuple[Prometheus, dict, float]:
         m.fit(tr, X_valid=va)
         m.wall_ = time.perf_counter() - t
         v = m.score(va)
+        print(json.dumps({"grid_point": cfg, "valid": v, "seconds": m.wall_}), file=sys.stderr, flush=True)
         if v > best[2]:
             best = (m, cfg, v)
     return best
@@ -155,7 +156,7 @@ def binary(sets) -> list[dict]:
     for name in sets:
         tr, va, te = (np.loadtxt(DATA / "binary" / f"{name}.{s}.data", delimiter=",").astype(np.uint8)
                       for s in ("train", "valid", "test"))
-        m, cfg, v = fit_select(tr, va, BIN_GRID, {"refine_iter": 8, "min_instances": 200})
+        m, cfg, v = fit_select(tr, va, BIN_GRID, {"refine_iter": 8})
         row = {"set": name, "d": tr.shape[1], "target": BIN_TARGET[name], **cfg, "valid": v,
                "prometheus": m.score(te), "prometheus_seconds": m.wall_,
                "structure_seconds": m.structure_seconds_, **sizes(m)}
@@ -180,7 +181,7 @@ def binary_cv(sets, folds) -> list[dict]:
         for k in folds:
             train = np.concatenate([f for j, f in enumerate(F) if j != k - 1])
             cut = int(0.9 * len(train))
-            m, cfg, v = fit_select(train[:cut], train[cut:], BIN_GRID, {"refine_iter": 8, "min_instances": 200})
+            m, cfg, v = fit_select(train[:cut], train[cut:], BIN_GRID, {"refine_iter": 8})
             lls.append(m.score(F[k - 1]))
             secs.append(m.wall_)
             info.append({"fold": k, **cfg, "valid": v, "test": lls[-1], "seconds": m.wall_, **sizes(m)})
@@ -302,13 +303,15 @@ def main(argv=None) -> int:
     ap.add_argument("--binary-leaves", nargs="+", choices=["univariate", "multivariate"], default=["univariate"],
                     help="binary, binary-cv: leaf kinds to try (multivariate: Chow-Liu trees over blocks of up "
                          "to 4 variables and where the recursion stops)")
+    ap.add_argument("--binary-min-instances", nargs="+", type=int, default=BIN_GRID["min_instances"],
+                    help="binary, binary-cv: min_instances values to try")
     ap.add_argument("--min-instances", nargs="+", type=int,
                     help="continuous: min_instances values to try (default 50, 500 above 5,000 rows)")
     a = ap.parse_args(argv)
     CONT_GRID.update(leaves=a.leaves, min_instances=a.min_instances, refine=a.refine, whole_scope=[bool(w) for w in a.whole_scope], n_clusters=a.clusters,
                      min_std=a.min_std)
     BIN_GRID.update(max_depth=a.max_depth, max_products=a.max_products, n_clusters=a.binary_clusters,
-                    leaves=a.binary_leaves)
+                    leaves=a.binary_leaves, min_instances=a.binary_min_instances)
     if a.mode == "continuous":
         continuous(a.sets or list(CONT_TARGET), a.folds, peers=not a.no_peers)
     elif a.mode == "binary":
