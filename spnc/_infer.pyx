@@ -45,7 +45,7 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     return c
 
 
-cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads):
+cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads, bint ahead=True):
     """Set up ``st`` for ``rows`` (None: the kernels read the transposed chunk ``net``
     has); ``net.m`` becomes the chunk's width in whole blocks. Returns the buffers, which
     must outlive the sweep."""
@@ -61,6 +61,7 @@ cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_
     cdef uint8_t[::1] nb = bufs[1]
     st.X = &rows[0, 0] if n and d else NULL
     st.rs, st.cs, st.n, st.n_vars = rows.strides[0] // es, rows.strides[1] // es, n, d
+    st.ahead = ahead
     st.buf, st.nets = &b[0, 0], <spnc_net *> &nb[0]
     net.m = (n + SPNC_B - 1) // SPNC_B * SPNC_B
     return bufs
@@ -219,7 +220,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Staging st
-    bufs = _staging(&st, &net, rows, n_threads)
+    bufs = _staging(&st, &net, rows, n_threads, False)
     cdef spnc_net *nb
     cdef Py_ssize_t N = g.n_nodes
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, t, col0

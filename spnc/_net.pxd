@@ -54,6 +54,7 @@ cdef extern from "_select.h" nogil:
     void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
                     double *edge_acc)
     void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb)
+    void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int64_t n_ahead, int64_t n_vars)
     void spnc_unstage(const double *xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
     double spnc_exp_nonpos(double x)
     double spnc_rand_uniform(uint64_t seed, uint64_t row, uint64_t node, uint64_t k)
@@ -63,6 +64,8 @@ cdef struct Staging:
     # rows of the chunk that each block stages itself (instead of a transposed chunk)
     const double *X
     int64_t rs, cs, n, n_vars
+    bint ahead                  # prefetch the next block's rows (not where the sweep's
+                                # own workspace outgrows the caches: the backward pass)
     double *buf                 # n_vars * SPNC_B per thread
     spnc_net *nets              # two per thread: the sweep's nets reading its staged block
 
@@ -74,6 +77,9 @@ cdef inline spnc_net *block_net(Staging *st, spnc_net *net, int t, int64_t col0)
         return net
     spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars,
                st.buf + t * st.n_vars * SPNC_B)
+    if st.ahead and col0 + SPNC_B < st.n:
+        spnc_stage_ahead(st.X + (col0 + SPNC_B) * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0 - SPNC_B),
+                         st.n_vars)
     return staged_net(st, net, t, 0, col0)
 
 

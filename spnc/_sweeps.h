@@ -82,6 +82,16 @@ static void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64
             for (j = n; j < SPNC_B; j++) xb[v * SPNC_B + j] = NAN;
 }
 
+/* Ask for the rows of the next block (n_ahead rows from X, strides as above) while this
+ * block is swept, so its staging finds them in cache. */
+static inline void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int64_t n_ahead, int64_t n_vars)
+{
+    int64_t j, v;
+    if (cs != 1) return;
+    for (j = 0; j < n_ahead; j++)
+        for (v = 0; v < n_vars; v += 8) __builtin_prefetch(X + j * rs + v, 0, 2);
+}
+
 /* The inverse for rows 0..n-1: Y[j * rs + v] = xb[v * SPNC_B + j] (a completed block). */
 SPNC_CLONES __attribute__((noinline))
 static void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
