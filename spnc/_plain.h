@@ -99,19 +99,26 @@ static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const
             }
             for (j = 0; j < SPNC_B; j++) out[j] = m[j];
         } else {
+            /* the first term starts the sum: 0 + x is x, bit for bit, for the x >= 0 here */
             double s[SPNC_B];
             double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
-            for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
             for (e = 0; e < k; e++) {
                 const double *restrict c = W + (int64_t)cs[a + e] * SPNC_B;
                 const double w = g->w[a + e];
                 if (t) {
                     double *restrict te = t + e * SPNC_B;
-                    for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] += te[j]; }
+                    if (e == 0)
+                        for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] = te[j]; }
+                    else
+                        for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] += te[j]; }
+                } else if (e == 0) {
+                    for (j = 0; j < SPNC_B; j++) s[j] = w * c[j];
                 } else {
                     for (j = 0; j < SPNC_B; j++) s[j] += w * c[j];
                 }
             }
+            if (k == 0)
+                for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
             for (j = 0; j < SPNC_B; j++) out[j] = s[j];
             if (t) spnc_share(t, s, k);
         }
