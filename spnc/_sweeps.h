@@ -54,32 +54,48 @@ static SPNC_INLINE void spnc_tr4(const spnc_vd r[4], spnc_vd c[4])
     c[3] = __builtin_shuffle(t1, t3, b);
 }
 
+/* dst[c * dr + r] = src[r * sr + c] for r < nr, c < nc: whole 4 x 4 tiles through vector
+ * shuffles (an element-wise copy costs as much as a small model's sweep: both sides are
+ * strided, and the loads wait on the stores through 4 kB aliasing), the edges one by one. */
+SPNC_CLONES __attribute__((noinline))
+static void spnc_transpose(const double *src, int64_t sr, double *restrict dst, int64_t dr, int64_t nr, int64_t nc)
+{
+    const int64_t r4 = nr / 4 * 4, c4 = nc / 4 * 4;
+    int64_t r, c, k;
+    spnc_vd a[4], b[4];
+    for (r = 0; r < r4; r += 4) {
+        for (c = 0; c < c4; c += 4) {
+            for (k = 0; k < 4; k++) a[k] = spnc_ld(src + (r + k) * sr + c);
+            spnc_tr4(a, b);
+            for (k = 0; k < 4; k++) spnc_st(dst + (c + k) * dr + r, b[k]);
+        }
+        for (c = c4; c < nc; c++)
+            for (k = 0; k < 4; k++) dst[c * dr + r + k] = src[(r + k) * sr + c];
+    }
+    for (r = r4; r < nr; r++)
+        for (c = 0; c < nc; c++) dst[c * dr + r] = src[r * sr + c];
+}
+
 /* Stage one block: rows 0..n-1 of X (strides rs, cs in elements; n <= SPNC_B) as n_vars
  * rows of SPNC_B values in xb, NaN (missing) past row n. Runs inside the block's sweep, so
- * the staged block stays in cache and no transposed copy of the chunk is ever written.
- * Whole 4 x 4 tiles of contiguous rows go through vector shuffles (an element-wise copy
- * costs as much as a small model's sweep: both sides are strided by 512 bytes apart and
- * the loads wait on the stores through 4 kB aliasing). */
-SPNC_CLONES __attribute__((noinline))
-static void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *restrict xb)
+ * the staged block stays in cache and no transposed copy of the chunk is ever written. */
+static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *restrict xb)
 {
-    const int64_t n4 = cs == 1 ? n / 4 * 4 : 0, d4 = n_vars / 4 * 4;
-    int64_t v, j, k;
-    spnc_vd r[4], c[4];
-    for (j = 0; j < n4; j += 4) {
-        for (v = 0; v < d4; v += 4) {
-            for (k = 0; k < 4; k++) r[k] = spnc_ld(X + (j + k) * rs + v);
-            spnc_tr4(r, c);
-            for (k = 0; k < 4; k++) spnc_st(xb + (v + k) * SPNC_B + j, c[k]);
-        }
-        for (v = d4; v < n_vars; v++)
-            for (k = 0; k < 4; k++) xb[v * SPNC_B + j + k] = X[(j + k) * rs + v];
-    }
-    for (j = n4; j < n; j++)
-        for (v = 0; v < n_vars; v++) xb[v * SPNC_B + j] = X[j * rs + v * cs];
+    int64_t v, j;
+    if (cs == 1)
+        spnc_transpose(X, rs, xb, SPNC_B, n, n_vars);
+    else
+        for (j = 0; j < n; j++)
+            for (v = 0; v < n_vars; v++) xb[v * SPNC_B + j] = X[j * rs + v * cs];
     if (n < SPNC_B)
         for (v = 0; v < n_vars; v++)
             for (j = n; j < SPNC_B; j++) xb[v * SPNC_B + j] = NAN;
+}
+
+/* The inverse for rows 0..n-1: Y[j * rs + v] = xb[v * SPNC_B + j] (a completed block). */
+static inline void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
+{
+    spnc_transpose(xb, SPNC_B, Y, rs, n_vars, n);
 }
 
 /* Ask for the rows of the next block (n_ahead rows from X, strides as above) while this
@@ -90,26 +106,6 @@ static inline void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int
     if (cs != 1) return;
     for (j = 0; j < n_ahead; j++)
         for (v = 0; v < n_vars; v += 8) __builtin_prefetch(X + j * rs + v, 0, 2);
-}
-
-/* The inverse for rows 0..n-1: Y[j * rs + v] = xb[v * SPNC_B + j] (a completed block). */
-SPNC_CLONES __attribute__((noinline))
-static void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
-{
-    const int64_t n4 = n / 4 * 4, d4 = n_vars / 4 * 4;
-    int64_t v, j, k;
-    spnc_vd r[4], c[4];
-    for (j = 0; j < n4; j += 4) {
-        for (v = 0; v < d4; v += 4) {
-            for (k = 0; k < 4; k++) r[k] = spnc_ld(xb + (v + k) * SPNC_B + j);
-            spnc_tr4(r, c);
-            for (k = 0; k < 4; k++) spnc_st(Y + (j + k) * rs + v, c[k]);
-        }
-        for (v = d4; v < n_vars; v++)
-            for (k = 0; k < 4; k++) Y[(j + k) * rs + v] = xb[v * SPNC_B + j + k];
-    }
-    for (j = n4; j < n; j++)
-        for (v = 0; v < n_vars; v++) Y[j * rs + v] = xb[v * SPNC_B + j];
 }
 
 /* Add (log domain) leaf c's log-values for rows col0.. to s. */
