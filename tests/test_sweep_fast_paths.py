@@ -125,7 +125,7 @@ def test_tiled_transpose_back_is_the_inverse():
         _data.transpose_back(XT[:, :5].copy(), np.empty((203, 19)), 0, 10)
 
 
-@pytest.mark.parametrize("layout", ["C", "F", "strided", "packed"])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "reversed", "packed"])
 def test_staged_rows_match_the_transposed_chunk(monkeypatch, layout):
     """Blocks that stage their own rows (every leaf inline) give the bits of the sweep over a
     transposed chunk: partial blocks, widths that are not whole vector tiles, any layout."""
@@ -146,7 +146,7 @@ def test_staged_rows_match_the_transposed_chunk(monkeypatch, layout):
             packed = np.zeros(n, dtype=[("a", "i1"), ("b", "f8", (len(card),))])
             packed["b"] = base[:, ::2]
             X = {"C": base[:, ::2].copy(), "F": np.asfortranarray(base[:, ::2]), "strided": base[:, ::2],
-                 "packed": packed["b"]}[layout]
+                 "reversed": np.ascontiguousarray(base[:, ::-1])[::-1, ::-2], "packed": packed["b"]}[layout]
             assert Sweep(spn, spn._check_X(X), MARGINAL, 1, stage=True).staged == (layout != "packed")
             got = [spn.log_likelihood(X), *spn.mpe(X, log_likelihood=True), spn.sample(evidence=X, seed=1),
                    spn.backward(X)["edge_counts"]]
