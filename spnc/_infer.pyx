@@ -19,7 +19,8 @@ from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, spnc_forward_log, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
-                       spnc_backward, spnc_select, spnc_route, spnc_unstage, spnc_exp_nonpos)
+                       spnc_backward, spnc_select, spnc_route, spnc_unstage, spnc_probe_exp,
+                       spnc_probe_fma)
 from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
@@ -417,23 +418,6 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
                 for i in range(R):
                     A[g.pslot[roots[i]]] |= (<uint64_t> 1) << j
         spnc_route(&net, arg, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])
-
-
-cdef extern from *:
-    """
-    /* Throughput probes for tools/bench_inference.py: the limits of the sweep on this CPU
-       (compiled like the block kernels, vectorised, no dependency chain across elements). */
-    SPNC_CLONES static void spnc_probe_exp(double *x, Py_ssize_t n, int reps) {
-        int r; Py_ssize_t j;
-        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) x[j] = spnc_exp_nonpos(x[j] * 0.5 - 1e-3);
-    }
-    SPNC_CLONES static void spnc_probe_fma(double *x, Py_ssize_t n, int reps) {
-        int r; Py_ssize_t j;
-        for (r = 0; r < reps; r++) for (j = 0; j < n; j++) x[j] = x[j] * 0.999999 + 1e-9;
-    }
-    """
-    void spnc_probe_exp(double *x, Py_ssize_t n, int reps) nogil
-    void spnc_probe_fma(double *x, Py_ssize_t n, int reps) nogil
 
 
 def probe(str what, int reps=2000):
