@@ -95,7 +95,7 @@ class Sweep:
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back).
     ``stage``: the kernel may read the rows of ``X`` itself, staging each block it sweeps;
     when it can (every leaf inline, float64 rows), :attr:`staged` is True and the chunks
-    come untransposed: XT is None and the kernel takes :meth:`rows` instead."""
+    come untransposed: XT is an empty (n_vars, 0) array and the kernel takes :meth:`rows`."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
                  budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True,
@@ -119,8 +119,7 @@ class Sweep:
         self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
         self.staged = bool(stage and not self.matrix and X.dtype == np.float64
                            and all(st % X.itemsize == 0 for st in X.strides))
-        #: the XT the kernels take while they stage rows themselves (never read)
-        self.no_XT = np.empty((max(spn.n_vars, 1), 0))
+        self._no_XT = np.empty((max(spn.n_vars, 1), 0))   # never read: the kernels stage rows
 
     def acts(self) -> np.ndarray:
         """Per-thread row masks of the selection kernels (a 64-bit word per slot and one per
@@ -134,7 +133,7 @@ class Sweep:
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
             if self.staged:
-                yield r0, r1, None, self._lbuf
+                yield r0, r1, self._no_XT, self._lbuf
                 continue
             XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
             XT[:, r1 - r0:] = np.nan
@@ -153,9 +152,9 @@ class Sweep:
         """The rows the kernel stages for chunk r0:r1 (None: it reads the chunk's XT)."""
         return self.X[r0:r1] if self.staged else None
 
-    def width(self, r0: int, r1: int, XT: np.ndarray | None) -> int:
+    def width(self, r0: int, r1: int, XT: np.ndarray) -> int:
         """Columns of chunk r0:r1 in the kernels' outputs: XT's, or whole blocks."""
-        return XT.shape[1] if XT is not None else -(-(r1 - r0) // BLOCK) * BLOCK
+        return -(-(r1 - r0) // BLOCK) * BLOCK if self.staged else XT.shape[1]
 
     def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
         if not self.matrix or not self._fill_matrix:

@@ -207,8 +207,8 @@ class SPN:
         sw = Sweep(self, X, mode, n_threads, stage=True)
         for r0, r1, XT, L in sw:
             out = np.empty((R, sw.width(r0, r1, XT)))
-            _infer.forward(sw.graph, sw.states, sw.no_XT if XT is None else XT, L, self.roots, out, empty, mode,
-                           sw.n_threads, sw.ws, rows=sw.rows(r0, r1))
+            _infer.forward(sw.graph, sw.states, XT, L, self.roots, out, empty, mode, sw.n_threads, sw.ws,
+                           rows=sw.rows(r0, r1))
             vals[:, r0:r1] = out[:, : r1 - r0]
         if self.combine == "single":
             return vals[0]
@@ -301,8 +301,8 @@ class SPN:
             rv = np.empty(m)
             rw = np.zeros(m)
             llc = np.empty(m) if fused else None
-            if XT is None:      # staged: each block is completed in place and written to out
-                _infer.select(sw.graph, sw.states, sw.no_XT, L, self.roots, rlw, mode, evidence, seed, r0, rv,
+            if sw.staged:      # each block is completed in place and written to out
+                _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv,
                               active, rw, none, none, none, sw.n_threads, sw.ws, acts, None, ll_states, llc,
                               rows=sw.rows(r0, r1), out_rows=out[r0:r1])
             else:
@@ -360,7 +360,7 @@ class SPN:
             llc = np.empty(m)
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))
             ap = np.empty((self.n_nodes, m)) if node_posteriors else np.empty((0, m))
-            _infer.backward(sw.graph, sw.states, sw.no_XT if XT is None else XT, L, self.roots, rlw, rw, llc,
+            _infer.backward(sw.graph, sw.states, XT, L, self.roots, rlw, rw, llc,
                             edge_acc, node_acc, lr, ap, nt, sw.ws, rows=sw.rows(r0, r1))
             ll[r0:r1] = llc[: r1 - r0]
             if post is not None:

@@ -32,7 +32,7 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
 
 def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
                   need_R: bool = True, count_states: bool = False):
-    """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m; None
+    """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m; empty
     when no responsibilities are needed: the kernel stages the rows itself), the
     leaf responsibilities in slot layout (n_leaves, m; filled if ``need_R``), row weights
     (m,; 0 on padding) and the objective of the real rows; edge and node counts are added
@@ -58,13 +58,12 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
         R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
-        xt, rows = (sw.no_XT if XT is None else XT), sw.rows(r0, r1)
         if hard:
-            _infer.select(sw.graph, sw.states, xt, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
-                          rw, edge, node, R, nt, sw.ws, acts, rows=rows)
+            _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
+                          rw, edge, node, R, nt, sw.ws, acts, rows=sw.rows(r0, r1))
         else:
-            _infer.backward(sw.graph, sw.states, xt, L, spn.roots, rlw, rw, v, edge, node, R,
-                            np.empty((0, m)), nt, sw.ws, states, rows=rows)
+            _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
+                            np.empty((0, m)), nt, sw.ws, states, rows=sw.rows(r0, r1))
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
