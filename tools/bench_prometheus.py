@@ -57,7 +57,8 @@ CONT_GRID = dict(n_clusters=[2, 5, 10], refine=["running_average"], whole_scope=
 LEAVES = {"univariate": {}, "multivariate": {"leaf_vars": 4, "base_leaves": "multivariate"},
           "full": {"leaf_vars": None, "base_leaves": "multivariate"}}
 FLOW_PASSES = 5
-BIN_GRID = dict(max_products=[4], max_depth=[3, 4], n_clusters=[2], min_instances=[200])
+BIN_GRID = dict(max_products=[4], max_depth=[3, 4], n_clusters=[2], min_instances=[200], alpha=[0.1])
+BIN_PASSES = 8   # EM passes (stopped on the validation rows)
 FIXED = dict(random_state=0, n_threads=1)
 
 
@@ -156,7 +157,7 @@ def binary(sets) -> list[dict]:
     for name in sets:
         tr, va, te = (np.loadtxt(DATA / "binary" / f"{name}.{s}.data", delimiter=",").astype(np.uint8)
                       for s in ("train", "valid", "test"))
-        m, cfg, v = fit_select(tr, va, BIN_GRID, {"refine_iter": 8})
+        m, cfg, v = fit_select(tr, va, BIN_GRID, {"refine_iter": BIN_PASSES})
         row = {"set": name, "d": tr.shape[1], "target": BIN_TARGET[name], **cfg, "valid": v,
                "prometheus": m.score(te), "prometheus_seconds": m.wall_,
                "structure_seconds": m.structure_seconds_, **sizes(m)}
@@ -181,7 +182,7 @@ def binary_cv(sets, folds) -> list[dict]:
         for k in folds:
             train = np.concatenate([f for j, f in enumerate(F) if j != k - 1])
             cut = int(0.9 * len(train))
-            m, cfg, v = fit_select(train[:cut], train[cut:], BIN_GRID, {"refine_iter": 8})
+            m, cfg, v = fit_select(train[:cut], train[cut:], BIN_GRID, {"refine_iter": BIN_PASSES})
             lls.append(m.score(F[k - 1]))
             secs.append(m.wall_)
             info.append({"fold": k, **cfg, "valid": v, "test": lls[-1], "seconds": m.wall_, **sizes(m)})
@@ -276,6 +277,7 @@ def report(paths) -> None:
 
 
 def main(argv=None) -> int:
+    global BIN_PASSES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["continuous", "binary", "binary-cv", "lowdata", "images", "report"])
     ap.add_argument("files", nargs="*", help="report: JSON-line outputs of earlier runs")
@@ -305,13 +307,18 @@ def main(argv=None) -> int:
                          "to 4 variables and where the recursion stops)")
     ap.add_argument("--binary-min-instances", nargs="+", type=int, default=BIN_GRID["min_instances"],
                     help="binary, binary-cv: min_instances values to try")
+    ap.add_argument("--binary-alpha", nargs="+", type=float, default=BIN_GRID["alpha"],
+                    help="binary, binary-cv: Laplace pseudo-counts to try (leaves, sums, EM)")
+    ap.add_argument("--binary-passes", type=int, default=BIN_PASSES,
+                    help="binary, binary-cv: EM passes at most (stopped on the validation rows)")
     ap.add_argument("--min-instances", nargs="+", type=int,
                     help="continuous: min_instances values to try (default 50, 500 above 5,000 rows)")
     a = ap.parse_args(argv)
     CONT_GRID.update(leaves=a.leaves, min_instances=a.min_instances, refine=a.refine, whole_scope=[bool(w) for w in a.whole_scope], n_clusters=a.clusters,
                      min_std=a.min_std)
     BIN_GRID.update(max_depth=a.max_depth, max_products=a.max_products, n_clusters=a.binary_clusters,
-                    leaves=a.binary_leaves, min_instances=a.binary_min_instances)
+                    leaves=a.binary_leaves, min_instances=a.binary_min_instances, alpha=a.binary_alpha)
+    BIN_PASSES = a.binary_passes
     if a.mode == "continuous":
         continuous(a.sets or list(CONT_TARGET), a.folds, peers=not a.no_peers)
     elif a.mode == "binary":
