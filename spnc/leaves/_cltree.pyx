@@ -121,6 +121,75 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
         return -INFINITY
     return logscale + log(root_val)
 
+cdef enum:
+    BLOCK = 64   # rows per block of the complete-row pass
+
+
+cdef void _complete_block(const Tree *t, Py_ssize_t L, const int64_t *slot, const int32_t *used,
+                          Py_ssize_t n_used, const int32_t *cpar, const int32_t *cvar,
+                          const double[:, ::1] XT, double[:, ::1] out, Py_ssize_t r0, Py_ssize_t nb,
+                          int32_t *codes, double *acc, uint8_t *todo) noexcept nogil:
+    """log p of every leaf on rows r0 .. r0+nb-1, rows innermost: one table lookup per
+    variable, summed in _upward's order (so the same bits). Rows missing a leaf variable get
+    todo = 1 and are left to the message-passing loop."""
+    cdef Py_ssize_t j, b, i, q, c
+    cdef double x
+    cdef const double *src
+    cdef int32_t *dst
+    cdef const int32_t *P
+    cdef const int32_t *V
+    cdef const double *lc
+    cdef const double *l0
+    cdef const double *l1
+    cdef const double *l2
+    cdef const double *l3
+    cdef const int32_t *P0
+    cdef const int32_t *P1
+    cdef const int32_t *P2
+    cdef const int32_t *P3
+    cdef const int32_t *V0
+    cdef const int32_t *V1
+    cdef const int32_t *V2
+    cdef const int32_t *V3
+    cdef Py_ssize_t c0, c1, c2, c3
+    for b in range(nb):
+        todo[b] = 0
+    for j in range(n_used):
+        src = &XT[used[j], r0]
+        dst = codes + j * BLOCK
+        for b in range(nb):
+            x = src[b]
+            if isnan(x):
+                todo[b] = 1
+                dst[b] = 0
+            else:
+                dst[b] = <int32_t>x
+    for b in range(nb):  # the roots' "parent": state 0
+        codes[n_used * BLOCK + b] = 0
+    for i in range(L):
+        for b in range(nb):
+            acc[b] = 0.0
+        q = t.var_ptr[i]
+        while q + 4 <= t.var_ptr[i + 1]:  # four variables per sweep of acc, added in order
+            l0, l1, l2, l3 = t.logcpt + t.coff[q], t.logcpt + t.coff[q + 1], t.logcpt + t.coff[q + 2], t.logcpt + t.coff[q + 3]
+            c0, c1, c2, c3 = t.card[q], t.card[q + 1], t.card[q + 2], t.card[q + 3]
+            P0, P1, P2, P3 = codes + cpar[q] * BLOCK, codes + cpar[q + 1] * BLOCK, codes + cpar[q + 2] * BLOCK, codes + cpar[q + 3] * BLOCK
+            V0, V1, V2, V3 = codes + cvar[q] * BLOCK, codes + cvar[q + 1] * BLOCK, codes + cvar[q + 2] * BLOCK, codes + cvar[q + 3] * BLOCK
+            for b in range(nb):
+                acc[b] = (((acc[b] + l0[P0[b] * c0 + V0[b]]) + l1[P1[b] * c1 + V1[b]])
+                          + l2[P2[b] * c2 + V2[b]]) + l3[P3[b] * c3 + V3[b]]
+            q += 4
+        while q < t.var_ptr[i + 1]:
+            c = t.card[q]
+            lc = t.logcpt + t.coff[q]
+            P = codes + cpar[q] * BLOCK
+            V = codes + cvar[q] * BLOCK
+            for b in range(nb):
+                acc[b] += lc[P[b] * c + V[b]]
+            q += 1
+        for b in range(nb):
+            out[slot[i], r0 + b] = acc[b]
+
 
 def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
               const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
@@ -142,13 +211,39 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
     cdef const double *row
     cdef double s, best, u, acc, lp
     cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
+    cdef bint complete_pass = want_out and not want_fill
+    cdef Py_ssize_t n_used = 0, blk
+    cdef int32_t[::1] used, cpar, cvar
+    cdef uint8_t[::1] todo
+    cdef int32_t *codes
+    cdef double *bacc
     if L == 0 or m == 0:
         return
     t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
+    if complete_pass:  # complete rows first, by blocks; the loop below finishes the others
+        used, inv = np.unique(np.asarray(gvar[:var_ptr[L]]), return_inverse=True)
+        n_used = used.shape[0]
+        cvar = inv.astype(np.int32)
+        cpar = np.where(np.asarray(fpar[:var_ptr[L]]) >= 0, inv[np.maximum(fpar[:var_ptr[L]], 0)],
+                        n_used).astype(np.int32)
+        todo = np.empty(m, dtype=np.uint8)
+        with nogil, parallel(num_threads=n_threads):
+            codes = <int32_t *> malloc(sizeof(int32_t) * (n_used + 1) * BLOCK)
+            bacc = <double *> malloc(sizeof(double) * BLOCK)
+            for blk in prange((m + BLOCK - 1) // BLOCK, schedule="static"):
+                _complete_block(&t, L, &slot[0], &used[0], n_used, &cpar[0], &cvar[0], XT, out,
+                                blk * BLOCK, min(<Py_ssize_t>BLOCK, m - blk * BLOCK), codes, bacc,
+                                &todo[blk * BLOCK])
+            free(bacc)
+            free(codes)
+        if not np.any(todo):
+            return
     with nogil, parallel(num_threads=n_threads):
         lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
         val = <int32_t *> (lam + scratch)
         for r in prange(m, schedule="static"):
+            if complete_pass and not todo[r]:
+                continue
             for i in range(L):
                 if not want_out and not active[slot[i], r]:
                     continue
