@@ -393,6 +393,16 @@ def test_leaf_validate_rejects(parents, cpts, match):
         t.validate(card)
 
 
+def test_leaf_validate_names_variable_and_row():
+    root = [[0.2, 0.3, 0.5]]
+    t, card = _table([-1, 0], [root, [[0.5, 0.5], [0.5, 0.6], [0.5, 0.5]]], [0, 1], [3, 2])
+    with pytest.raises(StructureError, match=r"CPT of variable 1, row 1 sums to 1\.1"):
+        t.validate(card)
+    t, card = _table([-1, 0], [root, [[0.5, 0.5], [0.5, 0.5], [np.nan, 0.5]]], [0, 1], [3, 2])
+    with pytest.raises(StructureError, match="CPT of variable 1 has negative or non-finite"):
+        t.validate(card)
+
+
 def test_leaf_rejects_real_variable_and_bad_construction():
     with pytest.raises(StructureError):
         spnc.compile(ChowLiuLeaf([0, 1], [-1, 0], [[[0.5, 0.5]], [[0.5, 0.5]] * 2]), cardinality=[2, 0])

@@ -184,16 +184,20 @@ class CLTreeLeafType(LeafType):
             block = cpt[cptr[i]:cptr[i + 1]]
             if block.size != sizes.sum():
                 raise _err(self, i, f"cpt holds {block.size} values; the tree over cardinalities {card.tolist()} needs {int(sizes.sum())}")
-            o = 0
-            for j in range(len(p)):
-                t = block[o:o + sizes[j]].reshape(-1, card[j])
-                o += sizes[j]
-                if not np.all(np.isfinite(t)) or np.any(t < 0):
-                    raise _err(self, i, f"CPT of variable {scope[j]} has negative or non-finite entries")
-                s = t.sum(axis=1)
-                bad = np.flatnonzero(np.abs(s - 1.0) > ROW_TOL)
-                if bad.size:
-                    raise _err(self, i, f"CPT of variable {scope[j]}, row {bad[0]} sums to {float(s[bad[0]])!r}, not 1")
+            if not block.size:
+                continue
+            bad = np.flatnonzero(~np.isfinite(block) | (block < 0))
+            if bad.size:
+                j = int(np.searchsorted(np.cumsum(sizes), bad[0], side="right"))
+                raise _err(self, i, f"CPT of variable {scope[j]} has negative or non-finite entries")
+            rows = sizes // card                       # CPT rows per variable, each of card[j] entries
+            s = np.add.reduceat(block, np.concatenate([[0], np.cumsum(np.repeat(card, rows))[:-1]]))
+            bad = np.flatnonzero(np.abs(s - 1.0) > ROW_TOL)
+            if bad.size:
+                ends = np.cumsum(rows)
+                j = int(np.searchsorted(ends, bad[0], side="right"))
+                row = int(bad[0] - (ends[j] - rows[j]))
+                raise _err(self, i, f"CPT of variable {scope[j]}, row {row} sums to {float(s[bad[0]])!r}, not 1")
 
     # ---------------------------------------------------------------- kernels
     def _prepared(self) -> _Prepared:
