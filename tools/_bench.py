@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 for _v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -24,3 +25,13 @@ def load(root: Path, name: str, dtype=np.uint8) -> tuple[np.ndarray, np.ndarray,
     """``(train, valid, test)`` of the binary set ``name`` under ``root``."""
     return tuple(np.loadtxt(root / "binary" / f"{name}.{s}.data", delimiter=",", dtype=dtype)
                  for s in ("train", "valid", "test"))
+
+
+def best_time(f, repeat: int, clock=time.perf_counter) -> float:
+    """The shortest of ``repeat`` timings of ``f()`` by ``clock``."""
+    ts = []
+    for _ in range(repeat):
+        t0 = clock()
+        f()
+        ts.append(clock() - t0)
+    return min(ts)

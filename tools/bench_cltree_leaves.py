@@ -43,15 +43,6 @@ def numpy_leaves(P, X: np.ndarray) -> np.ndarray:
     return np.add.reduceat(P.logcpt[idx], P.var_ptr[:-1], axis=1)
 
 
-def best(f, repeat: int) -> float:
-    ts = []
-    for _ in range(repeat):
-        t = time.process_time()
-        f()
-        ts.append(time.process_time() - t)
-    return min(ts)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=_bench.DEFAULT_DATA)
@@ -68,13 +59,13 @@ def main(argv=None) -> int:
         P = table._prepared()
         XT = np.ascontiguousarray(X.T, dtype=np.float64)
         out = np.empty((int(table.slot.max()) + 1, X.shape[0]))
-        t_spnc = best(lambda: table.log_prob(XT, out, _kinds.MARGINAL, 1), a.repeat)
+        t_spnc = _bench.best_time(lambda: table.log_prob(XT, out, _kinds.MARGINAL, 1), a.repeat, time.process_time)
         ref = None
 
         def run_numpy():
             nonlocal ref
             ref = numpy_leaves(P, X)
-        t_np = best(run_numpy, a.repeat)
+        t_np = _bench.best_time(run_numpy, a.repeat, time.process_time)
         diff = float(np.max(np.abs(out[table.slot].T - ref)))
         print(f"| {name} | {len(X)} | {len(table.node)} | {int(P.var_ptr[-1])} | {t_spnc:.4f} | "
               f"{t_np:.4f} | {t_np / t_spnc:.1f} | {diff:.1e} |", flush=True)
