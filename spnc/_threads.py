@@ -6,9 +6,11 @@ may use (``OMP_NUM_THREADS`` if set, else the CPU affinity mask); ``-1`` is all 
 spin-wait, which makes short parallel kernels crawl on a busy machine, is avoided by the
 serial path for small work (``SERIAL_WORK``); users who run many large parallel queries on
 a loaded machine may still set ``OMP_WAIT_POLICY=passive`` themselves.
+:func:`blas_threads` holds numpy's and scipy's BLAS to a learner's ``n_threads``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 #: below this much work (rows x (edges + nodes)) a query runs on one thread: a parallel
@@ -48,3 +50,24 @@ def effective_n_threads(n_threads: int | None, work: int = 0) -> int:
     if n == 0:
         raise ValueError("n_threads must be a positive integer, -1 for all cores, or None")
     return n
+
+
+_blas = None
+
+
+def blas_threads(n_threads: int | None):
+    """A context in which BLAS (the matrix products of numpy and scipy) runs on at most
+    ``effective_n_threads(n_threads)`` threads; no limit for ``None``. Uses threadpoolctl,
+    which finds the BLAS libraries loaded in the process and sets their thread counts
+    through their own APIs."""
+    try:
+        n = None if n_threads is None else effective_n_threads(n_threads)
+    except (TypeError, ValueError):  # the estimator's own check names the parameter
+        n = None
+    if n is None:
+        return contextlib.nullcontext()
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=n, user_api="blas")

@@ -70,6 +70,39 @@ def test_new_estimator_must_declare_constraints():
                 self.beta = beta
 
 
+def _blas_threads_now() -> list[int]:
+    from threadpoolctl import threadpool_info
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_fit_holds_blas_to_n_threads():
+    from spnc.learn._params import N_THREADS
+    outside = _blas_threads_now()
+    if not outside:
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    seen = {}
+
+    class Probe(DensityEstimator):
+        _parameter_constraints = {"n_threads": [N_THREADS, None]}
+
+        def __init__(self, n_threads=None):
+            self.n_threads = n_threads
+
+        def fit(self, X, y=None):
+            seen[self.n_threads] = _blas_threads_now()
+            return self
+
+    Probe(n_threads=1).fit(None)
+    Probe().fit(None)
+    assert seen[1] == [1] * len(outside)
+    assert seen[None] == outside == _blas_threads_now()
+    # every shipped learner with n_threads gets the same treatment
+    threaded = [c for c in ESTIMATORS + [Merge, BaggedSPN] if "n_threads" in c._param_names()]
+    assert len(threaded) >= 5
+    for cls in threaded:
+        assert hasattr(cls.fit, "__wrapped__"), cls.__name__
+
+
 def test_clone_and_em_in_a_pipeline_of_params():
     sklearn = pytest.importorskip("sklearn")
     from sklearn.base import clone

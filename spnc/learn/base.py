@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import blas_threads
 from ..errors import DataError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -20,6 +21,16 @@ def _init_parameters(init) -> tuple[str, ...]:
     sig = inspect.signature(init)
     return tuple(p.name for p in sig.parameters.values()
                  if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+
+def _with_blas_threads(fit):
+    """``fit`` with BLAS held to the estimator's ``n_threads``, so that one thread means
+    one thread in the learners' matrix products too."""
+    @functools.wraps(fit)
+    def limited(self, *args, **kwargs):
+        with blas_threads(self.n_threads):
+            return fit(self, *args, **kwargs)
+    return limited
 
 
 class DensityEstimator:
@@ -37,6 +48,10 @@ class DensityEstimator:
         if names != table:
             raise TypeError(f"{cls.__name__}._parameter_constraints must cover exactly the parameters "
                             f"of __init__: missing {sorted(names - table)}, extra {sorted(table - names)}")
+        if "n_threads" in names:
+            for name in ("fit", "partial_fit"):
+                if name in cls.__dict__:
+                    setattr(cls, name, _with_blas_threads(cls.__dict__[name]))
 
     def _validate_params(self) -> None:
         validate_params(self)
