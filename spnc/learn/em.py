@@ -360,9 +360,8 @@ class EM(DensityEstimator):
             return new
         if not ok.any():
             return table
-        merged = type(table).from_nodes(table.node, [new.to_node(i) if ok[i] else table.to_node(i)
-                                                     for i in range(len(table))])
-        return merged
+        idx = np.arange(len(table))
+        return type(table).gather(table.node, [(new, idx[ok], idx[ok]), (table, idx[~ok], idx[~ok])])
 
     def _finish(self, spn: SPN, counts: np.ndarray) -> SPN:
         params = self._json_params(exclude=("init", "freeze"))
