@@ -121,6 +121,7 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
         return -INFINITY
     return logscale + log(root_val)
 
+
 cdef enum:
     BLOCK = 64   # rows per block of the complete-row pass
 
@@ -171,10 +172,14 @@ cdef void _complete_block(const Tree *t, Py_ssize_t L, const int64_t *slot, cons
             acc[b] = 0.0
         q = t.var_ptr[i]
         while q + 4 <= t.var_ptr[i + 1]:  # four variables per sweep of acc, added in order
-            l0, l1, l2, l3 = t.logcpt + t.coff[q], t.logcpt + t.coff[q + 1], t.logcpt + t.coff[q + 2], t.logcpt + t.coff[q + 3]
-            c0, c1, c2, c3 = t.card[q], t.card[q + 1], t.card[q + 2], t.card[q + 3]
-            P0, P1, P2, P3 = codes + cpar[q] * BLOCK, codes + cpar[q + 1] * BLOCK, codes + cpar[q + 2] * BLOCK, codes + cpar[q + 3] * BLOCK
-            V0, V1, V2, V3 = codes + cvar[q] * BLOCK, codes + cvar[q + 1] * BLOCK, codes + cvar[q + 2] * BLOCK, codes + cvar[q + 3] * BLOCK
+            l0, c0 = t.logcpt + t.coff[q], t.card[q]
+            l1, c1 = t.logcpt + t.coff[q + 1], t.card[q + 1]
+            l2, c2 = t.logcpt + t.coff[q + 2], t.card[q + 2]
+            l3, c3 = t.logcpt + t.coff[q + 3], t.card[q + 3]
+            P0, V0 = codes + cpar[q] * BLOCK, codes + cvar[q] * BLOCK
+            P1, V1 = codes + cpar[q + 1] * BLOCK, codes + cvar[q + 1] * BLOCK
+            P2, V2 = codes + cpar[q + 2] * BLOCK, codes + cvar[q + 2] * BLOCK
+            P3, V3 = codes + cpar[q + 3] * BLOCK, codes + cvar[q + 3] * BLOCK
             for b in range(nb):
                 acc[b] = (((acc[b] + l0[P0[b] * c0 + V0[b]]) + l1[P1[b] * c1 + V1[b]])
                           + l2[P2[b] * c2 + V2[b]]) + l3[P3[b] * c3 + V3[b]]
