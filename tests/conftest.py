@@ -102,3 +102,15 @@ def completions(row: np.ndarray, card: list[int]) -> np.ndarray:
 @pytest.fixture(autouse=True)
 def _passive_omp(monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "passive"))
+
+
+def chain_data(rng, n, card, flip=0.25):
+    """Noisy chain-structured data, so the true tree is well separated."""
+    d = len(card)
+    X = np.zeros((n, d), dtype=np.int64)
+    X[:, 0] = rng.integers(0, card[0], n)
+    for j in range(1, d):
+        src = X[:, rng.integers(0, j)] % card[j]
+        noise = rng.random(n) < flip
+        X[:, j] = np.where(noise, rng.integers(0, card[j], n), src)
+    return X

@@ -1,0 +1,215 @@
+"""The Chow-Liu tree as an SPN leaf: queries against enumeration, sampling, parameter checks,
+files and the weighted refit."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+import spnc
+from spnc import StructureError
+from spnc.chowliu import fit_chow_liu, forest_to_tree, tree_log_likelihood
+from spnc.leaves import base as lb
+from spnc.leaves.cltree import ChowLiuLeaf, CLTreeLeafType
+
+from conftest import chain_data
+
+
+def random_tree(rng, card, parents):
+    cpts = []
+    for j, p in enumerate(parents):
+        rows = 1 if p < 0 else card[p]
+        cpts.append(rng.dirichlet(np.ones(card[j]), size=rows))
+    return cpts
+
+
+def joint_table(card, parents, cpts):
+    allx = np.array(list(itertools.product(*[range(k) for k in card])), dtype=float)
+    P = np.exp(tree_log_likelihood(allx.astype(int), parents, cpts))
+    return allx, P
+
+
+@pytest.fixture
+def small_tree():
+    rng = np.random.default_rng(7)
+    card = [2, 3, 2, 2, 3]
+    parents = [2, 0, -1, 2, 1]  # root in the middle; parents after children in scope order
+    cpts = random_tree(rng, card, parents)
+    # a leaf over global variables 1, 2, 4, 5, 6 inside a product with a Bernoulli
+    leaf = ChowLiuLeaf([1, 2, 4, 5, 6], parents, cpts)
+    spn = spnc.compile(spnc.Product([leaf, spnc.Bernoulli(0, 0.3)]), cardinality=[2, 2, 3, 0, 2, 2, 3])
+    allx, P = joint_table(card, parents, cpts)
+    return spn, card, allx, P
+
+
+def embed(x):
+    X = np.full((len(x), 7), np.nan)
+    X[:, [1, 2, 4, 5, 6]] = x
+    X[:, 0] = 1
+    return X
+
+
+def test_leaf_marginals_and_max_by_enumeration(small_tree):
+    spn, card, allx, P = small_tree
+    assert P.sum() == pytest.approx(1.0)
+    for mask in itertools.product([False, True], repeat=5):
+        m = np.array(mask)
+        Xq = allx.copy()
+        Xq[:, m] = np.nan
+        same = np.all(allx[:, None, ~m] == allx[None, :, ~m], axis=2)
+        ref = np.log(0.3 * (same * P[None, :]).sum(1))
+        refmax = np.log(0.3 * (same * P[None, :]).max(1))
+        np.testing.assert_allclose(spn.log_likelihood(embed(Xq)), ref, rtol=1e-12)
+        np.testing.assert_allclose(spn._forward(embed(Xq), lb.MAX, 1), refmax, rtol=1e-12)
+
+
+def test_leaf_mixed_batch_by_enumeration(small_tree):
+    # complete rows take a shortcut; rows missing some leaf variable, in the same batch, do not
+    spn, card, allx, P = small_tree
+    rng = np.random.default_rng(5)
+    Xq = allx[rng.integers(len(allx), size=400)]
+    miss = rng.random(Xq.shape) < 0.15
+    Xq = np.where(miss, np.nan, Xq)
+    assert 0 < np.all(~miss, axis=1).sum() < len(Xq)
+    ref = [np.log(0.3 * P[np.all((allx == x) | np.isnan(x), axis=1)].sum()) for x in Xq]
+    for nt in (1, 2):
+        np.testing.assert_allclose(spn.log_likelihood(embed(Xq), n_threads=nt), ref, rtol=1e-12)
+
+
+def test_leaf_mpe_by_enumeration(small_tree):
+    spn, card, allx, P = small_tree
+    for obs in ([0], [1, 3], [4], [], [0, 2, 4]):
+        m = np.ones(5, bool)
+        m[obs] = False
+        Xq = allx.copy()
+        Xq[:, m] = np.nan
+        filled, _ = spn.mpe(embed(Xq))
+        for x, f in zip(Xq, filled[:, [1, 2, 4, 5, 6]]):
+            sel = np.all(allx[:, ~m] == x[~m], axis=1)
+            np.testing.assert_array_equal(f, allx[sel][np.argmax(P[sel])])
+
+
+def test_leaf_sampling_chi_square(small_tree):
+    spn, card, allx, P = small_tree
+    S = spn.sample(30000, seed=11)[:, [1, 2, 4, 5, 6]].astype(int)
+    counts = np.bincount(np.ravel_multi_index(S.T, card), minlength=len(P))
+    assert chisquare(counts, P * len(S)).pvalue > 1e-3
+    # conditional on x_4 = 1 (local 2, the root) and x_6 = 2 (local 4)
+    ev = np.full((30000, 7), np.nan)
+    ev[:, 4], ev[:, 6] = 1, 2
+    S = spn.sample(evidence=ev, seed=12)[:, [1, 2, 4, 5, 6]].astype(int)
+    assert np.all(S[:, 2] == 1) and np.all(S[:, 4] == 2)
+    sel = (allx[:, 2] == 1) & (allx[:, 4] == 2)
+    counts = np.bincount(np.ravel_multi_index(S.T, card), minlength=len(P))[sel]
+    assert counts.sum() == 30000
+    assert chisquare(counts, P[sel] / P[sel].sum() * 30000).pvalue > 1e-3
+    np.testing.assert_array_equal(spn.sample(50, seed=4), spn.sample(50, seed=4))
+
+
+def test_leaf_kernels_threads_agree():
+    rng = np.random.default_rng(13)
+    X = chain_data(rng, 5000, [2, 3, 2, 4, 2, 2, 3, 2])
+    fit = fit_chow_liu(X, alpha=1.0)
+    par, cpts = forest_to_tree(fit.parents, fit.cpts)
+    spn = spnc.compile(ChowLiuLeaf(range(8), par, cpts))
+    table = spn.leaf_tables["cltree"]
+    XT = np.ascontiguousarray(np.where(rng.random(X.shape) < 0.3, np.nan, X).T)
+    outs = []
+    for nt in (1, 2):
+        for mode in (lb.MARGINAL, lb.MAX):
+            out = np.empty((1, XT.shape[1]))
+            table.log_prob(XT, out, mode, nt)
+            outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[1], outs[3])
+    assert np.all(outs[1] <= outs[0])
+
+
+def test_leaf_sees_in_place_parameter_edits(small_tree):
+    spn, card, allx, P = small_tree
+    X = embed(allx[:3])
+    before = spn.log_likelihood(X)
+    cpt = spn.leaf_tables["cltree"].params["cpt"]
+    cpt[:2] = cpt[1::-1].copy()  # swap the two entries of local variable 0, parent state 0
+    assert not np.array_equal(spn.log_likelihood(X), before)
+
+
+def test_leaf_round_trips(small_tree):
+    spn = small_tree[0]
+    X = embed(small_tree[2])
+    np.testing.assert_array_equal(spn.copy().log_likelihood(X), spn.log_likelihood(X))
+    import pickle
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(spn)).log_likelihood(X), spn.log_likelihood(X))
+    again = spnc.compile(spn.to_nodes(), cardinality=spn.cardinality)
+    np.testing.assert_array_equal(again.log_likelihood(X), spn.log_likelihood(X))
+
+
+@pytest.mark.parametrize("ext", ["h5", "json"])
+def test_leaf_file_round_trip(small_tree, tmp_path, ext):
+    if ext == "h5":
+        pytest.importorskip("h5py")
+    import spnc.io
+    spn = small_tree[0]
+    X = embed(small_tree[2])
+    spnc.io.save(spn, tmp_path / f"clt.{ext}")
+    back = spnc.io.load(tmp_path / f"clt.{ext}")
+    np.testing.assert_array_equal(back.log_likelihood(X), spn.log_likelihood(X))
+
+
+def _table(parents, cpts, scope, card):
+    leaf = ChowLiuLeaf(scope, parents, cpts)
+    t = CLTreeLeafType.from_nodes(np.array([9]), [leaf])
+    return t, np.asarray(card)
+
+
+@pytest.mark.parametrize("parents, cpts, match", [
+    ([-1, -1], [[[0.5, 0.5]], [[0.5, 0.5]]], "exactly one root"),
+    ([1, 0], [[[0.5, 0.5]] * 2, [[0.5, 0.5]] * 2], "exactly one root"),
+    ([-1, 2, 1], [[[0.5, 0.5]], [[0.5, 0.5]] * 2, [[0.5, 0.5]] * 2], "cycle"),
+    ([-1, 5], [[[0.5, 0.5]], [[0.5, 0.5]] * 2], "outside -1..1"),
+    ([-1, 0], [[[0.5, 0.5]], [[0.5, 0.5]]], "cpt holds"),
+    ([-1, 0], [[[0.5, 0.6]], [[0.5, 0.5]] * 2], "row 0 sums to"),
+    ([-1, 0], [[[0.5, 0.5]], [[1.5, -0.5]] * 2], "negative"),
+])
+def test_leaf_validate_rejects(parents, cpts, match):
+    scope = list(range(len(parents)))
+    t, card = _table(parents, cpts, scope, [2] * len(parents))
+    with pytest.raises(StructureError, match=r"node 9 \(cltree leaf\).*" + match):
+        t.validate(card)
+
+
+def test_leaf_validate_names_variable_and_row():
+    root = [[0.2, 0.3, 0.5]]
+    t, card = _table([-1, 0], [root, [[0.5, 0.5], [0.5, 0.6], [0.5, 0.5]]], [0, 1], [3, 2])
+    with pytest.raises(StructureError, match=r"CPT of variable 1, row 1 sums to 1\.1"):
+        t.validate(card)
+    t, card = _table([-1, 0], [root, [[0.5, 0.5], [0.5, 0.5], [np.nan, 0.5]]], [0, 1], [3, 2])
+    with pytest.raises(StructureError, match="CPT of variable 1 has negative or non-finite"):
+        t.validate(card)
+
+
+def test_leaf_rejects_real_variable_and_bad_construction():
+    with pytest.raises(StructureError):
+        spnc.compile(ChowLiuLeaf([0, 1], [-1, 0], [[[0.5, 0.5]], [[0.5, 0.5]] * 2]), cardinality=[2, 0])
+    with pytest.raises(StructureError, match="ascending"):
+        ChowLiuLeaf([1, 0], [-1, 0], [[[0.5, 0.5]], [[0.5, 0.5]] * 2])
+    with pytest.raises(StructureError, match="CPTs for"):
+        ChowLiuLeaf([0, 1], [-1, 0], [[[0.5, 0.5]]])
+
+
+def test_leaf_weighted_fit_is_the_weighted_chow_liu_fit():
+    rng = np.random.default_rng(8)
+    X = chain_data(rng, 600, [2, 3, 2, 2])
+    fit = fit_chow_liu(X, alpha=1.0)
+    par, cpts = forest_to_tree(fit.parents, fit.cpts)
+    spn = spnc.compile(ChowLiuLeaf(range(4), par, cpts))
+    w = rng.random(600)
+    table = spn.leaf_tables["cltree"]
+    table.weighted_fit(X.astype(float), w[:, None], alpha=0.5)
+    ref = fit_chow_liu(X, sample_weight=w, alpha=0.5)
+    rp, rc = forest_to_tree(ref.parents, ref.cpts)
+    np.testing.assert_array_equal(table.params["parent"], rp)
+    np.testing.assert_allclose(spn.log_likelihood(X.astype(float)), tree_log_likelihood(X, rp, rc), rtol=1e-12)
+    table.validate(spn.cardinality)
