@@ -21,7 +21,9 @@ from spnc._random cimport rand_uniform
 # var_ptr[i] .. var_ptr[i+1]-1. For flat variable f: gvar[f] (row of XT), card[f],
 # fpar[f] (flat index of its parent, -1 at the root), coff[f] (offset of its CPT in
 # cpt/logcpt), loff[f] (offset of its message vector inside one leaf's scratch).
-# order[var_ptr[i]:var_ptr[i+1]] lists the leaf's flat variables parents-first.
+# order[var_ptr[i]:var_ptr[i+1]] lists the leaf's flat variables parents-first. used lists
+# the distinct variables of all leaves; cvar[f] and cpar[f] index into it f's variable and
+# its parent's (len(used) at a root), for the complete-row pass.
 
 cdef struct Tree:
     const int64_t *var_ptr
@@ -199,7 +201,8 @@ cdef void _complete_block(const Tree *t, Py_ssize_t L, const int64_t *slot, cons
 def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
               const int32_t[::1] gvar, const int32_t[::1] card, const int32_t[::1] fpar,
               const int64_t[::1] coff, const int64_t[::1] loff, const double[::1] cpt,
-              const double[::1] logcpt, const int64_t[::1] slot, const int64_t[::1] node,
+              const double[::1] logcpt, const int32_t[::1] used, const int32_t[::1] cvar,
+              const int32_t[::1] cpar, const int64_t[::1] slot, const int64_t[::1] node,
               Py_ssize_t scratch, const double[:, ::1] XT, double[:, ::1] out,
               const uint8_t[:, ::1] active, double[:, ::1] out_XT, int mode, uint64_t seed,
               int64_t row0, int n_threads):
@@ -217,8 +220,7 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
     cdef double s, best, u, acc, lp
     cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
     cdef bint complete_pass = want_out and not want_fill
-    cdef Py_ssize_t n_used = 0, blk
-    cdef int32_t[::1] used, cpar, cvar
+    cdef Py_ssize_t n_used = used.shape[0], blk
     cdef uint8_t[::1] todo
     cdef int32_t *codes
     cdef double *bacc
@@ -226,11 +228,6 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
         return
     t = _tree(var_ptr, order, gvar, card, fpar, coff, loff, cpt, logcpt)
     if complete_pass:  # complete rows first, by blocks; the loop below finishes the others
-        used, inv = np.unique(np.asarray(gvar[:var_ptr[L]]), return_inverse=True)
-        n_used = used.shape[0]
-        cvar = inv.astype(np.int32)
-        cpar = np.where(np.asarray(fpar[:var_ptr[L]]) >= 0, inv[np.maximum(fpar[:var_ptr[L]], 0)],
-                        n_used).astype(np.int32)
         todo = np.empty(m, dtype=np.uint8)
         with nogil, parallel(num_threads=n_threads):
             codes = <int32_t *> malloc(sizeof(int32_t) * (n_used + 1) * BLOCK)

@@ -71,7 +71,8 @@ class ChowLiuLeaf(Leaf):
 class _Prepared:
     """Flat arrays the kernels read (see the layout notes in spnc/leaves/_cltree.pyx)."""
 
-    __slots__ = ("var_ptr", "order", "gvar", "card", "fpar", "coff", "loff", "cpt", "logcpt", "scratch")
+    __slots__ = ("var_ptr", "order", "gvar", "card", "fpar", "coff", "loff", "cpt", "logcpt", "scratch",
+                 "used", "cvar", "cpar")
 
 
 @register_leaf
@@ -235,12 +236,17 @@ class CLTreeLeafType(LeafType):
         with np.errstate(divide="ignore"):
             P.logcpt = np.log(P.cpt)
         P.scratch = scratch
+        used, inv = np.unique(P.gvar, return_inverse=True)
+        P.used = used.astype(np.int32)
+        P.cvar = inv.astype(np.int32)
+        P.cpar = np.where(P.fpar >= 0, P.cvar[np.maximum(P.fpar, 0)], len(used)).astype(np.int32)
         self._prep, self._prep_key = P, key
         return P
 
     def _args(self) -> tuple:
         P = self._prepared()
-        return (P.var_ptr, P.order, P.gvar, P.card, P.fpar, P.coff, P.loff, P.cpt, P.logcpt)
+        return (P.var_ptr, P.order, P.gvar, P.card, P.fpar, P.coff, P.loff, P.cpt, P.logcpt,
+                P.used, P.cvar, P.cpar)
 
     def log_prob(self, XT, out, mode, n_threads):
         if not len(self.node):
