@@ -287,6 +287,26 @@ def test_bagged_spn_weights(small):
         BaggedSPN(base, n_bags=2, weights="valid").fit(X)
 
 
+def test_bagged_spn_out_of_bag_validation(small):
+    """With oob_valid each bag is its learner fitted with the rows its sample missed as
+    X_valid (TreeSPN: EM stops on them); X_valid of fit never reaches the bags."""
+    X, Xv = small
+    from spnc.learn import TreeSPN
+    base = TreeSPN(n_trees=2, max_depth=2, min_instances=40, em_max_iter=6, patience=1)
+    pd = {"em_alpha": [0.1, 1.0]}
+    bag = BaggedSPN(base, n_bags=2, param_distributions=pd, oob_valid=True, weights="uniform",
+                    random_state=3).fit(X, X_valid=Xv)
+    assert bag.spn_.learner["params"]["oob_valid"] is True
+    bags = [spnc.compile(c, n_vars=X.shape[1]) for c in bag.ensemble_.to_nodes().children]
+    for (params, rows), got in zip(bag._bag_plans(X), bags):
+        out = np.setdiff1d(np.arange(len(X)), rows)
+        assert 0 < len(out) < len(X)
+        want = TreeSPN(**params).fit(X[rows], X_valid=X[out]).spn_
+        assert np.allclose(got.log_likelihood(Xv), want.log_likelihood(Xv), rtol=0, atol=1e-10)
+    with pytest.raises(ParameterError, match="oob_valid=True needs a base learner whose fit takes X_valid"):
+        BaggedSPN(spnc.learn.ChowLiuTree(), n_bags=2, oob_valid=True).fit(X)
+
+
 def test_bagged_spn_bad_parameters(small):
     X, _ = small
     with pytest.raises(ParameterError, match="param_distributions"):

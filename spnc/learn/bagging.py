@@ -12,6 +12,7 @@ the result is the same for any ``n_jobs`` and either backend.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import inspect
 import multiprocessing
 import os
 import time
@@ -39,17 +40,24 @@ def _draw(dist: Any, rng: np.random.Generator) -> Any:
     return dist
 
 
-def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray) -> tuple[SPN, float, float]:
+def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
+             oob: bool = False) -> tuple[SPN, float, float]:
     """One bag (runs in a worker process): the model, its mean training log-likelihood on
-    all rows and its fit seconds."""
+    all rows and its fit seconds. ``oob``: the rows the sample missed are the bag's
+    ``X_valid``."""
     t0 = time.perf_counter()
-    est = cls(**params).fit(X[rows])
+    if oob:
+        out = np.ones(X.shape[0], dtype=bool)
+        out[rows] = False
+        est = cls(**params).fit(X[rows], X_valid=X[out] if out.any() else None)
+    else:
+        est = cls(**params).fit(X[rows])
     spn = est.spn_
     secs = time.perf_counter() - t0
     return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
 
 
-def _fit_bags_dask(cls: type, plans: list, X: np.ndarray) -> list:
+def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool) -> list:
     """The bags as tasks on the current ``dask.distributed`` client, in plan order."""
     from .. import dask as _dask
     client = _dask.current_client()
@@ -57,7 +65,7 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray) -> list:
         raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
                                         "(distributed.Client() for a local cluster, or a scheduler address)")
     Xf = client.scatter(X, broadcast=True, hash=False)
-    futs = [client.submit(_fit_bag, cls, p, Xf, rows, pure=False) for p, rows in plans]
+    futs = [client.submit(_fit_bag, cls, p, Xf, rows, oob, pure=False) for p, rows in plans]
     return client.gather(futs)
 
 
@@ -79,6 +87,10 @@ class BaggedSPN(DensityEstimator):
         ``w_i ∝ exp(mean training log-likelihood of bag i)`` over all training rows),
         ``"uniform"``, or ``"valid"`` (maximum-likelihood mixture weights on ``X_valid`` by
         EM on the root weights only; bags that overfit their bootstrap sample get little).
+    oob_valid : give each bag the training rows its bootstrap sample missed (about 37 %)
+        as ``X_valid``, for base learners that stop or choose on validation data (EM,
+        :class:`TreeSPN`, ``auto`` parameters). ``X_valid`` of :meth:`fit` is never shown
+        to the bags.
     merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
         to the whole ensemble with ``X_valid``.
     n_jobs : worker processes (None or 1: in this process; -1: all cores).
@@ -99,6 +111,7 @@ class BaggedSPN(DensityEstimator):
         "n_bags": [Interval(int, 1)],
         "param_distributions": [Constraint(_is_dist_table, "a dict of parameter name -> values"), None],
         "weights": [Options("train", "uniform", "valid")],
+        "oob_valid": [BOOL],
         "merge": [Instance(Merge), None],
         "n_jobs": [Interval(int, 1), Constraint(lambda v: v == -1 and not isinstance(v, bool), "-1"), None],
         "backend": [Options("processes", "dask")],
@@ -107,12 +120,14 @@ class BaggedSPN(DensityEstimator):
     }
 
     def __init__(self, base_learner: DensityEstimator | None = None, n_bags: int = 40, param_distributions=None,
-                 weights: str = "train", merge: Merge | None = None, n_jobs: int | None = None,
-                 backend: str = "processes", random_state: int | None = None, verbose: int = 0):
+                 weights: str = "train", oob_valid: bool = False, merge: Merge | None = None,
+                 n_jobs: int | None = None, backend: str = "processes", random_state: int | None = None,
+                 verbose: int = 0):
         self.base_learner = base_learner
         self.n_bags = n_bags
         self.param_distributions = param_distributions
         self.weights = weights
+        self.oob_valid = oob_valid
         self.merge = merge
         self.n_jobs = n_jobs
         self.backend = backend
@@ -156,19 +171,23 @@ class BaggedSPN(DensityEstimator):
             raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
         plans = self._bag_plans(X)
         cls = type(self.base_learner)
+        oob = bool(self.oob_valid)
+        if oob and "X_valid" not in inspect.signature(cls.fit).parameters:
+            raise ParameterError("oob_valid", f"BaggedSPN: oob_valid=True needs a base learner whose fit takes "
+                                              f"X_valid; {cls.__name__}.fit does not")
         jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
         results: list = [None] * len(plans)
         if self.backend == "dask":
-            results = _fit_bags_dask(cls, plans, X)
+            results = _fit_bags_dask(cls, plans, X, oob)
         elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
-                results[i] = _fit_bag(cls, p, X, rows)
+                results[i] = _fit_bag(cls, p, X, rows, oob)
                 if self.verbose:
                     print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s, train LL {results[i][1]:.4f}")
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
             with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futs = {pool.submit(_fit_bag, cls, p, X, rows): i for i, (p, rows) in enumerate(plans)}
+                futs = {pool.submit(_fit_bag, cls, p, X, rows, oob): i for i, (p, rows) in enumerate(plans)}
                 for f in cf.as_completed(futs):
                     i = futs[f]
                     results[i] = f.result()
@@ -194,6 +213,7 @@ class BaggedSPN(DensityEstimator):
         ens.learner = {"name": "bagged", "version": "1",
                        "params": {"base_learner": type(self.base_learner).__name__, "n_bags": int(self.n_bags),
                                   "random_state": self.random_state, "weights": self.weights,
+                                  "oob_valid": oob,
                                   "merged": self.merge is not None},
                        "bag_params": [{k: json_value(v) for k, v in d.items()} for d in self.bag_params_],
                        "bag_weights": w.tolist()}
