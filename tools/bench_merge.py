@@ -13,10 +13,14 @@ three, one thread). ``--em`` adds soft EM on the merged graph (validation early 
 
 Part 2 (Table 3). ``BaggedSPN`` of L-SPNs (Chow-Liu leaves) with random search over the
 same grid, ``--bags`` bags (the paper: 40), bags weighted by training likelihood under one
-latent sum, then merged as a whole.
+latent sum, then merged as a whole. ``--base treespn`` bags :class:`TreeSPN` instead
+(L-SPNs too: clustering sums, independence products, Chow-Liu leaves, then EM), with random
+search over Desana & Schnörr's grid (``TREE_DIST``); each bag's EM stops on the rows its
+bootstrap sample missed (``oob_valid``), so ``X_valid`` is used only for the bag weights
+(``--weights valid``) and the merge.
 
 Usage: python tools/bench_merge.py [--sets ...] [--kinds lspn ospn] [--leaves chowliu univariate]
-       [--bags N] [--no-table2] [--em] [--json FILE] [--out FILE]
+       [--bags N] [--base lspn|treespn] [--weights W] [--no-table2] [--em] [--json FILE] [--out FILE]
 """
 from __future__ import annotations
 
@@ -29,8 +33,9 @@ from pathlib import Path
 import _bench  # noqa: E402  (threads, import path; before numpy)
 import numpy as np  # noqa: E402
 from _bench import DEFAULT_DATA, SETS  # noqa: E402
-from spnc.learn import EM, BaggedSPN, LearnSPN, Merge  # noqa: E402
+from spnc.learn import EM, BaggedSPN, LearnSPN, Merge, TreeSPN  # noqa: E402
 from spnc.learn.merge import n_parameters  # noqa: E402
+from spnc.learn.treespn import g_factor_for  # noqa: E402
 
 # Rahman & Gogate, Table 2 (L-SPN / O-SPN): T-LL, G-LL, |T|, |G|, T-time, G-time
 PAPER2 = {
@@ -49,6 +54,10 @@ PAPER3 = {"nltcs": (-6.01, -6.00), "plants": (-12.31, -12.03), "baudio": (-39.57
 BETAS = [0.001, 0.0015, 0.01, 0.5]          # the paper's grids (random search of the bags)
 DEPTHS = [4, 5, 6, 7, 10]
 SMALL = ([0.001, 0.01], [5, 7, 10])         # tree grid unless --full-grid (time on 2 shared cores)
+# --base treespn: Desana & Schnörr's p values, their smaller tree counts and depths (time),
+# and the two smoothings bench_treespn.py chooses between, drawn per bag
+TREE_DIST = {"g_factor": [g_factor_for(p) for p in (0.1, 0.01, 0.001)], "n_trees": [5, 20], "max_depth": [2, 4],
+             "tree_alpha": [10.0, 0.1], "em_alpha": [0.1, 1.0]}
 
 
 def load(root: Path, name: str):
@@ -110,18 +119,21 @@ def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False, merge_kw=No
     return row
 
 
-def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train"):
-    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=10, alpha=1.0)
-    dist = {"mi_threshold": BETAS, "max_depth": DEPTHS}
+def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train", kind="lspn"):
+    if kind == "treespn":
+        base, dist = TreeSPN(em_max_iter=10, patience=2), TREE_DIST
+    else:
+        base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=10, alpha=1.0)
+        dist = {"mi_threshold": BETAS, "max_depth": DEPTHS}
     t = time.perf_counter()
     b = BaggedSPN(base, n_bags=bags, param_distributions=dist, weights=weights, n_jobs=jobs,
-                  random_state=0).fit(X, X_valid=Xv)
+                  oob_valid=kind == "treespn", random_state=0).fit(X, X_valid=Xv)
     b_secs = time.perf_counter() - t
     ens = b.spn_
     t = time.perf_counter()
     m = Merge(init=ens, **(merge_kw or {})).fit(X, X_valid=Xv)
     g_secs = time.perf_counter() - t
-    return {"set": name, "bags": bags, "weights": weights, "t_test": mean_ll(ens, Xt), "g_test": mean_ll(m.spn_, Xt),
+    return {"set": name, "base": kind, "bags": bags, "weights": weights, "t_test": mean_ll(ens, Xt), "g_test": mean_ll(m.spn_, Xt),
             "t_valid": mean_ll(ens, Xv), "g_valid": mean_ll(m.spn_, Xv), "T": n_parameters(ens)[0],
             "G": n_parameters(m.spn_)[0], "t_nodes": ens.n_nodes, "g_nodes": m.spn_.n_nodes,
             "bag_time": b_secs, "g_time": g_secs, "epsilon": m.epsilon_,
@@ -144,11 +156,11 @@ def report(rows2, rows3) -> str:
                        f"{r['t_eval']:.3f} / {r['g_eval']:.3f} | "
                        + ", ".join(f"{k}={v}" for k, v in r["chosen"].items()) + f", eps={r['epsilon']} |")
     if rows3:
-        out += ["", "| set | bags | bagged T-LL | bagged G-LL | paper T / G | valid T / G | \\|T\\| | \\|G\\| | nodes T / G "
-                "| bagging s | merge s | eval s T / G | eps |", "|" + "---|" * 13]
+        out += ["", "| set | base | bags | bagged T-LL | bagged G-LL | paper T / G | valid T / G | \\|T\\| | \\|G\\| | nodes T / G "
+                "| bagging s | merge s | eval s T / G | eps |", "|" + "---|" * 14]
         for r in rows3:
             p = PAPER3[r["set"]]
-            out.append(f"| {r['set']} | {r['bags']} | {r['t_test']:.3f} | **{r['g_test']:.3f}** | {p[0]:.2f} / {p[1]:.2f} | "
+            out.append(f"| {r['set']} | {r.get('base', 'lspn')} | {r['bags']} | {r['t_test']:.3f} | **{r['g_test']:.3f}** | {p[0]:.2f} / {p[1]:.2f} | "
                        f"{r['t_valid']:.3f} / {r['g_valid']:.3f} | {r['T']} | {r['G']} | {r['t_nodes']} / {r['g_nodes']} | "
                        f"{r['bag_time']:.1f} | {r['g_time']:.1f} | {r['t_eval']:.3f} / {r['g_eval']:.3f} | "
                        f"{r['epsilon']} |")
@@ -171,11 +183,13 @@ def main() -> None:
     ap.add_argument("--weights", choices=["train", "uniform", "valid"], default="train",
                     help="BaggedSPN(weights=...): the paper weights bags by training likelihood")
     ap.add_argument("--local-check", action="store_true", help="Merge(local_check=True)")
+    ap.add_argument("--base", choices=["lspn", "treespn"], default="lspn", help="the bags' learner (Table 3)")
+    ap.add_argument("--merge-patience", type=int, default=None, help="Merge(patience=...)")
     ap.add_argument("--json", type=Path, default=None, help="append rows as JSON lines here")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown tables here")
     args = ap.parse_args()
     rows2, rows3 = [], []
-    merge_kw = {"refit": args.refit, "local_check": args.local_check}
+    merge_kw = {"refit": args.refit, "local_check": args.local_check, "patience": args.merge_patience}
     if args.refit == "em":
         merge_kw["max_iter"] = 5
     for name in args.sets:
@@ -189,7 +203,7 @@ def main() -> None:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"table": 2, **r}) + "\n")
         if args.bags > 0:
-            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick, merge_kw, args.weights)
+            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick, merge_kw, args.weights, args.base)
             rows3.append(r)
             print(json.dumps(r), flush=True)
             if args.json:
