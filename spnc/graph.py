@@ -21,6 +21,9 @@ from .errors import DataError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
 
+#: per-model caches that a reparameterised copy must not share
+_PARAM_CACHES = frozenset({"_compiled", "_leafcache", "_decisive_leaves"})
+
 
 class SPN:
     """A compiled sum-product network (a DAG) over ``n_vars`` variables.
@@ -134,7 +137,8 @@ class SPN:
         """The same structure with new sum weights, leaf tables (same leaves, same order)
         and root weights: what EM's M-step produces. Checks the new parameters only."""
         new = object.__new__(SPN)
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_compiled"})
+        # caches derived from the parameters (compiled graph, merging's leaf values) stay behind
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _PARAM_CACHES})
         new.weight = _v.as_array(weight, np.float64, "weight")
         new.root_weights = None if root_weights is None else _v.as_array(root_weights, np.float64, "root_weights")
         new.leaf_tables = dict(leaf_tables)

@@ -178,3 +178,29 @@ def test_leaf_cache_gives_the_values_of_a_fresh_evaluation_and_evaluates_only_ne
     assert not cmax.usable(new, X.copy())
     tiny = LeafCache(X, MAX, max_bytes=8 * X.shape[0])
     assert not tiny.usable(new, X) and (route(new, X, cache=tiny) != route(new, X)).nnz == 0
+
+
+def test_observed_sums_route_without_evaluating_leaves():
+    """Through products and observed sums no decision reads a leaf: an O-SPN's Chow-Liu
+    leaves are not evaluated (the cache stays empty) and the routing is the reference's;
+    leaves under a latent sum, or rows with a missing value, are evaluated as before."""
+    from spnc.learn._leafcache import LeafCache
+    from spnc.learn.routing import decisive_leaves
+    gen = spnc.compile(random_spn(np.random.default_rng(5), [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(1200, seed=5)
+    kw = dict(splitter="mi_components", leaves="chowliu", min_instances=15, mi_threshold=0.001, alpha=1.0,
+              random_state=0)
+    ospn = LearnSPN(sum_split="observed", **kw).fit(X).spn_
+    lspn = LearnSPN(sum_split="latent", **kw).fit(X).spn_
+    cl = ospn.leaf_tables["cltree"].node
+    assert len(cl) and not decisive_leaves(ospn).any()
+    cache = LeafCache(X, MAX)
+    _check(ospn, X)
+    route(ospn, X, cache=cache)
+    assert cache.evaluated == 0
+    assert decisive_leaves(lspn)[lspn.leaf_tables["cltree"].node].all()
+    route(lspn, X, cache=cache)
+    assert cache.evaluated == len(lspn.leaf_tables["cltree"])
+    Xm = X.copy()
+    Xm[::7, 2] = np.nan
+    _check(ospn, Xm)

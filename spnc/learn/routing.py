@@ -14,6 +14,12 @@ hard assignment, top-down from the root:
   matches the row has value ``-inf``, so the row follows its observed value, as the learner
   split it.
 
+No decision through products and observed sums reads a leaf's value, so leaves that no
+latent sum has below it are not evaluated: for an O-SPN (observed sums only) routing
+complete rows costs one look at each row's observed values, not a pass over the leaves.
+(A row the model gives probability zero under an observed sum still follows its observed
+value there.)
+
 For a tree learned by LearnSPN the recovered routing equals the learner's partition through
 observed sums; through latent sums it is the model's own hard assignment, which is what the
 paper's hard-EM re-estimation uses. A caller holding the routing a learner recorded passes
@@ -30,6 +36,7 @@ from .. import _infer
 from .._kinds import MAX
 from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
+from ._graphedit import descendants
 from ._routing import bits_to_csc
 
 
@@ -46,8 +53,11 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes.
     ``cache``: a :class:`._leafcache.LeafCache` of ``X`` in max mode (used when it
     applies), which keeps leaf values from earlier passes."""
-    lv = cache if cache is not None and cache.mode == MAX and cache.usable(spn, X) else None
     X = spn._check_X(X)
+    if not decisive_leaves(spn).any() and not np.isnan(X).any():
+        lv = _ZERO_LEAVES     # every decision is an observed one (see the module notes)
+    else:
+        lv = cache if cache is not None and cache.mode == MAX and cache.usable(spn, X) else None
     n = X.shape[0]
     N = spn.n_nodes
     sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv)
@@ -64,6 +74,37 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
         edge_counts += edge.sum(0)[: spn.n_edges]
     indptr, indices = bits_to_csc(bits, n)
     return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
+
+
+class _ZeroLeaves:
+    """Leaf values for :func:`route` when no decision reads them: log 1 everywhere."""
+
+    @staticmethod
+    def chunk(spn, L: np.ndarray, r0: int, r1: int) -> None:
+        L[...] = 0.0
+
+
+_ZERO_LEAVES = _ZeroLeaves()
+
+
+def decisive_leaves(spn: SPN) -> np.ndarray:
+    """Boolean mask of the leaf-matrix leaves (types not evaluated inside the sweep) whose
+    values some routing decision reads: those below a child of a latent sum (cached on
+    ``spn``)."""
+    hit = spn.__dict__.get("_decisive_leaves")
+    if hit is not None:
+        return hit
+    matrix = [t for t in spn.leaf_tables.values() if len(t) and t.state_log_probs(spn.cardinality) is None]
+    out = np.zeros(spn.n_nodes, dtype=bool)
+    if matrix:
+        latent = np.flatnonzero((spn.kind == SUM) & (observed_sums(spn) < 0))
+        if latent.size:
+            heads = np.concatenate([spn.child[spn.child_ptr[s]:spn.child_ptr[s + 1]] for s in latent])
+            below = descendants(spn, heads)
+            for t in matrix:
+                out[t.node] = below[t.node]
+    spn.__dict__["_decisive_leaves"] = out
+    return out
 
 
 def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:
