@@ -78,7 +78,8 @@ class LeafCache:
         for i in miss:                       # a leaf may occur twice in one table
             fresh.setdefault(keys[i], i)
         idx = list(fresh.values())
-        sub = type(t).from_nodes(t.node[idx], [t.to_node(i) for i in idx])
+        ix = np.asarray(idx, dtype=np.int64)
+        sub = type(t).gather(t.node[ix], [(t, ix, np.arange(len(ix)))])
         sub.slot = np.arange(len(idx), dtype=np.int64)
         start = len(self.row)
         if start + len(idx) > self.V.shape[0]:

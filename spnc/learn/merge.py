@@ -42,6 +42,7 @@ from ..errors import DataError, StructureError
 from .._kinds import MARGINAL, MAX
 from .._threads import effective_n_threads
 from ..graph import SPN, compile as _compile
+from ..leaves.base import _ranges
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from ..nodes import Sum
 from . import routing as _routing
@@ -98,7 +99,7 @@ class _Round:
             if np.any(card[s] <= 0):
                 continue      # real variables: only identical merging
             m = np.asarray(members)
-            cols = np.concatenate([np.arange(off[v], off[v + 1]) for v in s])
+            cols = _ranges(off[s], off[s + 1] - off[s])
             starts = np.concatenate([[0], np.cumsum(card[s])[:-1]]).astype(np.int64)
             D = pairwise_distance(P[np.ix_(m, cols)], starts, self.est.distance)
             np.fill_diagonal(D, np.inf)
@@ -372,8 +373,10 @@ class Merge(DensityEstimator):
                 R0 = None   # ids changed by identical merging: route by the model
         rnd = _Round(self, X, Xv, alpha)
 
-        def valid_ll(m: SPN) -> float:
-            return float(np.mean(m.log_likelihood(Xv, n_threads=self.n_threads))) if Xv is not None else np.nan
+        def valid_ll(m: SPN) -> float:     # the root's value, with the leaf values kept so far
+            if Xv is None:
+                return np.nan
+            return float(np.mean(_routing.node_values(m, Xv, m.roots, n_threads=self.n_threads, cache=rnd.vcache0)))
 
         self.history_ = [{"epsilon": None, "valid_ll": valid_ll(base), "nodes": base.n_nodes,
                           "params": n_parameters(base)[0], "merged": init.n_nodes - base.n_nodes,
