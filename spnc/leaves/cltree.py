@@ -219,19 +219,18 @@ class CLTreeLeafType(LeafType):
         P.coff = np.empty(T, dtype=np.int64)
         P.loff = np.empty(T, dtype=np.int64)
         P.gvar = (np.concatenate(self.scopes).astype(np.int32) if T else np.zeros(0, np.int32))
-        scratch = 1
-        for i in range(len(self.node)):
-            a, b = int(pptr[i]), int(pptr[i + 1])
-            p = par[a:b]
-            order = _topological(p)
-            card = self._cards(i)
-            rows = np.where(p < 0, 1, card[np.maximum(p, 0)])
-            sizes = rows * card
-            P.order[a:b] = order + a
-            P.card[a:b] = card
-            P.coff[a:b] = cptr[i] + np.concatenate([[0], np.cumsum(sizes)[:-1]])
-            P.loff[a:b] = np.concatenate([[0], np.cumsum(card)[:-1]])
-            scratch = max(scratch, int(card.sum()))
+        L = len(self.node)
+        leaf = np.repeat(np.arange(L), np.diff(pptr))
+        if self._card is not None and len(self._card) == T:
+            card = self._card.astype(np.int64)
+        else:
+            card = np.concatenate([self._cards(i) for i in range(L)]).astype(np.int64) if L else np.zeros(0, np.int64)
+        P.order[:] = _bfs_order(P.fpar, leaf, pptr)
+        P.card[:] = card
+        sizes = np.where(P.fpar < 0, 1, card[np.maximum(P.fpar, 0)]) * card
+        P.coff[:] = cptr[leaf] + _exclusive_within(sizes, pptr, leaf)
+        P.loff[:] = _exclusive_within(card, pptr, leaf)
+        scratch = max(1, int(np.add.reduceat(card, pptr[:-1][np.diff(pptr) > 0]).max())) if T else 1
         P.cpt = np.ascontiguousarray(self.params["cpt"], dtype=np.float64)
         with np.errstate(divide="ignore"):
             P.logcpt = np.log(P.cpt)
@@ -307,17 +306,46 @@ class CLTreeLeafType(LeafType):
         self._prep = None
 
 
+def _exclusive_within(x: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sums of ``x`` restarting at every leaf (entries ``ptr[i]:ptr[i+1]``)."""
+    c = np.cumsum(x) - x
+    return c - c[ptr[leaf]] if len(x) else c
+
+
+def _bfs_order(fpar: np.ndarray, leaf: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Flat variables of every tree parents-first, breadth-first from each root with
+    children in scope order (``fpar``: flat parent, -1 at a root): one sort per depth
+    level, over all trees at once. Assumes valid trees."""
+    T = len(fpar)
+    pos = np.full(T, -1, dtype=np.int64)       # position within the leaf's order
+    out = np.empty(T, dtype=np.int32)
+    level = np.flatnonzero(fpar < 0)
+    pos[level] = 0
+    out[ptr[leaf[level]]] = level
+    filled = np.ones(len(ptr) - 1, dtype=np.int64)
+    kids = np.flatnonzero(fpar >= 0)
+    while kids.size:
+        nxt = kids[pos[fpar[kids]] >= 0]
+        nxt = nxt[np.lexsort((nxt, pos[fpar[nxt]], leaf[nxt]))]
+        lf = leaf[nxt]
+        first = np.ones(len(nxt), dtype=bool)
+        first[1:] = lf[1:] != lf[:-1]
+        run = np.arange(len(nxt)) - np.maximum.accumulate(np.where(first, np.arange(len(nxt)), 0))
+        pos[nxt] = filled[lf] + run
+        out[ptr[lf] + pos[nxt]] = nxt
+        np.add.at(filled, lf, 1)
+        kids = kids[pos[kids] < 0]
+    return out
+
+
 def _topological(p: np.ndarray) -> np.ndarray:
-    """Local indices parents-first (breadth-first from the root). Assumes a valid tree."""
-    n = len(p)
-    children: list[list[int]] = [[] for _ in range(n)]
-    root = -1
+    """Local indices reached from the root, parents first (validation: a cycle leaves some
+    out)."""
+    children: list[list[int]] = [[] for _ in range(len(p))]
     for j, q in enumerate(p):
-        if q < 0:
-            root = j
-        else:
+        if q >= 0:
             children[int(q)].append(j)
-    out = [root]
+    out = [int(j) for j in np.flatnonzero(p < 0)[:1]]
     k = 0
     while k < len(out):
         out.extend(children[out[k]])
