@@ -204,3 +204,30 @@ def test_observed_sums_route_without_evaluating_leaves():
     Xm = X.copy()
     Xm[::7, 2] = np.nan
     _check(ospn, Xm)
+
+
+def test_leaf_cache_serves_both_modes_on_complete_rows_and_evidence_from_marginals():
+    """On complete rows a max-product leaf value is the log-likelihood, so one cache serves
+    both modes (bit for bit); on indicator evidence Chow-Liu leaves give their marginals
+    directly, equal to evaluating the evidence rows."""
+    from spnc.learn._leafcache import LeafCache
+    from spnc.learn._similarity import indicator_evidence, node_marginals
+    from spnc.learn.routing import node_values
+    gen = spnc.compile(random_spn(np.random.default_rng(9), [2, 3, 2, 2, 4, 2], depth=3, share=0.0))
+    X = gen.sample(800, seed=9).astype(np.float64)
+    tree = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=15,
+                    mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
+    assert len(tree.leaf_tables["cltree"])
+    nodes = np.arange(tree.n_nodes)
+    c0 = LeafCache(X, 0)
+    assert c0.complete and c0.serves(MAX)
+    assert np.array_equal(node_values(tree, X, nodes, mode=MAX, cache=c0), node_values(tree, X, nodes, mode=MAX))
+    Xm = X.copy()
+    Xm[0, 0] = np.nan
+    assert not LeafCache(Xm, 0).serves(MAX)
+    E, off = indicator_evidence(tree)
+    ec = LeafCache(E, 0, evidence_off=off)
+    P, _ = node_marginals(tree, evidence=(E, off), cache=ec)
+    want, _ = node_marginals(tree)
+    assert ec.evaluated == len(tree.leaf_tables["cltree"])
+    np.testing.assert_allclose(P, want, rtol=1e-12, atol=1e-15)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kinds import MARGINAL, MAX
 from .._sweep import _width
+from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
 
 
@@ -22,9 +24,14 @@ class LeafCache:
     at most ``max_bytes`` of them; a model whose matrix leaves need more is evaluated as
     usual (:meth:`usable` is False)."""
 
-    def __init__(self, X: np.ndarray, mode: int, *, max_bytes: int = 512 << 20, n_threads: int = 1):
+    def __init__(self, X: np.ndarray, mode: int, *, max_bytes: int = 512 << 20, n_threads: int = 1,
+                 evidence_off: np.ndarray | None = None):
         self.X = np.asarray(X, dtype=np.float64)
         self.mode, self.n_threads = int(mode), int(n_threads)
+        # rows of X are indicator evidence (spnc.learn._similarity.indicator_evidence with
+        # these offsets): leaves that know their marginals skip the rows
+        self.evidence_off = evidence_off
+        self.complete = not np.isnan(self.X).any()
         self.n = self.X.shape[0]
         self.capacity = max(0, int(max_bytes) // max(8 * self.n, 1))
         self.V = np.empty((0, self.n))
@@ -86,17 +93,44 @@ class LeafCache:
             V = np.empty((min(self.capacity, max(2 * self.V.shape[0], start + len(idx))), self.n))
             V[:start] = self.V[:start]
             self.V = V
+        if not self._from_marginals(sub, start):
+            self._by_rows(sub, start, len(idx))
+        for j, k in enumerate(fresh):
+            self.row[k] = start + j
+        self.evaluated += len(idx)
+
+    def _from_marginals(self, sub, start: int) -> bool:
+        """Evidence rows from the leaves' own marginals: row ``off[v] + k`` of a leaf is
+        ``log P(X_v = k)`` when ``v`` is in its scope, else 0."""
+        off = self.evidence_off
+        if off is None or self.mode != MARGINAL:
+            return False
+        m = sub.log_marginals()
+        if m is None:
+            return False
+        ptr, var, logp = m
+        cards = off[var + 1] - off[var]
+        if len(logp) != int(cards.sum()):
+            return False
+        rows = start + np.repeat(np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)), cards)
+        self.V[start:start + len(ptr) - 1] = 0.0
+        self.V[rows, _ranges(off[var], cards)] = logp
+        return True
+
+    def _by_rows(self, sub, start: int, n_leaves: int) -> None:
         step = 4096
         for r0 in range(0, self.n, step):
             r1 = min(self.n, r0 + step)
             XT = np.full((self.X.shape[1], _width(r1 - r0)), np.nan)
             XT[:, : r1 - r0] = self.X[r0:r1].T
-            out = np.empty((len(idx), XT.shape[1]))
+            out = np.empty((n_leaves, XT.shape[1]))
             sub.log_prob(XT, out, self.mode, self.n_threads)
-            self.V[start:start + len(idx), r0:r1] = out[:, : r1 - r0]
-        for j, k in enumerate(fresh):
-            self.row[k] = start + j
-        self.evaluated += len(idx)
+            self.V[start:start + n_leaves, r0:r1] = out[:, : r1 - r0]
+
+    def serves(self, mode: int) -> bool:
+        """True when values in ``mode`` are this cache's (on complete rows a leaf's
+        max-product value is its log-likelihood)."""
+        return mode == self.mode or (self.complete and {mode, self.mode} <= {MARGINAL, MAX})
 
     def usable(self, spn, X) -> bool:
         """True when ``X`` is this cache's data and ``spn``'s matrix leaves fit."""

@@ -57,7 +57,7 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     if not decisive_leaves(spn).any() and not np.isnan(X).any():
         lv = _ZERO_LEAVES     # every decision is an observed one (see the module notes)
     else:
-        lv = cache if cache is not None and cache.mode == MAX and cache.usable(spn, X) else None
+        lv = cache if cache is not None and cache.serves(MAX) and cache.usable(spn, X) else None
     n = X.shape[0]
     N = spn.n_nodes
     sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv)
@@ -125,7 +125,16 @@ def observed_sums(spn: SPN) -> np.ndarray:
     """For every node, the variable an *observed sum* conditions on, else -1.
 
     An observed sum is a sum with at least two children, each a product holding an
-    indicator leaf on the same variable (distinct values). Every other sum is latent."""
+    indicator leaf on the same variable (distinct values). Every other sum is latent.
+    Cached on ``spn`` (a read-only array)."""
+    hit = spn.__dict__.get("_observed_sums")
+    if hit is None:
+        hit = spn.__dict__["_observed_sums"] = _observed_sums(spn)
+        hit.flags.writeable = False
+    return hit
+
+
+def _observed_sums(spn: SPN) -> np.ndarray:
     out = np.full(spn.n_nodes, -1, dtype=np.int64)
     ind = spn.leaf_tables.get("indicator")
     if ind is None or not len(ind):
@@ -161,7 +170,7 @@ def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = No
     """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)): one
     forward sweep keeping every node's value per block, copying out only ``nodes``
     (``cache``: as in :func:`route`, for ``X`` in ``mode``)."""
-    lv = cache if cache is not None and cache.mode == mode and cache.usable(spn, X) else None
+    lv = cache if cache is not None and cache.serves(mode) and cache.usable(spn, X) else None
     X = spn._check_X(X)
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.empty((X.shape[0], len(nodes)))

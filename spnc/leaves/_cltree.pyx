@@ -296,3 +296,29 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
                     val[f - f0] = <int32_t>pick
                     out_XT[gvar[f], r] = <double>pick
         free(lam)
+
+
+def var_marginals(const int64_t[::1] var_ptr, const int32_t[::1] order, const int32_t[::1] card,
+                  const int32_t[::1] fpar, const int64_t[::1] coff, const double[::1] cpt,
+                  const int64_t[::1] soff, double[::1] out):
+    """Single-variable marginals of every leaf: ``out[soff[f] + k] = P(x_f = k)`` for flat
+    variable f, pushed from the root down (parents first), one pass per leaf."""
+    cdef Py_ssize_t L = var_ptr.shape[0] - 1, i, q, f, p, a, k, c, cp
+    cdef double pa
+    with nogil:
+        for i in range(L):
+            for q in range(var_ptr[i], var_ptr[i + 1]):
+                f = order[q]
+                c = card[f]
+                p = fpar[f]
+                if p < 0:
+                    for k in range(c):
+                        out[soff[f] + k] = cpt[coff[f] + k]
+                    continue
+                cp = card[p]
+                for k in range(c):
+                    out[soff[f] + k] = 0.0
+                for a in range(cp):
+                    pa = out[soff[p] + a]
+                    for k in range(c):
+                        out[soff[f] + k] += pa * cpt[coff[f] + a * c + k]

@@ -185,6 +185,13 @@ class LeafType(abc.ABC):
         with no leaf matrix; ``None`` (the default) means :meth:`log_prob` is used."""
         return None
 
+    def log_marginals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Single-variable log-marginals of every leaf, or None (then callers evaluate
+        evidence rows instead): ``(ptr, var, logp)``, leaf ``i`` owning entries
+        ``ptr[i]:ptr[i+1]`` of ``var`` (discrete variables of its scope), ``logp`` listing
+        each entry's states' log-probabilities in turn."""
+        return None
+
     @abc.abstractmethod
     def log_prob(self, XT: np.ndarray, out: np.ndarray, mode: int, n_threads: int) -> None:
         """Write log p(x_scope) of each leaf into ``out[slot[i], :]``.

@@ -262,6 +262,15 @@ class CLTreeLeafType(LeafType):
         K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, _NO_VALUES, active, out_XT,
                     int(mode), int(seed) & (2**64 - 1), int(row0), nt)
 
+    def log_marginals(self):
+        P = self._prepared()
+        soff = np.zeros(len(P.card) + 1, dtype=np.int64)
+        np.cumsum(P.card, out=soff[1:])
+        out = np.empty(int(soff[-1]))
+        K.var_marginals(P.var_ptr, P.order, P.card, P.fpar, P.coff, P.cpt, soff[:-1], out)
+        with np.errstate(divide="ignore"):
+            return P.var_ptr, P.gvar.astype(np.int64), np.log(out)
+
     # ---------------------------------------------------------------- learning
     def weighted_fit(self, X, resp, *, alpha: float = 0.0, mi_threshold: float = 0.0,
                      structure: bool = True, n_threads: int | None = None, **_):
