@@ -68,20 +68,26 @@ class _Round:
         # leaf values kept between the passes over the same rows (most leaves never change)
         nt = effective_n_threads(est.n_threads, 1 << 30)
         self.cache = LeafCache(X, MAX, n_threads=nt)
-        self.vcache = None if Xv is None else LeafCache(Xv, MAX, max_bytes=256 << 20, n_threads=nt)
         self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=256 << 20, n_threads=nt)
+        self.vcache = self.vcache0 if Xv is None or self.vcache0.complete else \
+            LeafCache(Xv, MAX, max_bytes=256 << 20, n_threads=nt)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
+        self._dist = None
 
-    def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
-        """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
-        (called only when some pair is within ``eps``), which orders the leaders."""
+    def distances(self, spn: SPN) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(members, D)`` per group of same-scope, same-height nodes over discrete
+        variables (two or more members), ``D`` their mean-field distances with an infinite
+        diagonal, smallest scopes first. Kept for the last model: a threshold that merged
+        nothing hands the next one the same model."""
+        if self._dist is not None and self._dist[0] is spn:
+            return self._dist[1]
         if self.evidence is None:
             self.evidence = indicator_evidence(spn)
-            self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=256 << 20, n_threads=self.nt1)
+            self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=256 << 20, n_threads=self.nt1,
+                                    evidence_off=self.evidence[1])
         P, off = node_marginals(spn, self.nt, self.evidence, self.ecache)
         card = spn.cardinality
         h = same_scope_height(spn)
-        count = None
         groups: dict[tuple, list[int]] = {}
         sp, sc = spn.scope_ptr, spn.scope
         ind = spn.leaf_tables.get("indicator")
@@ -103,16 +109,27 @@ class _Round:
             starts = np.concatenate([[0], np.cumsum(card[s])[:-1]]).astype(np.int64)
             D = pairwise_distance(P[np.ix_(m, cols)], starts, self.est.distance)
             np.fill_diagonal(D, np.inf)
-            if not np.any(D <= eps):
+            out.append((m, D))
+        self._dist = (spn, out)
+        return out
+
+    def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
+        """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
+        (called only when some pair is within ``eps``), which orders the leaders."""
+        count = None
+        out = []
+        for m, D in self.distances(spn):
+            close = D <= eps
+            if not close.any():
                 continue
-            np.fill_diagonal(D, 0.0)
+            np.fill_diagonal(close, True)
             if count is None:
                 count = train_rows()
             free = np.ones(len(m), dtype=bool)
             for i in np.argsort(-count[m], kind="stable"):
                 if not free[i]:
                     continue
-                mem = np.flatnonzero(free & (D[i] <= eps))
+                mem = np.flatnonzero(free & close[i])
                 free[mem] = False
                 if mem.size > 1:
                     out.append(m[mem])
