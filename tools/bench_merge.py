@@ -15,9 +15,11 @@ Part 2 (Table 3). ``BaggedSPN`` of L-SPNs (Chow-Liu leaves) with random search o
 same grid, ``--bags`` bags (the paper: 40), bags weighted by training likelihood under one
 latent sum, then merged as a whole. ``--base treespn`` bags :class:`TreeSPN` instead
 (L-SPNs too: clustering sums, independence products, Chow-Liu leaves, then EM), with random
-search over Desana & Schnörr's grid (``TREE_DIST``); each bag's EM stops on the rows its
-bootstrap sample missed (``oob_valid``), so ``X_valid`` is used only for the bag weights
-(``--weights valid``) and the merge.
+search over Desana & Schnörr's grid (``TREE_DIST``, or its larger models with ``--tree-grid
+large``); each bag's EM stops on the rows its bootstrap sample missed (``oob_valid``), so
+``X_valid`` is used only for the bag weights (``--weights valid``), the merge and the choice
+between the two grids. ``--bag-leaves univariate`` bags the paper's L-SPNs with univariate
+leaves.
 
 Usage: python tools/bench_merge.py [--sets ...] [--kinds lspn ospn] [--leaves chowliu univariate]
        [--bags N] [--base lspn|treespn] [--weights W] [--no-table2] [--em] [--json FILE] [--out FILE]
@@ -58,6 +60,8 @@ SMALL = ([0.001, 0.01], [5, 7, 10])         # tree grid unless --full-grid (time
 # and the two smoothings bench_treespn.py chooses between, drawn per bag
 TREE_DIST = {"g_factor": [g_factor_for(p) for p in (0.1, 0.01, 0.001)], "n_trees": [5, 20], "max_depth": [2, 4],
              "tree_alpha": [10.0, 0.1], "em_alpha": [0.1, 1.0]}
+# --tree-grid large: the grid's larger models (deeper, more trees per sum node)
+TREE_DIST_LARGE = dict(TREE_DIST, n_trees=[20, 30], max_depth=[4, 6])
 
 
 def load(root: Path, name: str):
@@ -119,11 +123,12 @@ def table2_row(name, kind, leaves, X, Xv, Xt, quick, em, full=False, merge_kw=No
     return row
 
 
-def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train", kind="lspn"):
+def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train", kind="lspn", grid="small",
+               leaves="chowliu"):
     if kind == "treespn":
-        base, dist = TreeSPN(em_max_iter=10, patience=2), TREE_DIST
+        base, dist = TreeSPN(em_max_iter=10, patience=2), TREE_DIST_LARGE if grid == "large" else TREE_DIST
     else:
-        base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=10, alpha=1.0)
+        base = LearnSPN(splitter="mi_components", sum_split="latent", leaves=leaves, min_instances=10, alpha=1.0)
         dist = {"mi_threshold": BETAS, "max_depth": DEPTHS}
     t = time.perf_counter()
     b = BaggedSPN(base, n_bags=bags, param_distributions=dist, weights=weights, n_jobs=jobs,
@@ -133,7 +138,9 @@ def table3_row(name, X, Xv, Xt, bags, jobs, quick, merge_kw=None, weights="train
     t = time.perf_counter()
     m = Merge(init=ens, **(merge_kw or {})).fit(X, X_valid=Xv)
     g_secs = time.perf_counter() - t
-    return {"set": name, "base": kind, "bags": bags, "weights": weights, "t_test": mean_ll(ens, Xt), "g_test": mean_ll(m.spn_, Xt),
+    label = f"lspn ({leaves})" if kind == "lspn" else f"{kind} ({grid})"
+    return {"set": name, "base": label, "bags": bags, "weights": weights, "t_test": mean_ll(ens, Xt),
+            "g_test": mean_ll(m.spn_, Xt),
             "t_valid": mean_ll(ens, Xv), "g_valid": mean_ll(m.spn_, Xv), "T": n_parameters(ens)[0],
             "G": n_parameters(m.spn_)[0], "t_nodes": ens.n_nodes, "g_nodes": m.spn_.n_nodes,
             "bag_time": b_secs, "g_time": g_secs, "epsilon": m.epsilon_,
@@ -184,6 +191,10 @@ def main() -> None:
                     help="BaggedSPN(weights=...): the paper weights bags by training likelihood")
     ap.add_argument("--local-check", action="store_true", help="Merge(local_check=True)")
     ap.add_argument("--base", choices=["lspn", "treespn"], default="lspn", help="the bags' learner (Table 3)")
+    ap.add_argument("--tree-grid", choices=["small", "large"], default="small",
+                    help="--base treespn: the bags' distribution (TREE_DIST or TREE_DIST_LARGE)")
+    ap.add_argument("--bag-leaves", choices=["chowliu", "univariate"], default="chowliu",
+                    help="--base lspn: the bags' leaves")
     ap.add_argument("--merge-patience", type=int, default=None, help="Merge(patience=...)")
     ap.add_argument("--json", type=Path, default=None, help="append rows as JSON lines here")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown tables here")
@@ -203,7 +214,8 @@ def main() -> None:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"table": 2, **r}) + "\n")
         if args.bags > 0:
-            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick, merge_kw, args.weights, args.base)
+            r = table3_row(name, X, Xv, Xt, args.bags, args.jobs, args.quick, merge_kw, args.weights, args.base,
+                           args.tree_grid, args.bag_leaves)
             rows3.append(r)
             print(json.dumps(r), flush=True)
             if args.json:
