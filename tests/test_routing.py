@@ -231,3 +231,22 @@ def test_leaf_cache_serves_both_modes_on_complete_rows_and_evidence_from_margina
     want, _ = node_marginals(tree)
     assert ec.evaluated == len(tree.leaf_tables["cltree"])
     np.testing.assert_allclose(P, want, rtol=1e-12, atol=1e-15)
+
+
+def test_leaf_cache_does_not_keep_old_tables_alive():
+    """Merging makes new leaf tables every round; the cache must not hold the old ones."""
+    import gc
+    import weakref
+    from spnc.learn._leafcache import LeafCache
+    gen = spnc.compile(random_spn(np.random.default_rng(11), [2] * 6, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(500, seed=11).astype(np.float64)
+    cache = LeafCache(X, 0)
+    refs = []
+    for seed in range(3):
+        tree = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=15,
+                        mi_threshold=0.001, alpha=1.0, random_state=seed).fit(X).spn_
+        assert cache.usable(tree, X)
+        refs.append(weakref.ref(tree.leaf_tables["cltree"]))
+        del tree
+    gc.collect()
+    assert all(r() is None for r in refs)
