@@ -204,6 +204,11 @@ def test_observed_sums_route_without_evaluating_leaves():
     Xm = X.copy()
     Xm[::7, 2] = np.nan
     _check(ospn, Xm)
+    # a mixture picks its root by value: every leaf below a root counts
+    other = LearnSPN(sum_split="observed", **dict(kw, random_state=1, min_instances=40)).fit(X).spn_
+    mix = spnc.compile([ospn.to_nodes(), other.to_nodes()], root_weights=[.5, .5], cardinality=ospn.cardinality)
+    assert mix.combine == "mixture" and decisive_leaves(mix)[mix.leaf_tables["cltree"].node].all()
+    _check(mix, X)
 
 
 def test_leaf_cache_serves_both_modes_on_complete_rows_and_evidence_from_marginals():

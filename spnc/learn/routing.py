@@ -89,8 +89,8 @@ _ZERO_LEAVES = _ZeroLeaves()
 
 def decisive_leaves(spn: SPN) -> np.ndarray:
     """Boolean mask of the leaf-matrix leaves (types not evaluated inside the sweep) whose
-    values some routing decision reads: those below a child of a latent sum (cached on
-    ``spn``)."""
+    values some routing decision reads: those below a child of a latent sum, or below any
+    root of a mixture (cached on ``spn``)."""
     hit = spn.__dict__.get("_decisive_leaves")
     if hit is not None:
         return hit
@@ -98,9 +98,11 @@ def decisive_leaves(spn: SPN) -> np.ndarray:
     out = np.zeros(spn.n_nodes, dtype=bool)
     if matrix:
         latent = np.flatnonzero((spn.kind == SUM) & (observed_sums(spn) < 0))
-        if latent.size:
-            heads = np.concatenate([spn.child[spn.child_ptr[s]:spn.child_ptr[s + 1]] for s in latent])
-            below = descendants(spn, heads)
+        heads = [spn.child[spn.child_ptr[s]:spn.child_ptr[s + 1]] for s in latent]
+        if spn.combine == "mixture":       # the root is picked by value, as by a latent sum
+            heads.append(np.asarray(spn.roots))
+        if heads:
+            below = descendants(spn, np.concatenate(heads))
             for t in matrix:
                 out[t.node] = below[t.node]
     spn.__dict__["_decisive_leaves"] = out
