@@ -213,3 +213,24 @@ def test_leaf_weighted_fit_is_the_weighted_chow_liu_fit():
     np.testing.assert_array_equal(table.params["parent"], rp)
     np.testing.assert_allclose(spn.log_likelihood(X.astype(float)), tree_log_likelihood(X, rp, rc), rtol=1e-12)
     table.validate(spn.cardinality)
+
+
+def test_breadth_first_order_of_many_trees_at_once():
+    """The vectorised parents-first order equals a breadth-first walk of each tree, and
+    refuses a parent array with a cycle instead of looping."""
+    from spnc.leaves.cltree import _bfs_order, _topological
+    rng = np.random.default_rng(0)
+    pars, ptr = [], [0]
+    for n in rng.integers(1, 12, size=30):
+        p = np.array([-1] + [int(rng.integers(0, j)) for j in range(1, n)])
+        perm = rng.permutation(n)          # the root anywhere in the scope
+        inv = np.argsort(perm)
+        pars.append(np.where(p[inv] < 0, -1, perm[np.maximum(p[inv], 0)]))
+        ptr.append(ptr[-1] + n)
+    ptr = np.array(ptr)
+    leaf = np.repeat(np.arange(len(pars)), np.diff(ptr))
+    fpar = np.concatenate([np.where(p < 0, -1, p + a) for p, a in zip(pars, ptr[:-1])]).astype(np.int32)
+    want = np.concatenate([_topological(p) + a for p, a in zip(pars, ptr[:-1])])
+    assert np.array_equal(_bfs_order(fpar, leaf, ptr), want)
+    with pytest.raises(StructureError, match="cycle"):
+        _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.zeros(3, dtype=np.int64), np.array([0, 3]))

@@ -335,6 +335,9 @@ def _bfs_order(fpar: np.ndarray, leaf: np.ndarray, ptr: np.ndarray) -> np.ndarra
     kids = np.flatnonzero(fpar >= 0)
     while kids.size:
         nxt = kids[pos[fpar[kids]] >= 0]
+        if not nxt.size:    # never for a validated table: stop rather than loop
+            raise StructureError(f"Chow-Liu leaf {int(leaf[kids[0]])} of its table: its parent array "
+                                 f"has a cycle")
         nxt = nxt[np.lexsort((nxt, pos[fpar[nxt]], leaf[nxt]))]
         lf = leaf[nxt]
         first = np.ones(len(nxt), dtype=bool)
