@@ -36,6 +36,7 @@ from .. import _infer
 from .._kinds import MAX
 from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
+from ..leaves.base import _ranges
 from ._graphedit import descendants
 from ._routing import bits_to_csc
 
@@ -98,11 +99,12 @@ def decisive_leaves(spn: SPN) -> np.ndarray:
     out = np.zeros(spn.n_nodes, dtype=bool)
     if matrix:
         latent = np.flatnonzero((spn.kind == SUM) & (observed_sums(spn) < 0))
-        heads = [spn.child[spn.child_ptr[s]:spn.child_ptr[s + 1]] for s in latent]
+        ptr = spn.child_ptr
+        heads = spn.child[_ranges(ptr[latent], ptr[latent + 1] - ptr[latent])]
         if spn.combine == "mixture":       # the root is picked by value, as by a latent sum
-            heads.append(np.asarray(spn.roots))
-        if heads:
-            below = descendants(spn, np.concatenate(heads))
+            heads = np.concatenate([heads, np.asarray(spn.roots, dtype=heads.dtype)])
+        if heads.size:
+            below = descendants(spn, heads)
             for t in matrix:
                 out[t.node] = below[t.node]
     spn.__dict__["_decisive_leaves"] = out
