@@ -60,15 +60,6 @@ CHOSEN = {
 FALLBACK = {"lspn": GVS, "ospn": mi(0.001, 5)}
 
 
-def best_of(f, k=3) -> float:
-    best = np.inf
-    for _ in range(k):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -105,8 +96,8 @@ def main() -> None:
                     single = {"single_s": time.perf_counter() - t, "single_cpu_s": time.process_time() - c,
                               "single_valid": float(np.mean(one.log_likelihood(Xv))),
                               "path_valid": float(np.mean(m.spn_.log_likelihood(Xv)))}
-                t_ref = best_of(lambda: tree.node_log_values(X, mode=MAX))
-                t_route = best_of(lambda: route(tree, X))
+                t_ref = _bench.best_time(lambda: tree.node_log_values(X, mode=MAX), 3)
+                t_route = _bench.best_time(lambda: route(tree, X), 3)
                 paper = PAPER2[kind][name][5]
                 r = {"set": name, "kind": kind, "leaves": leaves, "tree": cfg, "fallback": fallback,
                      "nodes": tree.n_nodes, "T": n_parameters(tree)[0], "G": n_parameters(m.spn_)[0],
