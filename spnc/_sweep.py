@@ -82,6 +82,14 @@ def _width(rows: int) -> int:
     return (b + 1 - b % 2) * BLOCK
 
 
+def pad_columns(XT: np.ndarray, m: int) -> None:
+    """Fill the padding columns ``m:`` of a transposed chunk with copies of column ``m-1``.
+    Their results are never read; a real row keeps every leaf on its fast path, where an
+    all-missing pad sent tree leaves through message passing (63 pads for a 1-row query)."""
+    if 0 < m < XT.shape[1]:
+        XT[:, m:] = XT[:, m - 1:m]
+
+
 class Sweep:
     """One pass over the rows of ``X`` in ``mode``.
 
@@ -127,8 +135,8 @@ class Sweep:
         return np.empty((self.n_threads, self.graph.n_pslots + self.spn.n_vars), dtype=np.uint64)
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
-        """(r0, r1, XT, L): the transposed chunk padded with NaN to a multiple of BLOCK, and
-        the leaf matrix of the matrix leaves (n_leaves, m) for it."""
+        """(r0, r1, XT, L): the transposed chunk padded to whole blocks (see
+        :func:`pad_columns`), and the leaf matrix of the matrix leaves (n_leaves, m) for it."""
         X, n = self.X, self.X.shape[0]
         for r0 in range(0, n, self.step):
             r1 = min(n, r0 + self.step)
@@ -136,11 +144,11 @@ class Sweep:
                 yield r0, r1, self._no_XT, self._lbuf
                 continue
             XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
-            XT[:, r1 - r0:] = np.nan
             if X.dtype == np.float64:
                 _data.transpose_into(X, r0, r1, XT, self.n_threads)
             else:
                 XT[:, : r1 - r0] = X[r0:r1].T
+            pad_columns(XT, r1 - r0)
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
                 L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
                 self.leaf_values.chunk(self.spn, L, r0, r1)

@@ -234,3 +234,24 @@ def test_breadth_first_order_of_many_trees_at_once():
     assert np.array_equal(_bfs_order(fpar, leaf, ptr), want)
     with pytest.raises(StructureError, match="cycle"):
         _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.zeros(3, dtype=np.int64), np.array([0, 3]))
+
+
+def test_chunk_padding_reaches_leaves_as_a_real_row(small_tree, monkeypatch):
+    """A chunk is padded to whole blocks with copies of its last row (not with all-missing
+    rows, which cost tree leaves a message pass each); results are those of each row alone."""
+    spn, card, allx, P = small_tree
+    seen = []
+    real = CLTreeLeafType.log_prob
+
+    def spy(self, XT, out, mode, n_threads):
+        seen.append(XT.copy())
+        return real(self, XT, out, mode, n_threads)
+    monkeypatch.setattr(CLTreeLeafType, "log_prob", spy)
+    X = embed(allx[:3])
+    X[2, 4] = np.nan          # a missing value in the last row: copied into the padding
+    ll = spn.log_likelihood(X)
+    XT = seen[-1]
+    assert XT.shape[1] > 3
+    np.testing.assert_array_equal(XT[:, 3:], np.repeat(XT[:, 2:3], XT.shape[1] - 3, axis=1))
+    np.testing.assert_array_equal(XT[:, :3], X.T)
+    np.testing.assert_array_equal(ll, [spn.log_likelihood(X[i:i + 1])[0] for i in range(3)])

@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 from .._kinds import MARGINAL, MAX
-from .._sweep import _width
+from .._sweep import _width, pad_columns
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
 
@@ -128,8 +128,9 @@ class LeafCache:
         step = 4096
         for r0 in range(0, self.n, step):
             r1 = min(self.n, r0 + step)
-            XT = np.full((self.X.shape[1], _width(r1 - r0)), np.nan)
+            XT = np.empty((self.X.shape[1], _width(r1 - r0)))
             XT[:, : r1 - r0] = self.X[r0:r1].T
+            pad_columns(XT, r1 - r0)
             out = np.empty((n_leaves, XT.shape[1]))
             sub.log_prob(XT, out, self.mode, self.n_threads)
             self.V[start:start + n_leaves, r0:r1] = out[:, : r1 - r0]

@@ -242,8 +242,8 @@ class CLTreeLeafType(LeafType):
         self._prep, self._prep_key = P, key
         return P
 
-    def _args(self) -> tuple:
-        P = self._prepared()
+    def _args(self, P: _Prepared | None = None) -> tuple:
+        P = self._prepared() if P is None else P
         return (P.var_ptr, P.order, P.gvar, P.card, P.fpar, P.coff, P.loff, P.cpt, P.logcpt,
                 P.used, P.cvar, P.cpar)
 
@@ -251,7 +251,7 @@ class CLTreeLeafType(LeafType):
         if not len(self.node):
             return
         P = self._prepared()
-        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, out, _NO_ACTIVE, _NO_VALUES,
+        K.tree_pass(*self._args(P), self.slot, self.node, P.scratch, XT, out, _NO_ACTIVE, _NO_VALUES,
                     int(mode), 0, 0, int(n_threads))
 
     def fill(self, XT, active, out_XT, mode, seed, row0):
@@ -259,7 +259,7 @@ class CLTreeLeafType(LeafType):
             return
         P = self._prepared()
         nt = resolve_threads(None, float(XT.shape[1]) * len(P.gvar) * 64)
-        K.tree_pass(*self._args(), self.slot, self.node, P.scratch, XT, _NO_VALUES, active, out_XT,
+        K.tree_pass(*self._args(P), self.slot, self.node, P.scratch, XT, _NO_VALUES, active, out_XT,
                     int(mode), int(seed) & (2**64 - 1), int(row0), nt)
 
     def log_marginals(self):
