@@ -6,7 +6,12 @@ plain-numpy reference (one fancy-indexed gather per leaf variable, summed per le
 same run and one thread. Prints both times, their ratio and the largest difference. Without
 the shared data a synthetic chain-structured set stands in.
 
+``--batches K ...`` also times whole-model queries on the first K validation rows,
+``SPN.log_likelihood`` against the numpy reference of the leaf table alone on the same rows
+(a lower bound of the model's work): per-call costs show as the ratio's growth at small K.
+
 Usage: python tools/bench_cltree_leaves.py [--data DIR] [--sets plants accidents] [--repeat R]
+       [--batches 1 10 100 1000]
 """
 from __future__ import annotations
 
@@ -48,10 +53,12 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=_bench.DEFAULT_DATA)
     ap.add_argument("--sets", nargs="+", default=["plants", "accidents"])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--batches", nargs="*", type=int, default=[], help="rows per whole-model query")
     a = ap.parse_args(argv)
     have = (a.data / "binary").is_dir()
     print("| set | rows | leaves | leaf variables | spnc s | numpy s | numpy / spnc | max abs diff |")
     print("|---|---|---|---|---|---|---|---|")
+    batches = []
     for name in (a.sets if have else ["synthetic"]):
         X = _bench.load(a.data, name)[0] if have else synthetic()
         spn = LearnSPN(**PARAMS).fit(X.astype(np.float64)).spn_
@@ -69,6 +76,23 @@ def main(argv=None) -> int:
         diff = float(np.max(np.abs(out[table.slot].T - ref)))
         print(f"| {name} | {len(X)} | {len(table.node)} | {int(P.var_ptr[-1])} | {t_spnc:.4f} | "
               f"{t_np:.4f} | {t_np / t_spnc:.1f} | {diff:.1e} |", flush=True)
+        if a.batches:
+            batches.append((name, spn, P, _bench.load(a.data, name)[1] if have else synthetic(2000, seed=1)))
+    if batches:
+        print("\n| set | rows per query | log_likelihood ms | numpy leaves ms | spnc / numpy | max abs diff |")
+        print("|---|---|---|---|---|---|")
+    for name, spn, P, Xv in batches:
+        for k in a.batches:
+            Xk = np.ascontiguousarray(Xv[:k], dtype=np.float64)
+            n_calls = max(1, 2000 // max(k, 1))
+            t_spnc = _bench.best_time(lambda: [spn.log_likelihood(Xk) for _ in range(n_calls)], a.repeat,
+                                      time.process_time) / n_calls
+            t_np = _bench.best_time(lambda: [numpy_leaves(P, Xk) for _ in range(n_calls)], a.repeat,
+                                    time.process_time) / n_calls
+            one = np.array([spn.log_likelihood(Xk[i:i + 1])[0] for i in range(min(k, 50))])
+            diff = float(np.max(np.abs(one - spn.log_likelihood(Xk)[:len(one)])))
+            print(f"| {name} | {len(Xk)} | {1e3 * t_spnc:.3f} | {1e3 * t_np:.3f} | {t_spnc / t_np:.1f} | "
+                  f"{diff:.1e} |", flush=True)
     return 0
 
 
