@@ -40,7 +40,22 @@ def graph_of(spn) -> _graph.Graph:
 def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
     """State tables of the leaves the sweep evaluates itself, for ``mode``, the list of
     the other (leaf-matrix) tables, and {table name: (first, end)} of each inline table's
-    states in the state arrays."""
+    states in the state arrays. Kept on the model per mode, keyed by the tables' parameter
+    contents (parameters may be edited in place), so repeated small queries do not rebuild
+    them."""
+    key = (mode, id(spn.cardinality),
+           tuple((id(t), hash(t.node.tobytes()), tuple(hash(v.tobytes()) for v in t.params.values()))
+                 for t in spn.leaf_tables.values()))
+    kept = spn.__dict__.setdefault("_leaf_states", {})
+    hit = kept.get(mode)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    out = _leaf_states(spn, mode)
+    kept[mode] = (key, out)
+    return out
+
+
+def _leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
     N = spn.n_nodes
     var = np.full(N, -1, dtype=np.int32)
     off = np.zeros(N, dtype=np.int64)

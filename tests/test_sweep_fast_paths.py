@@ -156,3 +156,31 @@ def test_staged_rows_match_the_transposed_chunk(monkeypatch, layout):
             monkeypatch.undo()
             for a, b in zip(got, want):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_inline_leaf_states_are_kept_and_follow_in_place_edits():
+    """The state tables of the inline leaves are built once per mode and model, and rebuilt
+    when a parameter array is edited in place."""
+    spn = spnc.compile(Sum([Product([spnc.Bernoulli(0, 0.2), spnc.Categorical(1, [0.5, 0.3, 0.2])]),
+                            Product([spnc.Bernoulli(0, 0.9), spnc.Categorical(1, [0.1, 0.1, 0.8])])], [0.4, 0.6]))
+    X = np.array([[0.0, 2.0], [1.0, np.nan]])
+
+    def brute():
+        p = spn.leaf_tables["bernoulli"].params["p"]
+        out = []
+        for x0, x1 in X:
+            comp = []
+            for k in range(2):
+                c = spn.leaf_tables["categorical"].params
+                lc = 1.0 if np.isnan(x1) else c["prob"][c["prob_ptr"][k] + int(x1)]
+                comp.append([0.4, 0.6][k] * (p[k] if x0 == 1 else 1 - p[k]) * lc)
+            out.append(np.log(sum(comp)))
+        return np.array(out)
+    from spnc._sweep import leaf_states
+    first = leaf_states(spn, 0)
+    assert leaf_states(spn, 0) is first
+    np.testing.assert_allclose(spn.log_likelihood(X), brute(), rtol=1e-12)
+    spn.leaf_tables["bernoulli"].params["p"][:] = [0.7, 0.05]
+    spn.leaf_tables["categorical"].params["prob"][:3] = [0.2, 0.2, 0.6]
+    assert leaf_states(spn, 0) is not first
+    np.testing.assert_allclose(spn.log_likelihood(X), brute(), rtol=1e-12)
