@@ -25,6 +25,9 @@ BLOCK = _infer.BLOCK
 CHUNK_VALUES = 1 << 21
 #: rows per chunk at the most (the transposed chunk and the outputs stay small)
 MAX_CHUNK_ROWS = 16 * 1024
+#: chunks of at most this many rows give their matrix leaves a compact copy of the real
+#: columns: the padding (up to 2 * BLOCK - 1 columns) is a large share of a small chunk
+COMPACT_ROWS = 1024
 
 
 def graph_of(spn) -> _graph.Graph:
@@ -169,7 +172,7 @@ class Sweep:
                 self.leaf_values.chunk(self.spn, L, r0, r1)
                 yield r0, r1, XT, L
             else:
-                yield r0, r1, XT, self.leaf_matrix(XT)
+                yield r0, r1, XT, self.leaf_matrix(XT, r1 - r0)
 
     def rows(self, r0: int, r1: int) -> np.ndarray | None:
         """The rows the kernel stages for chunk r0:r1 (None: it reads the chunk's XT)."""
@@ -179,11 +182,19 @@ class Sweep:
         """Columns of chunk r0:r1 in the kernels' outputs: XT's, or whole blocks."""
         return -(-(r1 - r0) // BLOCK) * BLOCK if self.staged else XT.shape[1]
 
-    def leaf_matrix(self, XT: np.ndarray) -> np.ndarray:
+    def leaf_matrix(self, XT: np.ndarray, m: int | None = None) -> np.ndarray:
+        """The matrix leaves' values on the columns of ``XT``, of which the first ``m`` are
+        rows (the others padding: their values are 0)."""
         if not self.matrix or not self._fill_matrix:
             return self._lbuf
         shape = (max(self.spn.n_leaves, 1), XT.shape[1])
         L = self._lbuf[: shape[0] * shape[1]].reshape(shape)
+        m = XT.shape[1] if m is None else m
+        compact = m < XT.shape[1] and m <= COMPACT_ROWS
+        XTc, Lc = (np.ascontiguousarray(XT[:, :m]), np.empty((shape[0], m))) if compact else (XT, L)
         for table in self.matrix:
-            table.log_prob(XT, L, self.mode, self.n_threads)
+            table.log_prob(XTc, Lc, self.mode, self.n_threads)
+        if compact:
+            L[:, :m] = Lc
+            L[:, m:] = 0.0
         return L

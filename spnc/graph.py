@@ -315,6 +315,7 @@ class SPN:
                 outT = XT.copy() if sw.matrix else XT
                 _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
                               rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
+                active[:, r1 - r0:] = 0      # padding: nothing to complete
                 for table in sw.matrix:
                     table.fill(XT, active, outT, mode, seed, r0)
                 _data.transpose_back(outT, out, r0, r1, sw.n_threads)

@@ -236,9 +236,10 @@ def test_breadth_first_order_of_many_trees_at_once():
         _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.zeros(3, dtype=np.int64), np.array([0, 3]))
 
 
-def test_chunk_padding_reaches_leaves_as_a_real_row(small_tree, monkeypatch):
-    """A chunk is padded to whole blocks with copies of its last row (not with all-missing
-    rows, which cost tree leaves a message pass each); results are those of each row alone."""
+def test_chunk_padding_never_reaches_leaves_as_missing_rows(small_tree, monkeypatch):
+    """Chunks are padded to whole blocks. A small chunk's leaves see its real rows only; a
+    large chunk's padding copies its last row (an all-missing pad cost tree leaves a message
+    pass each). Results are those of the rows in small batches, for every query."""
     spn, card, allx, P = small_tree
     seen = []
     real = CLTreeLeafType.log_prob
@@ -248,10 +249,19 @@ def test_chunk_padding_reaches_leaves_as_a_real_row(small_tree, monkeypatch):
         return real(self, XT, out, mode, n_threads)
     monkeypatch.setattr(CLTreeLeafType, "log_prob", spy)
     X = embed(allx[:3])
-    X[2, 4] = np.nan          # a missing value in the last row: copied into the padding
+    X[2, 4] = np.nan
     ll = spn.log_likelihood(X)
-    XT = seen[-1]
-    assert XT.shape[1] > 3
-    np.testing.assert_array_equal(XT[:, 3:], np.repeat(XT[:, 2:3], XT.shape[1] - 3, axis=1))
-    np.testing.assert_array_equal(XT[:, :3], X.T)
+    np.testing.assert_array_equal(seen[-1], X.T)
     np.testing.assert_array_equal(ll, [spn.log_likelihood(X[i:i + 1])[0] for i in range(3)])
+    rng = np.random.default_rng(3)
+    big = embed(allx[rng.integers(0, len(allx), 1100)])
+    big[rng.random(big.shape) < 0.2] = np.nan
+    big[-1, 1] = 1.0
+    ll = spn.log_likelihood(big)
+    XT = seen[-1]
+    assert XT.shape[1] > len(big)
+    np.testing.assert_array_equal(XT[:, len(big):], np.repeat(big[-1:].T, XT.shape[1] - len(big), axis=1))
+    parts = [slice(i, i + 7) for i in range(0, len(big), 7)]
+    np.testing.assert_array_equal(ll, np.concatenate([spn.log_likelihood(big[s]) for s in parts]))
+    np.testing.assert_array_equal(spn.mpe(big)[0], np.concatenate([spn.mpe(big[s])[0] for s in parts]))
+    np.testing.assert_array_equal(spn.sample(evidence=big, seed=5)[:7], spn.sample(evidence=big[:7], seed=5))
