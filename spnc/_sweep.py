@@ -46,8 +46,8 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
     states in the state arrays. Kept on the model per mode, keyed by the tables' parameter
     contents (parameters may be edited in place), so repeated small queries do not rebuild
     them."""
-    key = (mode, id(spn.cardinality),
-           tuple((id(t), hash(t.node.tobytes()), tuple(hash(v.tobytes()) for v in t.params.values()))
+    key = (mode, hash(np.asarray(spn.cardinality).tobytes()),
+           tuple((id(t), hash(t.node.tobytes()), tuple(hash(np.asarray(v).tobytes()) for v in t.params.values()))
                  for t in spn.leaf_tables.values()))
     kept = spn.__dict__.setdefault("_leaf_states", {})
     hit = kept.get(mode)
