@@ -218,7 +218,7 @@ def test_leaf_weighted_fit_is_the_weighted_chow_liu_fit():
 def test_breadth_first_order_of_many_trees_at_once():
     """The vectorised parents-first order equals a breadth-first walk of each tree, and
     refuses a parent array with a cycle instead of looping."""
-    from spnc.leaves.cltree import _bfs_order, _topological
+    from spnc.leaves._cltree_arrays import _bfs_order, _topological
     rng = np.random.default_rng(0)
     pars, ptr = [], [0]
     for n in rng.integers(1, 12, size=30):
@@ -265,3 +265,57 @@ def test_chunk_padding_never_reaches_leaves_as_missing_rows(small_tree, monkeypa
     np.testing.assert_array_equal(ll, np.concatenate([spn.log_likelihood(big[s]) for s in parts]))
     np.testing.assert_array_equal(spn.mpe(big)[0], np.concatenate([spn.mpe(big[s])[0] for s in parts]))
     np.testing.assert_array_equal(spn.sample(evidence=big, seed=5)[:7], spn.sample(evidence=big[:7], seed=5))
+
+
+def test_all_leaves_check_agrees_with_the_per_leaf_check(monkeypatch):
+    """validate() checks every leaf at once and falls back to the per-leaf loop (which
+    names the fault) only when something fails: on valid tables and on random corruptions
+    of parents and CPTs, the vectorised verdict is the loop's."""
+    rng = np.random.default_rng(11)
+    card = rng.integers(2, 4, size=12)
+    leaves = []
+    for i in range(6):
+        scope = np.sort(rng.choice(12, size=rng.integers(1, 6), replace=False))
+        parents = [-1] + [int(rng.integers(0, j)) for j in range(1, len(scope))]
+        perm = rng.permutation(len(scope))          # root anywhere in scope order
+        inv = np.argsort(perm)
+        parents = [-1 if parents[perm[j]] < 0 else int(inv[parents[perm[j]]]) for j in range(len(scope))]
+        leaves.append(ChowLiuLeaf(scope, parents, random_tree(rng, card[scope], parents)))
+    base = CLTreeLeafType.from_nodes(np.arange(6) + 20, leaves)
+
+    def loop_verdict(t):
+        with monkeypatch.context() as m:
+            m.setattr(CLTreeLeafType, "_all_valid", lambda self, c: False)
+            try:
+                t.validate(card)
+                return True
+            except StructureError:
+                return False
+    assert base._all_valid(card) and loop_verdict(base)
+    n_bad = 0
+    for trial in range(300):
+        t = CLTreeLeafType.from_nodes(base.node, [base.to_node(i) for i in range(6)])
+        par, cpt = t.params["parent"], t.params["cpt"]
+        what = trial % 3
+        if what == 0:
+            par[rng.integers(len(par))] = rng.integers(-2, 6)
+        elif what == 1:
+            cpt[rng.integers(len(cpt))] += rng.choice([-0.3, 1e-3, 1e-7, np.nan])
+        else:
+            card2 = card.copy()
+            card2[rng.integers(12)] = rng.integers(1, 5)
+            t._card = None
+            fast = CLTreeLeafType._all_valid(t, card2)
+            with monkeypatch.context() as m:
+                m.setattr(CLTreeLeafType, "_all_valid", lambda self, c: False)
+                try:
+                    t.validate(card2)
+                    slow = True
+                except StructureError:
+                    slow = False
+            assert fast == slow
+            n_bad += not slow
+            continue
+        assert t._all_valid(card) == loop_verdict(t)
+        n_bad += not loop_verdict(t)
+    assert n_bad > 100       # the corruptions do break tables
