@@ -9,7 +9,8 @@ import pytest
 import spnc
 from spnc import ParameterError
 from spnc.learn import BaggedSPN, LearnSPN, Merge
-from spnc.learn.merge import identical_merge, node_marginals, pairwise_distance
+from spnc.learn._similarity import Pairs, same_scope_height
+from spnc.learn.merge import identical_merge, node_marginals
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
@@ -61,25 +62,71 @@ def test_node_marginals_match_brute_force():
                 assert P[n, off[v] + k] == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
+def _groups_by_loop(spn):
+    """Reference grouping: exact scope bytes and same-scope height by plain loops."""
+    size = np.diff(spn.scope_ptr)
+    h = np.zeros(spn.n_nodes, dtype=np.int64)
+    for _ in range(spn.n_nodes):
+        for n in range(spn.n_nodes):
+            ch = spn.child[spn.child_ptr[n]:spn.child_ptr[n + 1]]
+            same = [c for c in ch if size[c] == size[n]]
+            if same:
+                h[n] = max(h[n], 1 + max(h[c] for c in same))
+    groups = {}
+    for n in range(spn.n_nodes):
+        if spn.kind[n] >= 2 and spn.leaf_tables.get("indicator") is not None \
+                and n in spn.leaf_tables["indicator"].node:
+            continue
+        sc = tuple(spn.node_scope(n).tolist())
+        if all(spn.cardinality[v] > 0 for v in sc):
+            groups.setdefault((sc, int(h[n])), []).append(n)
+    return h, sorted((m for m in groups.values() if len(m) > 1), key=lambda m: (len(spn.node_scope(m[0])), m[0]))
+
+
 @pytest.mark.parametrize("distance", ["manhattan", "kl", "hellinger"])
-def test_pairwise_distance_against_loops(distance):
-    rng = np.random.default_rng(2)
-    card = [2, 3]
-    Q = np.concatenate([rng.dirichlet(np.ones(k), size=5) for k in card], axis=1)
-    starts = np.array([0, 2])
-    D = pairwise_distance(Q, starts, distance)
-    for i in range(5):
-        for j in range(5):
-            tot = 0.0
-            for a, b in ((0, 2), (2, 5)):
-                p, q = Q[i, a:b], Q[j, a:b]
-                if distance == "manhattan":
-                    tot += np.abs(p - q).sum()
-                elif distance == "hellinger":
-                    tot += np.sqrt(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum())
-                else:
-                    tot += 0.5 * ((p * np.log(p / q)).sum() + (q * np.log(q / p)).sum())
-            assert D[i, j] == pytest.approx(tot / 2, abs=1e-12)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_candidate_pairs_against_loops(distance, seed):
+    """Groups (identical scope, equal same-scope height, discrete) and every pair's
+    mean-field distance against plain loops over the node marginals."""
+    rng = np.random.default_rng(seed)
+    card = [2, 3, 2, 4, 2]
+    spn = spnc.compile(random_spn(rng, card, depth=4, share=0.3), cardinality=card)
+    P, off = node_marginals(spn)
+    skip = np.zeros(spn.n_nodes, dtype=bool)
+    if "indicator" in spn.leaf_tables:
+        skip[spn.leaf_tables["indicator"].node] = True
+    pairs = Pairs(spn, P, off, distance, skip)
+    h, want = _groups_by_loop(spn)
+    assert np.array_equal(same_scope_height(spn), h)
+    assert [pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]].tolist() for g in range(len(pairs))] == want
+    assert len(want) >= 3
+    for g, m in enumerate(want):
+        sc = spn.node_scope(m[0])
+        D = pairs.matrix(g)
+        for i, a in enumerate(m):
+            for j, b in enumerate(m):
+                tot = 0.0
+                for v in sc:
+                    p, q = P[a, off[v]:off[v + 1]], P[b, off[v]:off[v + 1]]
+                    if np.any((p <= 0) != (q <= 0)):
+                        tot = np.inf
+                        break
+                    if distance == "manhattan":
+                        tot += np.abs(p - q).sum()
+                    elif distance == "hellinger":
+                        tot += np.sqrt(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum())
+                    else:
+                        p, q = np.clip(p, 1e-12, 1), np.clip(q, 1e-12, 1)
+                        tot += 0.5 * ((p * np.log(p / q)).sum() + (q * np.log(q / p)).sum())
+                want_d = np.inf if i == j else tot / len(sc)
+                assert D[i, j] == pytest.approx(want_d, abs=1e-12)
+        assert pairs.gmin[g] == pytest.approx(D.min(), abs=0) or np.isinf(D.min())
+    from spnc.learn import _similarity
+    _similarity._BLOCK, saved = 5, _similarity._BLOCK      # pairs in many small blocks
+    try:
+        assert np.array_equal(Pairs(spn, P, off, distance, skip).dist, pairs.dist)
+    finally:
+        _similarity._BLOCK = saved
 
 
 # ---------------------------------------------------------------- identical merging

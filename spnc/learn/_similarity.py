@@ -4,9 +4,9 @@ merging acyclic) and parameter counts."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import cdist
 
 from ..graph import SUM, SPN
+from ..leaves.base import _ranges
 
 #: pairwise distance entries computed at once
 _BLOCK = 1 << 22
@@ -40,48 +40,21 @@ def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
     return np.exp(L.T), off
 
 
-def pairwise_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndarray:
-    """Mean-field distance matrix of the rows of ``Q`` (nodes x concatenated marginals of
-    the scope's variables, variable ``j`` starting at column ``starts[j]``)."""
-    g, k = Q.shape
-    nv = len(starts)
-    Z = (Q <= 0.0).astype(np.float64)          # a different support is never "similar"
-    differ = (Z @ (1.0 - Z).T + (1.0 - Z) @ Z.T) > 0
-    if distance == "manhattan":                # a sum over all columns: one compiled call
-        D = cdist(Q, Q, "cityblock") / nv
-        D[differ] = np.inf
-        return D
-    D = np.empty((g, g))
-    if distance == "hellinger":
-        Q = np.sqrt(Q)
-    elif distance == "kl":
-        Q = np.clip(Q, 1e-12, 1.0)
-        logQ = np.log(Q)
-    step = max(1, _BLOCK // max(g * k, 1))
-    for i0 in range(0, g, step):
-        A = Q[i0:i0 + step, None, :]
-        if distance == "manhattan":
-            per = np.add.reduceat(np.abs(A - Q[None]), starts, axis=2)
-        elif distance == "hellinger":
-            per = np.sqrt(0.5 * np.add.reduceat((A - Q[None]) ** 2, starts, axis=2))
-        else:   # symmetric KL: (KL(p||q) + KL(q||p)) / 2 = sum (p - q)(log p - log q) / 2
-            per = 0.5 * np.add.reduceat((A - Q[None]) * (logQ[i0:i0 + step, None, :] - logQ[None]), starts, axis=2)
-        D[i0:i0 + step] = per.sum(axis=2) / nv
-    D[differ] = np.inf
-    return D
-
-
 def same_scope_height(spn: SPN) -> np.ndarray:
-    """Longest chain of descendants with the node's own scope (0 when none)."""
+    """Longest chain of descendants with the node's own scope (0 when none): one
+    vectorised step per link of the longest chain."""
     size = np.diff(spn.scope_ptr)
+    parent = np.repeat(np.arange(spn.n_nodes), np.diff(spn.child_ptr))
+    keep = size[spn.child] == size[parent]       # a child's scope is a subset: equal size, same scope
+    par, ch = parent[keep], spn.child[keep]
     h = np.zeros(spn.n_nodes, dtype=np.int64)
-    ptr, child, kind = spn.child_ptr, spn.child, spn.kind
-    for n in np.flatnonzero(kind < 2):
-        ch = child[ptr[n]:ptr[n + 1]]
-        same = ch[size[ch] == size[n]]
-        if same.size:
-            h[n] = 1 + int(h[same].max())
-    return h
+    for _ in range(spn.n_nodes):
+        new = h.copy()
+        np.maximum.at(new, par, h[ch] + 1)
+        if np.array_equal(new, h):
+            return h
+        h = new
+    raise ValueError("same_scope_height: the graph has a cycle")
 
 
 def n_parameters(spn: SPN) -> tuple[int, int]:
@@ -97,3 +70,113 @@ def n_parameters(spn: SPN) -> tuple[int, int]:
             if a.dtype.kind == "f":
                 leaf += a.size
     return sums, sums + leaf
+
+
+class Pairs:
+    """Candidate pairs of one model (Alg. 2's grouping): nodes of identical scope and equal
+    same-scope height over discrete variables, in groups of two or more (smallest scopes
+    first, then by first member; members ascending: ``members[gptr[g]:gptr[g + 1]]``), and
+    the mean-field distance of every pair of a group: ``a[p] < b[p]`` (positions within the
+    group) and ``dist[p]`` for ``p`` in ``pptr[g]:pptr[g + 1]``; ``gmin`` is each group's
+    smallest distance."""
+
+    def __init__(self, spn: SPN, P: np.ndarray, off: np.ndarray, distance: str, skip: np.ndarray):
+        self.members, self.gptr = _scope_groups(spn, skip)
+        sizes = np.diff(self.gptr)
+        G = len(sizes)
+        sp, sc, card = spn.scope_ptr, spn.scope, spn.cardinality
+        lead = self.members[self.gptr[:-1]]
+        nv = sp[lead + 1] - sp[lead]
+        svar = sc[_ranges(sp[lead], nv)]               # each group's scope, group after group
+        vptr = np.concatenate([[0], np.cumsum(nv)])
+        vcard = card[svar].astype(np.int64)
+        clen = np.add.reduceat(vcard, vptr[:-1]) if G else np.zeros(0, np.int64)
+        cols = _ranges(off[svar], vcard)
+        cptr = np.concatenate([[0], np.cumsum(clen)])
+        # pairs: position k of a group of s members pairs with k + 1 .. s - 1
+        k = np.arange(len(self.members)) - np.repeat(self.gptr[:-1], sizes)
+        after = np.repeat(sizes, sizes) - 1 - k
+        self.a = np.repeat(k, after)
+        self.b = _ranges(k + 1, after)
+        npairs = sizes * (sizes - 1) // 2
+        self.pptr = np.concatenate([[0], np.cumsum(npairs)])
+        pg = np.repeat(np.arange(G), npairs)
+        self.dist = np.empty(len(pg))
+        ent = np.cumsum(clen[pg])
+        edges = np.unique(np.concatenate([[0], np.searchsorted(ent, np.arange(_BLOCK, ent[-1] if len(pg) else 0,
+                                                                             _BLOCK)) + 1, [len(pg)]]))
+        for p0, p1 in zip(edges[:-1], edges[1:]):     # pairs in blocks of about _BLOCK entries
+            g = pg[p0:p1]
+            na = self.members[self.gptr[g] + self.a[p0:p1]]
+            nb = self.members[self.gptr[g] + self.b[p0:p1]]
+            c = cols[_ranges(cptr[g], clen[g])]
+            A, B = P[np.repeat(na, clen[g]), c], P[np.repeat(nb, clen[g]), c]
+            seg = np.concatenate([[0], np.cumsum(clen[g])[:-1]])
+            differ = np.logical_or.reduceat((A <= 0.0) != (B <= 0.0), seg)  # other support: never similar
+            if distance == "manhattan":
+                d = np.add.reduceat(np.abs(A - B), seg)
+            elif distance == "kl":   # symmetric: (KL(p||q) + KL(q||p)) / 2 = sum (p - q)(log p - log q) / 2
+                A, B = np.clip(A, 1e-12, 1.0), np.clip(B, 1e-12, 1.0)
+                d = 0.5 * np.add.reduceat((A - B) * (np.log(A) - np.log(B)), seg)
+            else:                    # hellinger, per variable, then summed
+                vstart = np.repeat(seg, nv[g]) + (np.concatenate([[0], np.cumsum(vcard)])[:-1]
+                                                  [_ranges(vptr[g], nv[g])] - np.repeat(cptr[g], nv[g]))
+                per = np.sqrt(0.5 * np.add.reduceat((np.sqrt(A) - np.sqrt(B)) ** 2, vstart))
+                d = np.add.reduceat(per, np.concatenate([[0], np.cumsum(nv[g])[:-1]]))
+            d = d / nv[g]
+            d[differ] = np.inf
+            self.dist[p0:p1] = d
+        self.gmin = np.full(G, np.inf)
+        if len(pg):
+            np.minimum.at(self.gmin, pg, self.dist)
+
+    def __len__(self) -> int:
+        return len(self.gptr) - 1
+
+    def matrix(self, g: int) -> np.ndarray:
+        """Group ``g``'s distance matrix, with an infinite diagonal."""
+        s = int(self.gptr[g + 1] - self.gptr[g])
+        D = np.full((s, s), np.inf)
+        p = slice(self.pptr[g], self.pptr[g + 1])
+        D[self.a[p], self.b[p]] = self.dist[p]
+        D[self.b[p], self.a[p]] = self.dist[p]
+        return D
+
+
+def _scope_groups(spn: SPN, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(members, gptr)`` of :class:`Pairs`: nodes outside ``skip`` over discrete
+    variables only, grouped by identical scope and same-scope height. Scopes are compared
+    by two random 64-bit sums, then checked entry by entry."""
+    sp, sc = spn.scope_ptr, spn.scope
+    size = np.diff(sp)
+    real = np.concatenate([[0], np.cumsum(spn.cardinality[sc] <= 0)])
+    nodes = np.flatnonzero(~skip & (size > 0) & (real[sp[1:]] == real[sp[:-1]]))
+    words = np.random.default_rng(0x5EED).integers(0, 2**63, size=(2, max(spn.n_vars, 1))).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        cs = np.concatenate([np.zeros((2, 1), np.uint64), np.cumsum(words[:, sc], axis=1, dtype=np.uint64)], axis=1)
+        hs = cs[:, sp[nodes + 1]] - cs[:, sp[nodes]]
+    h = same_scope_height(spn)[nodes]
+    order = np.lexsort((nodes, hs[1], hs[0], h, size[nodes]))
+    key = np.stack([size[nodes], h, hs[0].view(np.int64), hs[1].view(np.int64)])[:, order]
+    nodes = nodes[order]
+    new = np.ones(len(nodes), dtype=bool)
+    new[1:] = np.any(key[:, 1:] != key[:, :-1], axis=0)
+    start = np.flatnonzero(new)
+    lens = np.diff(np.append(start, len(nodes)))
+    lead = np.repeat(nodes[start], lens)
+    if not np.array_equal(sc[_ranges(sp[nodes], size[nodes])], sc[_ranges(sp[lead], size[nodes])]):
+        # two scopes share both sums (about 2^-128 a pair): group by the scopes themselves
+        by: dict = {}
+        for i, n in enumerate(nodes):
+            by.setdefault((sc[sp[n]:sp[n + 1]].tobytes(), int(key[1, i])), []).append(i)
+        runs = sorted(by.values())
+        nodes = nodes[np.concatenate(runs)]
+        lens = np.array([len(r) for r in runs])
+        start = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    keepg = lens >= 2
+    start, lens = start[keepg], lens[keepg]
+    first = nodes[start]
+    go = np.lexsort((first, size[first]))
+    start, lens = start[go], lens[go]
+    members = nodes[_ranges(start, lens)]
+    return members, np.concatenate([[0], np.cumsum(lens)])

@@ -42,7 +42,6 @@ from ..errors import DataError, StructureError
 from .._kinds import MARGINAL, MAX
 from .._threads import effective_n_threads
 from ..graph import SPN, compile as _compile
-from ..leaves.base import _ranges
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from ..nodes import Sum
 from . import routing as _routing
@@ -51,8 +50,7 @@ from ._leafcache import LeafCache
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from .base import DensityEstimator
 from ._refit import hard_refit
-from ._similarity import (indicator_evidence, n_parameters, node_marginals, pairwise_distance,  # noqa: F401
-                          same_scope_height)
+from ._similarity import Pairs, indicator_evidence, n_parameters, node_marginals  # noqa: F401
 from .em import EM
 
 DISTANCES = ("manhattan", "kl", "hellinger")
@@ -74,11 +72,10 @@ class _Round:
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
         self._dist = None
 
-    def distances(self, spn: SPN) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(members, D)`` per group of same-scope, same-height nodes over discrete
-        variables (two or more members), ``D`` their mean-field distances with an infinite
-        diagonal, smallest scopes first. Kept for the last model: a threshold that merged
-        nothing hands the next one the same model."""
+    def distances(self, spn: SPN) -> Pairs:
+        """The candidate pairs of ``spn`` and their mean-field distances (:class:`Pairs`).
+        Kept for the last model: a threshold that merged nothing hands the next one the same
+        model."""
         if self._dist is not None and self._dist[0] is spn:
             return self._dist[1]
         if self.evidence is None:
@@ -86,30 +83,11 @@ class _Round:
             self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=256 << 20, n_threads=self.nt1,
                                     evidence_off=self.evidence[1])
         P, off = node_marginals(spn, self.nt, self.evidence, self.ecache)
-        card = spn.cardinality
-        h = same_scope_height(spn)
-        groups: dict[tuple, list[int]] = {}
-        sp, sc = spn.scope_ptr, spn.scope
+        skip = np.zeros(spn.n_nodes, dtype=bool)
         ind = spn.leaf_tables.get("indicator")
-        skip = set() if ind is None else set(ind.node.tolist())   # structure, not parameters
-        for n in range(spn.n_nodes):
-            if n in skip:
-                continue
-            s = sc[sp[n]:sp[n + 1]]
-            groups.setdefault((s.tobytes(), int(h[n])), []).append(n)
-        out = []
-        for (sb, _), members in sorted(groups.items(), key=lambda kv: len(kv[0][0])):
-            if len(members) < 2:
-                continue
-            s = np.frombuffer(sb, dtype=sc.dtype)
-            if np.any(card[s] <= 0):
-                continue      # real variables: only identical merging
-            m = np.asarray(members)
-            cols = _ranges(off[s], off[s + 1] - off[s])
-            starts = np.concatenate([[0], np.cumsum(card[s])[:-1]]).astype(np.int64)
-            D = pairwise_distance(P[np.ix_(m, cols)], starts, self.est.distance)
-            np.fill_diagonal(D, np.inf)
-            out.append((m, D))
+        if ind is not None:
+            skip[ind.node] = True       # structure, not parameters
+        out = Pairs(spn, P, off, self.est.distance, skip)
         self._dist = (spn, out)
         return out
 
@@ -118,10 +96,10 @@ class _Round:
         (called only when some pair is within ``eps``), which orders the leaders."""
         count = None
         out = []
-        for m, D in self.distances(spn):
-            close = D <= eps
-            if not close.any():
-                continue
+        pairs = self.distances(spn)
+        for g in np.flatnonzero(pairs.gmin <= eps):
+            m = pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]]
+            close = pairs.matrix(g) <= eps
             np.fill_diagonal(close, True)
             if count is None:
                 count = train_rows()
