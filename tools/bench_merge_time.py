@@ -11,7 +11,8 @@ since the machine is shared. ``--single`` also times
 one ``Merge.fit`` at the chosen threshold alone (``epsilon=chosen``, from the tree, not
 continuing the path, so its model may differ: its validation LL is printed) and, when no
 similar merge won, the identical merge alone (``identical_merge``, what such a fit
-returns). ``--patience P`` passes ``Merge(patience=P)``. Reference measured in the
+returns). ``--patience P`` passes ``Merge(patience=P)``; ``--repeat R`` keeps the
+shortest of R whole fits (by CPU time; the fits are deterministic). Reference measured in the
 same run: the seconds of one max-product node-values matrix of the training rows
 (``SPN.node_log_values(mode=MAX)``), which the routing built before it became a compiled
 pass (a lower bound of the old routing's cost), against one compiled ``route``.
@@ -69,6 +70,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="append rows as JSON lines here")
     ap.add_argument("--patience", type=int, default=None, help="Merge(patience=...)")
     ap.add_argument("--single", action="store_true", help="also time one merge at the chosen threshold")
+    ap.add_argument("--repeat", type=int, default=1, help="whole fits timed; the shortest CPU time is kept")
     args = ap.parse_args()
     rows = []
     for name in args.sets:
@@ -83,9 +85,12 @@ def main() -> None:
                 p.update(cfg)
                 tree = LearnSPN(**p).fit(X).spn_
                 kw = dict(local_check=kind == "ospn", patience=args.patience)
-                t, c = time.perf_counter(), time.process_time()
-                m = Merge(init=tree, **kw).fit(X, X_valid=Xv)
-                secs, cpu = time.perf_counter() - t, time.process_time() - c
+                secs = cpu = np.inf
+                for _ in range(args.repeat):     # the machine is shared: keep the quietest fit
+                    t, c = time.perf_counter(), time.process_time()
+                    m = Merge(init=tree, **kw).fit(X, X_valid=Xv)
+                    if time.process_time() - c < cpu:
+                        secs, cpu = time.perf_counter() - t, time.process_time() - c
                 single = {}
                 if args.single:
                     t, c = time.perf_counter(), time.process_time()
