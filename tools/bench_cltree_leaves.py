@@ -6,6 +6,9 @@ plain-numpy reference (one fancy-indexed gather per leaf variable, summed per le
 same run and one thread. Prints both times, their ratio and the largest difference. Without
 the shared data a synthetic chain-structured set stands in.
 
+``--validate K`` also times the parameter checks of the table repeated K times
+(``CLTreeLeafType.validate``, all leaves at once) against the per-leaf loop that names a
+fault (the same method with the all-at-once check disabled), in the same run.
 ``--batches K ...`` also times whole-model queries on the first K validation rows,
 ``SPN.log_likelihood`` against the numpy reference of the leaf table alone on the same rows
 (a lower bound of the model's work): per-call costs show as the ratio's growth at small K.
@@ -24,6 +27,7 @@ import numpy as np
 
 from spnc import _kinds
 from spnc.learn import LearnSPN
+from spnc.leaves.cltree import CLTreeLeafType
 
 PARAMS = dict(sum_split="observed", leaves="chowliu", min_instances=10, alpha=1.0, random_state=0,
               splitter="mi_components", mi_threshold=0.001, max_depth=5, criterion="info_gain")
@@ -54,11 +58,12 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", nargs="+", default=["plants", "accidents"])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--batches", nargs="*", type=int, default=[], help="rows per whole-model query")
+    ap.add_argument("--validate", type=int, default=0, help="copies of the table whose checks are timed")
     a = ap.parse_args(argv)
     have = (a.data / "binary").is_dir()
     print("| set | rows | leaves | leaf variables | spnc s | numpy s | numpy / spnc | max abs diff |")
     print("|---|---|---|---|---|---|---|---|")
-    batches = []
+    batches, checks = [], []
     for name in (a.sets if have else ["synthetic"]):
         X = _bench.load(a.data, name)[0] if have else synthetic()
         spn = LearnSPN(**PARAMS).fit(X.astype(np.float64)).spn_
@@ -76,8 +81,23 @@ def main(argv=None) -> int:
         diff = float(np.max(np.abs(out[table.slot].T - ref)))
         print(f"| {name} | {len(X)} | {len(table.node)} | {int(P.var_ptr[-1])} | {t_spnc:.4f} | "
               f"{t_np:.4f} | {t_np / t_spnc:.1f} | {diff:.1e} |", flush=True)
+        if a.validate:
+            checks.append((name, table, spn.cardinality))
         if a.batches:
             batches.append((name, spn, P, _bench.load(a.data, name)[1] if have else synthetic(2000, seed=1)))
+    if checks:
+        print("\n| set | leaves | validate, all at once, ms | per-leaf loop ms | loop / all at once |")
+        print("|---|---|---|---|---|")
+    for name, table, card in checks:
+        big = CLTreeLeafType.from_nodes(np.arange(a.validate * len(table)),
+                                        [table.to_node(i) for i in range(len(table))] * a.validate)
+        t_all = _bench.best_time(lambda: big.validate(card), a.repeat, time.process_time)
+        fast, CLTreeLeafType._all_valid = CLTreeLeafType._all_valid, lambda self, c: False
+        try:
+            t_loop = _bench.best_time(lambda: big.validate(card), a.repeat, time.process_time)
+        finally:
+            CLTreeLeafType._all_valid = fast
+        print(f"| {name} | {len(big)} | {1e3 * t_all:.1f} | {1e3 * t_loop:.1f} | {t_loop / t_all:.1f} |", flush=True)
     if batches:
         print("\n| set | rows per query | log_likelihood ms | numpy leaves ms | spnc / numpy | max abs diff |")
         print("|---|---|---|---|---|---|")
