@@ -84,10 +84,14 @@ def _groups_by_loop(spn):
 
 
 @pytest.mark.parametrize("distance", ["manhattan", "kl", "hellinger"])
-@pytest.mark.parametrize("seed", [1, 2])
-def test_candidate_pairs_against_loops(distance, seed):
+@pytest.mark.parametrize("seed, small", [(1, None), (2, None), (1, 0), (2, 1 << 30)])
+def test_candidate_pairs_against_loops(distance, seed, small, monkeypatch):
     """Groups (identical scope, equal same-scope height, discrete) and every pair's
-    mean-field distance against plain loops over the node marginals."""
+    mean-field distance against plain loops over the node marginals, with groups computed
+    one by one (small=0), all in one pass (small huge) or split by size (default)."""
+    from spnc.learn import _similarity
+    if small is not None:
+        monkeypatch.setattr(_similarity, "_SMALL", small)
     rng = np.random.default_rng(seed)
     card = [2, 3, 2, 4, 2]
     spn = spnc.compile(random_spn(rng, card, depth=4, share=0.3), cardinality=card)
@@ -121,12 +125,8 @@ def test_candidate_pairs_against_loops(distance, seed):
                 want_d = np.inf if i == j else tot / len(sc)
                 assert D[i, j] == pytest.approx(want_d, abs=1e-12)
         assert pairs.gmin[g] == pytest.approx(D.min(), abs=0) or np.isinf(D.min())
-    from spnc.learn import _similarity
-    _similarity._BLOCK, saved = 5, _similarity._BLOCK      # pairs in many small blocks
-    try:
-        assert np.array_equal(Pairs(spn, P, off, distance, skip).dist, pairs.dist)
-    finally:
-        _similarity._BLOCK = saved
+    monkeypatch.setattr(_similarity, "_BLOCK", 5)     # pairs in many small blocks
+    assert np.array_equal(Pairs(spn, P, off, distance, skip).dist, pairs.dist)
 
 
 # ---------------------------------------------------------------- identical merging

@@ -4,12 +4,15 @@ merging acyclic) and parameter counts."""
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from ..graph import SUM, SPN
 from ..leaves.base import _ranges
 
 #: pairwise distance entries computed at once
 _BLOCK = 1 << 22
+#: a group with more pair entries (pairs x marginal columns) gets its own compiled call
+_SMALL = 1 << 14
 
 
 def indicator_evidence(spn: SPN) -> tuple[np.ndarray, np.ndarray]:
@@ -76,40 +79,50 @@ class Pairs:
     """Candidate pairs of one model (Alg. 2's grouping): nodes of identical scope and equal
     same-scope height over discrete variables, in groups of two or more (smallest scopes
     first, then by first member; members ascending: ``members[gptr[g]:gptr[g + 1]]``), and
-    the mean-field distance of every pair of a group: ``a[p] < b[p]`` (positions within the
-    group) and ``dist[p]`` for ``p`` in ``pptr[g]:pptr[g + 1]``; ``gmin`` is each group's
-    smallest distance."""
+    the mean-field distance of every pair of a group, ``dist[pptr[g]:pptr[g + 1]]`` in the
+    order of ``np.triu_indices(size, 1)``; ``gmin`` is each group's smallest distance.
+    Large groups take one compiled distance call each, small ones one pass for all."""
 
     def __init__(self, spn: SPN, P: np.ndarray, off: np.ndarray, distance: str, skip: np.ndarray):
         self.members, self.gptr = _scope_groups(spn, skip)
         sizes = np.diff(self.gptr)
-        G = len(sizes)
         sp, sc, card = spn.scope_ptr, spn.scope, spn.cardinality
         lead = self.members[self.gptr[:-1]]
         nv = sp[lead + 1] - sp[lead]
         svar = sc[_ranges(sp[lead], nv)]               # each group's scope, group after group
         vptr = np.concatenate([[0], np.cumsum(nv)])
         vcard = card[svar].astype(np.int64)
-        clen = np.add.reduceat(vcard, vptr[:-1]) if G else np.zeros(0, np.int64)
+        voff = np.concatenate([[0], np.cumsum(vcard)])  # each scope variable's first column
+        clen = voff[vptr[1:]] - voff[vptr[:-1]]
         cols = _ranges(off[svar], vcard)
-        cptr = np.concatenate([[0], np.cumsum(clen)])
-        # pairs: position k of a group of s members pairs with k + 1 .. s - 1
-        k = np.arange(len(self.members)) - np.repeat(self.gptr[:-1], sizes)
-        after = np.repeat(sizes, sizes) - 1 - k
-        self.a = np.repeat(k, after)
-        self.b = _ranges(k + 1, after)
         npairs = sizes * (sizes - 1) // 2
         self.pptr = np.concatenate([[0], np.cumsum(npairs)])
-        pg = np.repeat(np.arange(G), npairs)
-        self.dist = np.empty(len(pg))
+        self.dist = np.empty(int(self.pptr[-1]))
+        big = npairs * clen > _SMALL
+        for g in np.flatnonzero(big):
+            m = self.members[self.gptr[g]:self.gptr[g + 1]]
+            Q = P[np.ix_(m, cols[voff[vptr[g]]:voff[vptr[g + 1]]])]
+            starts = voff[vptr[g]:vptr[g + 1]] - voff[vptr[g]]
+            D, o = _group_distance(Q, starts, distance), int(self.pptr[g])
+            for i in range(len(m) - 1):                # the upper triangle, row by row
+                self.dist[o:o + len(m) - 1 - i] = D[i, i + 1:]
+                o += len(m) - 1 - i
+        small = np.flatnonzero(~big)
+        ss = sizes[small]
+        # pairs of the small groups: position k of a group of s members pairs with k + 1 .. s - 1
+        k = np.arange(int(ss.sum())) - np.repeat(np.cumsum(ss) - ss, ss)
+        after = np.repeat(ss, ss) - 1 - k
+        pa, pb = np.repeat(k, after), _ranges(k + 1, after)
+        pg = np.repeat(small, npairs[small])
+        where = _ranges(self.pptr[small], npairs[small])
         ent = np.cumsum(clen[pg])
         edges = np.unique(np.concatenate([[0], np.searchsorted(ent, np.arange(_BLOCK, ent[-1] if len(pg) else 0,
                                                                              _BLOCK)) + 1, [len(pg)]]))
         for p0, p1 in zip(edges[:-1], edges[1:]):     # pairs in blocks of about _BLOCK entries
             g = pg[p0:p1]
-            na = self.members[self.gptr[g] + self.a[p0:p1]]
-            nb = self.members[self.gptr[g] + self.b[p0:p1]]
-            c = cols[_ranges(cptr[g], clen[g])]
+            na = self.members[self.gptr[g] + pa[p0:p1]]
+            nb = self.members[self.gptr[g] + pb[p0:p1]]
+            c = cols[_ranges(voff[vptr[g]], clen[g])]
             A, B = P[np.repeat(na, clen[g]), c], P[np.repeat(nb, clen[g]), c]
             seg = np.concatenate([[0], np.cumsum(clen[g])[:-1]])
             differ = np.logical_or.reduceat((A <= 0.0) != (B <= 0.0), seg)  # other support: never similar
@@ -119,28 +132,56 @@ class Pairs:
                 A, B = np.clip(A, 1e-12, 1.0), np.clip(B, 1e-12, 1.0)
                 d = 0.5 * np.add.reduceat((A - B) * (np.log(A) - np.log(B)), seg)
             else:                    # hellinger, per variable, then summed
-                vstart = np.repeat(seg, nv[g]) + (np.concatenate([[0], np.cumsum(vcard)])[:-1]
-                                                  [_ranges(vptr[g], nv[g])] - np.repeat(cptr[g], nv[g]))
+                v = _ranges(vptr[g], nv[g])
+                vstart = np.repeat(seg - voff[vptr[g]], nv[g]) + voff[v]
                 per = np.sqrt(0.5 * np.add.reduceat((np.sqrt(A) - np.sqrt(B)) ** 2, vstart))
                 d = np.add.reduceat(per, np.concatenate([[0], np.cumsum(nv[g])[:-1]]))
             d = d / nv[g]
             d[differ] = np.inf
-            self.dist[p0:p1] = d
-        self.gmin = np.full(G, np.inf)
-        if len(pg):
-            np.minimum.at(self.gmin, pg, self.dist)
+            self.dist[where[p0:p1]] = d
+        self.gmin = np.minimum.reduceat(self.dist, self.pptr[:-1]) if len(sizes) else np.zeros(0)
 
     def __len__(self) -> int:
         return len(self.gptr) - 1
 
     def matrix(self, g: int) -> np.ndarray:
         """Group ``g``'s distance matrix, with an infinite diagonal."""
-        s = int(self.gptr[g + 1] - self.gptr[g])
+        s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
         D = np.full((s, s), np.inf)
-        p = slice(self.pptr[g], self.pptr[g + 1])
-        D[self.a[p], self.b[p]] = self.dist[p]
-        D[self.b[p], self.a[p]] = self.dist[p]
+        for i in range(s - 1):
+            D[i, i + 1:] = self.dist[o:o + s - 1 - i]
+            o += s - 1 - i
+        return np.minimum(D, D.T)
+
+
+def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndarray:
+    """Mean-field distance matrix of the rows of ``Q`` (nodes x concatenated marginals of
+    the scope's variables, variable ``j`` starting at column ``starts[j]``): compiled
+    matrix products and ``cdist`` for a large group."""
+    g, k = Q.shape
+    nv = len(starts)
+    Z = (Q <= 0.0).astype(np.float64)          # a different support is never "similar"
+    differ = (Z @ (1.0 - Z).T + (1.0 - Z) @ Z.T) > 0
+    if distance == "manhattan":
+        D = cdist(Q, Q, "cityblock") / nv
+        D[differ] = np.inf
         return D
+    D = np.empty((g, g))
+    if distance == "hellinger":
+        Q = np.sqrt(Q)
+    else:
+        Q = np.clip(Q, 1e-12, 1.0)
+        logQ = np.log(Q)
+    step = max(1, _BLOCK // max(g * k, 1))
+    for i0 in range(0, g, step):
+        A = Q[i0:i0 + step, None, :]
+        if distance == "hellinger":
+            per = np.sqrt(0.5 * np.add.reduceat((A - Q[None]) ** 2, starts, axis=2))
+        else:   # symmetric KL
+            per = 0.5 * np.add.reduceat((A - Q[None]) * (logQ[i0:i0 + step, None, :] - logQ[None]), starts, axis=2)
+        D[i0:i0 + step] = per.sum(axis=2) / nv
+    D[differ] = np.inf
+    return D
 
 
 def _scope_groups(spn: SPN, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
