@@ -255,3 +255,20 @@ def test_leaf_cache_does_not_keep_old_tables_alive():
         del tree
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_leaf_keys_are_kept_on_the_table_and_follow_edits():
+    """One key list per table, shared by every cache (so they die with the table), rebuilt
+    when a parameter array is edited in place."""
+    from spnc.learn._graphedit import leaf_keys
+    gen = spnc.compile(random_spn(np.random.default_rng(12), [2] * 6, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(400, seed=12).astype(np.float64)
+    tree = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=15,
+                    mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
+    t = tree.leaf_tables["cltree"]
+    keys = leaf_keys(t)
+    assert leaf_keys(t) is keys and len(set(keys)) == len(t)
+    cpt = t.params["cpt"]
+    cpt[:2] = cpt[1::-1].copy()
+    new = leaf_keys(t)
+    assert new is not keys and new[0] != keys[0] and new[1:] == keys[1:]

@@ -62,7 +62,19 @@ def leaf_signature(obj) -> tuple:
 def leaf_keys(table) -> list:
     """A hashable key per leaf of ``table``, equal for two leaves exactly when their type,
     scope and parameters are equal: read from the parameter arrays (per-leaf entries, or
-    slices of ``name`` delimited by ``name_ptr``), else from the construction objects."""
+    slices of ``name`` delimited by ``name_ptr``), else from the construction objects.
+    Kept on the table (one copy for every cache and pass, gone with the table), and
+    rebuilt when its node or parameter arrays have changed in place."""
+    stamp = (hash(table.node.tobytes()),) + tuple(hash(np.asarray(v).tobytes()) for v in table.params.values())
+    memo = table.__dict__.get("_leaf_keys")
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    keys = _leaf_keys(table)
+    table._leaf_keys = (stamp, keys)
+    return keys
+
+
+def _leaf_keys(table) -> list:
     L = len(table)
     p = table.params
     cols = []

@@ -11,8 +11,6 @@ are exactly those of a fresh evaluation.
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from .._kinds import MARGINAL, MAX
@@ -38,22 +36,8 @@ class LeafCache:
         self.capacity = max(0, int(max_bytes) // max(8 * self.n, 1))
         self.V = np.empty((0, self.n))
         self.row: dict = {}                 # leaf key -> row of V
-        self._keys: dict[int, tuple] = {}   # id(table) -> (weak ref, keys): tables shared by models
         self._gen = 0                       # bumped when rows of V move (stale layouts)
         self.evaluated = 0                  # leaves evaluated so far (for tests and profiling)
-
-    def _table_keys(self, t) -> list:
-        hit = self._keys.get(id(t))
-        if hit is not None and hit[0]() is t:
-            return hit[1]
-        # tables are held weakly: a merge makes new ones every round, and holding the old
-        # ones (parameters, prepared kernel arrays, keys) ran a 40-bag merge out of memory
-        self._keys = {k: v for k, v in self._keys.items() if v[0]() is not None}
-        if len(self._keys) >= 16:
-            self._keys.clear()
-        keys = leaf_keys(t)
-        self._keys[id(t)] = (weakref.ref(t), keys)
-        return keys
 
     def _layout(self, spn):
         """(slots, rows of V) of the matrix leaves of ``spn``, evaluating unseen ones; None
@@ -66,7 +50,7 @@ class LeafCache:
         need = sum(len(t) for t in tables)
         if not need or need > self.capacity:
             return None
-        keys = [self._table_keys(t) for t in tables]
+        keys = [leaf_keys(t) for t in tables]
         new = sum(1 for ks in keys for k in ks if k not in self.row)
         if len(self.row) + new > self.capacity:      # keep only this model's leaves
             live = {k for ks in keys for k in ks if k in self.row}
