@@ -440,3 +440,27 @@ def test_leaf_table_gather_equals_packing_construction_objects(trees):
             assert sorted(ga) == sorted(wa)
             for k in ga:
                 assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)
+
+
+@pytest.mark.parametrize("small", [0, 1 << 30])
+def test_candidate_pairs_with_other_supports_are_never_close(small, monkeypatch):
+    """Two nodes whose marginals are zero in different places get an infinite distance, on
+    both the one-group-at-a-time and the one-pass path."""
+    from spnc.learn import _similarity
+    monkeypatch.setattr(_similarity, "_SMALL", small)
+    probs = [[0.5, 0.5, 0.0], [0.3, 0.7, 0.0], [0.0, 0.5, 0.5], [0.2, 0.3, 0.5]]
+    spn = spnc.compile(Sum([Product([spnc.Categorical(0, p), spnc.Bernoulli(1, 0.2 + 0.1 * i)])
+                            for i, p in enumerate(probs)], [0.25] * 4))
+    P, off = node_marginals(spn)
+    pairs = Pairs(spn, P, off, "manhattan", np.zeros(spn.n_nodes, dtype=bool))
+    g = next(g for g in range(len(pairs)) if spn.kind[pairs.members[pairs.gptr[g]]] >= 2
+             and spn.node_scope(pairs.members[pairs.gptr[g]]).tolist() == [0])
+    D = pairs.matrix(g)
+    zero = [tuple(np.array(p) == 0) for p in probs]
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                same = zero[i] == zero[j]
+                assert np.isfinite(D[i, j]) == same
+                if same:
+                    assert D[i, j] == pytest.approx(np.abs(np.subtract(probs[i], probs[j])).sum())

@@ -160,8 +160,9 @@ def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndar
     matrix products and ``cdist`` for a large group."""
     g, k = Q.shape
     nv = len(starts)
-    Z = (Q <= 0.0).astype(np.float64)          # a different support is never "similar"
-    differ = (Z @ (1.0 - Z).T + (1.0 - Z) @ Z.T) > 0
+    # a different support is never "similar": label each row's zero pattern
+    support = np.unique(np.packbits(Q <= 0.0, axis=1), axis=0, return_inverse=True)[1].ravel()
+    differ = support[:, None] != support[None, :]
     if distance == "manhattan":
         D = cdist(Q, Q, "cityblock") / nv
         D[differ] = np.inf
