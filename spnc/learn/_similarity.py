@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from ..errors import StructureError
 from ..graph import SUM, SPN
 from ..leaves.base import _ranges
 
@@ -57,7 +58,7 @@ def same_scope_height(spn: SPN) -> np.ndarray:
         if np.array_equal(new, h):
             return h
         h = new
-    raise ValueError("same_scope_height: the graph has a cycle")
+    raise StructureError("the graph has a cycle: no same-scope height exists")
 
 
 def n_parameters(spn: SPN) -> tuple[int, int]:
