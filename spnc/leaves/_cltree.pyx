@@ -57,13 +57,15 @@ cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
 
 cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode) noexcept nogil:
     """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf."""
-    cdef double s = 0.0
+    cdef double s = 0.0, v
     cdef Py_ssize_t x
-    for x in range(k):
-        if mode == MARGINAL:
+    if mode == MARGINAL:
+        for x in range(k):
             s += row[x] * lf[x]
-        elif row[x] * lf[x] > s:
-            s = row[x] * lf[x]
+    else:
+        for x in range(k):  # a select, not a branch: which entry wins is data, not pattern
+            v = row[x] * lf[x]
+            s = v if v > s else s
     return s
 
 
