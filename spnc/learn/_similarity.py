@@ -104,10 +104,7 @@ class Pairs:
             m = self.members[self.gptr[g]:self.gptr[g + 1]]
             Q = P[np.ix_(m, cols[voff[vptr[g]]:voff[vptr[g + 1]]])]
             starts = voff[vptr[g]:vptr[g + 1]] - voff[vptr[g]]
-            D, o = _group_distance(Q, starts, distance), int(self.pptr[g])
-            for i in range(len(m) - 1):                # the upper triangle, row by row
-                self.dist[o:o + len(m) - 1 - i] = D[i, i + 1:]
-                o += len(m) - 1 - i
+            _group_distance(Q, starts, distance, self.dist[self.pptr[g]:self.pptr[g + 1]])
         small = np.flatnonzero(~big)
         ss = sizes[small]
         # pairs of the small groups: position k of a group of s members pairs with k + 1 .. s - 1
@@ -155,35 +152,37 @@ class Pairs:
         return np.minimum(D, D.T)
 
 
-def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str) -> np.ndarray:
-    """Mean-field distance matrix of the rows of ``Q`` (nodes x concatenated marginals of
-    the scope's variables, variable ``j`` starting at column ``starts[j]``): compiled
-    matrix products and ``cdist`` for a large group."""
+def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str, out: np.ndarray) -> None:
+    """The mean-field distances of all pairs of rows of ``Q`` (nodes x concatenated
+    marginals of the scope's variables, variable ``j`` starting at column ``starts[j]``)
+    into ``out``, in the order of ``np.triu_indices(len(Q), 1)``: one compiled call per
+    block of rows against the rows after it, so no matrix of the whole group is made."""
     g, k = Q.shape
     nv = len(starts)
     # a different support is never "similar": label each row's zero pattern
     support = np.unique(np.packbits(Q <= 0.0, axis=1), axis=0, return_inverse=True)[1].ravel()
-    differ = support[:, None] != support[None, :]
-    if distance == "manhattan":
-        D = cdist(Q, Q, "cityblock") / nv
-        D[differ] = np.inf
-        return D
-    D = np.empty((g, g))
     if distance == "hellinger":
         Q = np.sqrt(Q)
-    else:
+    elif distance == "kl":
         Q = np.clip(Q, 1e-12, 1.0)
         logQ = np.log(Q)
-    step = max(1, _BLOCK // max(g * k, 1))
-    for i0 in range(0, g, step):
-        A = Q[i0:i0 + step, None, :]
-        if distance == "hellinger":
-            per = np.sqrt(0.5 * np.add.reduceat((A - Q[None]) ** 2, starts, axis=2))
-        else:   # symmetric KL
-            per = 0.5 * np.add.reduceat((A - Q[None]) * (logQ[i0:i0 + step, None, :] - logQ[None]), starts, axis=2)
-        D[i0:i0 + step] = per.sum(axis=2) / nv
-    D[differ] = np.inf
-    return D
+    step = max(1, _BLOCK // max(g * (k if distance != "manhattan" else 1), 1))
+    o = 0
+    for i0 in range(0, g - 1, step):
+        i1 = min(g - 1, i0 + step)
+        if distance == "manhattan":
+            D = cdist(Q[i0:i1], Q[i0:], "cityblock") / nv
+        else:
+            A, B = Q[i0:i1, None, :], Q[None, i0:]
+            if distance == "hellinger":
+                per = np.sqrt(0.5 * np.add.reduceat((A - B) ** 2, starts, axis=2))
+            else:   # symmetric KL
+                per = 0.5 * np.add.reduceat((A - B) * (logQ[i0:i1, None, :] - logQ[None, i0:]), starts, axis=2)
+            D = per.sum(axis=2) / nv
+        D[support[i0:i1, None] != support[None, i0:]] = np.inf
+        for i in range(i0, i1):                  # row i against the rows after it
+            out[o:o + g - 1 - i] = D[i - i0, i - i0 + 1:]
+            o += g - 1 - i
 
 
 def _scope_groups(spn: SPN, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
