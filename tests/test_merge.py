@@ -9,7 +9,6 @@ import pytest
 import spnc
 from spnc import ParameterError
 from spnc.learn import BaggedSPN, LearnSPN, Merge
-from spnc.learn._similarity import Pairs, same_scope_height
 from spnc.learn.merge import identical_merge, node_marginals
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
@@ -60,73 +59,6 @@ def test_node_marginals_match_brute_force():
             for k in range(card[v]):
                 want = vals[keep & (S[:, v] == k), n].sum()
                 assert P[n, off[v] + k] == pytest.approx(want, rel=1e-9, abs=1e-12)
-
-
-def _groups_by_loop(spn):
-    """Reference grouping: exact scope bytes and same-scope height by plain loops."""
-    size = np.diff(spn.scope_ptr)
-    h = np.zeros(spn.n_nodes, dtype=np.int64)
-    for _ in range(spn.n_nodes):
-        for n in range(spn.n_nodes):
-            ch = spn.child[spn.child_ptr[n]:spn.child_ptr[n + 1]]
-            same = [c for c in ch if size[c] == size[n]]
-            if same:
-                h[n] = max(h[n], 1 + max(h[c] for c in same))
-    groups = {}
-    for n in range(spn.n_nodes):
-        if spn.kind[n] >= 2 and spn.leaf_tables.get("indicator") is not None \
-                and n in spn.leaf_tables["indicator"].node:
-            continue
-        sc = tuple(spn.node_scope(n).tolist())
-        if all(spn.cardinality[v] > 0 for v in sc):
-            groups.setdefault((sc, int(h[n])), []).append(n)
-    return h, sorted((m for m in groups.values() if len(m) > 1), key=lambda m: (len(spn.node_scope(m[0])), m[0]))
-
-
-@pytest.mark.parametrize("distance", ["manhattan", "kl", "hellinger"])
-@pytest.mark.parametrize("seed, small", [(1, None), (2, None), (1, 0), (2, 1 << 30)])
-def test_candidate_pairs_against_loops(distance, seed, small, monkeypatch):
-    """Groups (identical scope, equal same-scope height, discrete) and every pair's
-    mean-field distance against plain loops over the node marginals, with groups computed
-    one by one (small=0), all in one pass (small huge) or split by size (default)."""
-    from spnc.learn import _similarity
-    if small is not None:
-        monkeypatch.setattr(_similarity, "_SMALL", small)
-    rng = np.random.default_rng(seed)
-    card = [2, 3, 2, 4, 2]
-    spn = spnc.compile(random_spn(rng, card, depth=4, share=0.3), cardinality=card)
-    P, off = node_marginals(spn)
-    skip = np.zeros(spn.n_nodes, dtype=bool)
-    if "indicator" in spn.leaf_tables:
-        skip[spn.leaf_tables["indicator"].node] = True
-    pairs = Pairs(spn, P, off, distance, skip)
-    h, want = _groups_by_loop(spn)
-    assert np.array_equal(same_scope_height(spn), h)
-    assert [pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]].tolist() for g in range(len(pairs))] == want
-    assert len(want) >= 3
-    for g, m in enumerate(want):
-        sc = spn.node_scope(m[0])
-        D = pairs.matrix(g)
-        for i, a in enumerate(m):
-            for j, b in enumerate(m):
-                tot = 0.0
-                for v in sc:
-                    p, q = P[a, off[v]:off[v + 1]], P[b, off[v]:off[v + 1]]
-                    if np.any((p <= 0) != (q <= 0)):
-                        tot = np.inf
-                        break
-                    if distance == "manhattan":
-                        tot += np.abs(p - q).sum()
-                    elif distance == "hellinger":
-                        tot += np.sqrt(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum())
-                    else:
-                        p, q = np.clip(p, 1e-12, 1), np.clip(q, 1e-12, 1)
-                        tot += 0.5 * ((p * np.log(p / q)).sum() + (q * np.log(q / p)).sum())
-                want_d = np.inf if i == j else tot / len(sc)
-                assert D[i, j] == pytest.approx(want_d, abs=1e-12)
-        assert pairs.gmin[g] == pytest.approx(D.min(), abs=0) or np.isinf(D.min())
-    monkeypatch.setattr(_similarity, "_BLOCK", 5)     # pairs in many small blocks
-    assert np.array_equal(Pairs(spn, P, off, distance, skip).dist, pairs.dist)
 
 
 # ---------------------------------------------------------------- identical merging
@@ -440,27 +372,3 @@ def test_leaf_table_gather_equals_packing_construction_objects(trees):
             assert sorted(ga) == sorted(wa)
             for k in ga:
                 assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)
-
-
-@pytest.mark.parametrize("small", [0, 1 << 30])
-def test_candidate_pairs_with_other_supports_are_never_close(small, monkeypatch):
-    """Two nodes whose marginals are zero in different places get an infinite distance, on
-    both the one-group-at-a-time and the one-pass path."""
-    from spnc.learn import _similarity
-    monkeypatch.setattr(_similarity, "_SMALL", small)
-    probs = [[0.5, 0.5, 0.0], [0.3, 0.7, 0.0], [0.0, 0.5, 0.5], [0.2, 0.3, 0.5]]
-    spn = spnc.compile(Sum([Product([spnc.Categorical(0, p), spnc.Bernoulli(1, 0.2 + 0.1 * i)])
-                            for i, p in enumerate(probs)], [0.25] * 4))
-    P, off = node_marginals(spn)
-    pairs = Pairs(spn, P, off, "manhattan", np.zeros(spn.n_nodes, dtype=bool))
-    g = next(g for g in range(len(pairs)) if spn.kind[pairs.members[pairs.gptr[g]]] >= 2
-             and spn.node_scope(pairs.members[pairs.gptr[g]]).tolist() == [0])
-    D = pairs.matrix(g)
-    zero = [tuple(np.array(p) == 0) for p in probs]
-    for i in range(4):
-        for j in range(4):
-            if i != j:
-                same = zero[i] == zero[j]
-                assert np.isfinite(D[i, j]) == same
-                if same:
-                    assert D[i, j] == pytest.approx(np.abs(np.subtract(probs[i], probs[j])).sum())
