@@ -47,8 +47,7 @@ def leaf_states(spn, mode: int) -> tuple[_graph.LeafStates, list, dict]:
     contents (parameters may be edited in place), so repeated small queries do not rebuild
     them."""
     key = (mode, hash(np.asarray(spn.cardinality).tobytes()),
-           tuple((id(t), hash(t.node.tobytes()), tuple(hash(np.asarray(v).tobytes()) for v in t.params.values()))
-                 for t in spn.leaf_tables.values()))
+           tuple((id(t),) + t.content_key() for t in spn.leaf_tables.values()))
     kept = spn.__dict__.setdefault("_leaf_states", {})
     hit = kept.get(mode)
     if hit is not None and hit[0] == key:
@@ -102,8 +101,9 @@ def _width(rows: int) -> int:
 
 def pad_columns(XT: np.ndarray, m: int) -> None:
     """Fill the padding columns ``m:`` of a transposed chunk with copies of column ``m-1``.
-    Their results are never read; a real row keeps every leaf on its fast path, where an
-    all-missing pad sent tree leaves through message passing (63 pads for a 1-row query)."""
+    Their results are never read; a real row keeps the leaves on their fast path, where an
+    all-missing pad sent tree leaves through message passing (small chunks give matrix
+    leaves no padding at all: :meth:`Sweep.leaf_matrix`)."""
     if 0 < m < XT.shape[1]:
         XT[:, m:] = XT[:, m - 1:m]
 

@@ -65,7 +65,7 @@ def leaf_keys(table) -> list:
     slices of ``name`` delimited by ``name_ptr``), else from the construction objects.
     Kept on the table (one copy for every cache and pass, gone with the table), and
     rebuilt when its node or parameter arrays have changed in place."""
-    stamp = (hash(table.node.tobytes()),) + tuple(hash(np.asarray(v).tobytes()) for v in table.params.values())
+    stamp = table.content_key()
     memo = table.__dict__.get("_leaf_keys")
     if memo is not None and memo[0] == stamp:
         return memo[1]

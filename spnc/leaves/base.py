@@ -101,6 +101,12 @@ class LeafType(abc.ABC):
         """Build the table from file arrays (``to_arrays`` output). Does not validate."""
         return cls(node, scopes, arrays)
 
+    def content_key(self) -> tuple:
+        """Hashes of the node and parameter arrays' contents: caches derived from the table
+        compare it, so an in-place edit of the parameters invalidates them."""
+        return (hash(np.asarray(self.node).tobytes()),) + tuple(hash(np.asarray(v).tobytes())
+                                                               for v in self.params.values())
+
     def with_params(self, params: dict[str, np.ndarray]) -> "LeafType":
         """The same leaves with new parameters (not validated). Types whose construction
         derives nothing from the parameters may override this with a cheaper copy."""

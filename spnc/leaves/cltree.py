@@ -239,8 +239,7 @@ class CLTreeLeafType(LeafType):
     # ---------------------------------------------------------------- kernels
     def _prepared(self) -> _Prepared:
         # contents, not identities: parameters may be edited in place (cheap: O(size))
-        key = tuple(hash(np.ascontiguousarray(self.params[k]).tobytes())
-                    for k in ("parent_ptr", "parent", "cpt_ptr", "cpt")) + (id(self._card),)
+        key = self.content_key() + (id(self._card),)
         if self._prep is not None and self._prep_key == key:
             return self._prep
         pptr = np.ascontiguousarray(self.params["parent_ptr"], dtype=np.int64)
