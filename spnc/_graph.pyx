@@ -24,7 +24,8 @@ SCOPE_OK, SCOPE_EMPTY, SCOPE_OVERLAP, SCOPE_MISMATCH, SCOPE_DUP_CHILD = C_OK, C_
 
 
 #: backward sweeps keep one share per sum edge and row while the sum edges are at most this
-#: many per node, else every node's value (two per node and row in the linear domain)
+#: many per node, else every node's value (two per node and row in the linear domain), from
+#: which plain blocks gather (_gather.h)
 SHARES_PER_NODE = 2
 
 
@@ -94,6 +95,16 @@ cdef class Graph:
         cdef const uint8_t[::1] fi = self.first_
         cdef const uint8_t[::1] al = self.alias_
         self.c.toff, self.c.sidx, self.c.pslot, self.c.first, self.c.alias = &to[0], &si[0], &ps[0], &fi[0], &al[0]
+        self.spar_ptr_, self.spar_edge_, self.spar_node_, self.pfirst_, self.pbase_ = plan_gather(
+            self.kind_, self.child_ptr_, self.child_[:n_edges], self.start_)
+        cdef const int64_t[::1] gp = self.spar_ptr_
+        cdef const int64_t[::1] ge = self.spar_edge_
+        cdef const int32_t[::1] gn = self.spar_node_
+        cdef const uint8_t[::1] gf = self.pfirst_
+        cdef const uint8_t[::1] gb = self.pbase_
+        self.c.spar_ptr, self.c.spar_edge, self.c.spar_node, self.c.pfirst, self.c.pbase = \
+            &gp[0], &ge[0], &gn[0], &gf[0], &gb[0]
+        self.c.gather = True
 
     def __repr__(self):
         return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
@@ -116,6 +127,16 @@ cdef class Graph:
     @shares.setter
     def shares(self, value):
         self.c.shares = bool(value)
+
+    @property
+    def gather(self):
+        """True if backward sweeps of plain blocks without shares gather from sum parents
+        (``spnc_backward_gather``) instead of pushing to children."""
+        return bool(self.c.gather)
+
+    @gather.setter
+    def gather(self, value):
+        self.c.gather = bool(value)
 
     @property
     def n_pslots(self):
@@ -279,6 +300,35 @@ def reachable(const int64_t[::1] roots, const int64_t[::1] child_ptr, const int3
                 for e in range(child_ptr[n], child_ptr[n + 1]):
                     mark[child[e]] = 1
     return mark_arr
+
+
+def plan_gather(kind, child_ptr, child, start):
+    """The gathering backward sweep's view of the edges (see ``spnc_backward_gather``):
+    each node's sum-parent edges (``spar_ptr`` int64[N+1], ``spar_edge`` int64, ``spar_node``
+    int32 parents, grouped by child in edge order), ``pfirst`` uint8[E] (a product edge
+    whose parent is the child's highest product parent, the child no start node: it writes
+    the child's slot, later ones add) and ``pbase`` uint8[N] (start nodes and children of
+    products: the slot already holds part of the posterior when the node is reached)."""
+    N, E = len(kind), len(child)
+    parent = np.repeat(np.arange(N, dtype=np.int64), np.diff(child_ptr))
+    by_sum = np.asarray(kind)[parent] == SUM
+    se = np.flatnonzero(by_sum)
+    spar_edge = se[np.argsort(child[se], kind="stable")]
+    spar_ptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(np.bincount(child[se], minlength=N), out=spar_ptr[1:])
+    pe = np.flatnonzero(~by_sum & (np.asarray(kind)[parent] == PRODUCT))
+    top = np.full(N, -1, dtype=np.int64)
+    np.maximum.at(top, child[pe], parent[pe])
+    is_start = np.zeros(N, dtype=bool)
+    is_start[start] = True
+    pfirst = np.zeros(max(E, 1), dtype=np.uint8)
+    pfirst[pe] = (parent[pe] == top[child[pe]]) & ~is_start[child[pe]]
+    pbase = np.zeros(max(N, 1), dtype=np.uint8)
+    pbase[start] = 1
+    pbase[child[pe]] = 1
+    return (spar_ptr, np.ascontiguousarray(spar_edge if se.size else np.zeros(1, np.int64)),
+            np.ascontiguousarray(parent[spar_edge].astype(np.int32) if se.size else np.zeros(1, np.int32)),
+            pfirst, pbase)
 
 
 def plan_backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const int32_t[::1] child,

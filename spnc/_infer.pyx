@@ -19,7 +19,7 @@ from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, spnc_forward_log, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
-                       spnc_backward, spnc_select, spnc_route, spnc_unstage, spnc_probe_exp,
+                       spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage, spnc_probe_exp,
                        spnc_probe_fma)
 from spnc._openmp cimport SPNC_OPENMP
 
@@ -36,6 +36,7 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
     c.w = g.w
     c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
+    c.spar_ptr, c.spar_edge, c.spar_node, c.pfirst, c.pbase = g.spar_ptr, g.spar_edge, g.spar_node, g.pfirst, g.pbase
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
     c.lin = s.lin
@@ -199,7 +200,7 @@ def backward_ws(Graph graph) -> int:
     cdef const GraphC *g = &graph.c
     if g.shares:
         return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B + g.n_pslots
-    return (2 * g.n_nodes + g.n_pslots + 1) * SPNC_B + g.n_pslots
+    return (2 * g.n_nodes + g.n_pslots + 2 * g.n_sums + 1) * SPNC_B + g.n_pslots
 
 
 def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -230,15 +231,20 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef bint want_states = state_acc is not None
     cdef const int64_t[::1] start = graph.start_
     cdef bint shares = g.shares
+    cdef bint gather = g.gather and not shares
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W
     cdef double *T
     cdef double *P
     cdef double *dotc
+    cdef double *Q
     cdef int dom
     cdef int budget0 = _plain_budget(graph, n_blocks)
     cdef int budget = budget0
+    # gathered sum-edge counts, in spar order (added to edge_acc after the sweep)
+    sacc_arr = np.zeros((n_threads, g.spar_ptr[N] if gather else 0))
+    cdef double[:, ::1] sacc = sacc_arr if sacc_arr.shape[1] else np.zeros((n_threads, 1))
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -249,16 +255,24 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             T = NULL
             P = W + 2 * N * SPNC_B
         dotc = P + g.n_pslots * SPNC_B
+        Q = dotc + g.n_pslots     # the gathering sweep's q_s and q_s * wt (no shares only)
         col0 = b * SPNC_B
         nb = block_net(&st, &net, t, col0)
         dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
-        spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
-                      &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
-                      &state_acc[t, 0] if want_states else NULL)
+        if dom == PLAIN and gather:
+            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &sacc[t, 0], &node_acc[t, 0], dotc,
+                                 &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
+                                 &state_acc[t, 0] if want_states else NULL)
+        else:
+            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
+                          &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
+                          &state_acc[t, 0] if want_states else NULL)
     _plain_record(graph, n_blocks, budget0, budget)
+    if sacc_arr.shape[1]:
+        np.asarray(edge_acc)[:n_threads, graph.spar_edge_[:sacc_arr.shape[1]]] += sacc_arr
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,

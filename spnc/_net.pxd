@@ -19,6 +19,11 @@ cdef extern from "_select.h" nogil:
         const int32_t *pslot
         const uint8_t *first
         const uint8_t *alias
+        const int64_t *spar_ptr
+        const int64_t *spar_edge
+        const int32_t *spar_node
+        const uint8_t *pfirst
+        const uint8_t *pbase
         const uint8_t *skip
         const int32_t *var
         const int64_t *off
@@ -47,6 +52,9 @@ cdef extern from "_select.h" nogil:
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                        int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
                        double *leaf_resp, double *all_post, double *state_acc)
+    void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
+                              const double *wt, double *sacc, double *node_acc, double *dotc,
+                              double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                      const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,

@@ -184,3 +184,69 @@ def test_inline_leaf_states_are_kept_and_follow_in_place_edits():
     spn.leaf_tables["categorical"].params["prob"][:3] = [0.2, 0.2, 0.6]
     assert leaf_states(spn, 0) is not first
     np.testing.assert_allclose(spn.log_likelihood(X), brute(), rtol=1e-12)
+
+
+def _flat(v) -> np.ndarray:
+    """The numbers of a nest of dicts, tuples and arrays, in order."""
+    if isinstance(v, dict):
+        return np.concatenate([_flat(v[k]) for k in sorted(v)] or [np.zeros(0)])
+    if isinstance(v, (list, tuple)):
+        return np.concatenate([_flat(x) for x in v] or [np.zeros(0)])
+    return np.asarray(v, dtype=np.float64).ravel()
+
+
+def _wide_models(seed):
+    """DAGs whose sums are wide (no edge shares: the gathering backward sweep), a mixture of
+    roots, a sum whose children are sums, and a root that is also a child."""
+    rng = np.random.default_rng(seed)
+    card = [2, 3, 2, 4, 2, 2]
+    dag = spnc.compile(random_spn(rng, card, depth=4, share=0.6), cardinality=card)
+    leaves = [[spnc.Bernoulli(v, float(rng.uniform(0.1, 0.9))) for _ in range(3)] for v in range(4)]
+    left = [Product([a, b]) for a in leaves[0] for b in leaves[1]]
+    right = [Product([a, b]) for a in leaves[2] for b in leaves[3]]
+    top_l = [Sum(left, list(rng.dirichlet(np.ones(9)))) for _ in range(3)]
+    top_r = [Sum(right, list(rng.dirichlet(np.ones(9)))) for _ in range(3)]
+    prods = [Product([a, b]) for a in top_l for b in top_r]
+    inner = Sum(prods, list(rng.dirichlet(np.ones(9))))
+    region = spnc.compile(Sum([inner, Sum(prods[:4], list(rng.dirichlet(np.ones(4))))], [0.3, 0.7]))
+    mixture = spnc.compile([inner, prods[0], prods[5]], root_weights=[0.5, 0.2, 0.3])
+    return [(dag, card), (region, [2] * 4), (mixture, [2] * 4)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gathering_backward_agrees_with_pushing(seed):
+    """The backward sweep that gathers from sum parents gives the pushing sweep's posteriors,
+    edge and node counts, leaf responsibilities and EM state counts (to rounding), and the
+    same bits on one and two threads."""
+    from spnc._sweep import graph_of
+    from spnc.learn import EM
+    rng = np.random.default_rng(seed)
+    for spn, card in _wide_models(seed):
+        X = rng.integers(0, card, size=(300, len(card))).astype(float)
+        X[rng.random(X.shape) < 0.25] = np.nan
+        w = rng.uniform(0.2, 3.0, len(X))
+        g = graph_of(spn)
+        g.shares = False
+        runs = {}
+        for gather in (True, False):
+            g.gather = gather
+            runs[gather] = spn.backward(X, sample_weight=w, node_posteriors=True, leaf_responsibilities=True)
+            em = EM(init=spn, check_leaves=False)
+            em._setup(spn)
+            runs[gather]["states"] = em._estep(spn, X, w, hard=False)["leaf"]
+        got, want = runs[True], runs[False]
+        np.testing.assert_array_equal(got["log_likelihood"], want["log_likelihood"])
+        for key in ("edge_counts", "node_counts", "node_posteriors", "leaf_responsibilities"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=1e-15, err_msg=key)
+        stats = [(_flat(got["states"][k]), _flat(want["states"][k])) for k in want["states"]]
+        assert any(a.size for a, _ in stats)
+        for a, b in stats:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        # each sum's edges carry its mass; the sums of node counts match the posteriors
+        for n in np.flatnonzero(spn.kind == 0):
+            a, b = spn.child_ptr[n], spn.child_ptr[n + 1]
+            assert got["edge_counts"][a:b].sum() == pytest.approx(got["node_counts"][n], rel=1e-12)
+        g.gather = True
+        one, two = spn.backward(X, n_threads=1), spn.backward(X, n_threads=2)
+        np.testing.assert_array_equal(one["log_likelihood"], two["log_likelihood"])
+        np.testing.assert_allclose(one["edge_counts"], two["edge_counts"], rtol=1e-13)

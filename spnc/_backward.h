@@ -1,0 +1,197 @@
+/* The backward sweeps over one block: node posteriors, expected edge and node counts and
+ * the leaves' statistics (included by _sweeps.h, which defines spnc_net). spnc_backward
+ * pushes from each node to its children in any domain; _gather.h holds the sweep that
+ * gathers from sum parents on plain blocks. */
+#ifndef SPNC_BACKWARD_H
+#define SPNC_BACKWARD_H
+
+/* Row sums over a block in 8 lanes, added in a fixed tree: a dependency chain of SPNC_B adds
+ * would cost more than the rest of the backward. */
+#define SPNC_LANES 8
+static SPNC_INLINE double spnc_lanes_sum(const double *l)
+{
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* What sum node n pushes to child c, rho_n w_c S_c / S_n, from node values kept in W
+ * (slot = node; no T) in the sweep's domain: 2 plain doubles, 1 scaled (mantissas, then
+ * exponents), 0 log; q = rho_n / S_n (plain), rho_n / m_n (scaled), rho_n (log). Plain and
+ * scaled round alike, as in the forward, so they agree bit for bit above 2^-1022. */
+static SPNC_INLINE void spnc_push_of(double *restrict out, const double *restrict W, int domain, int64_t n,
+                                     int64_t c, double lw, double w, double wm, double we,
+                                     const double *restrict q)
+{
+    int j;
+    if (domain == 2) {
+        const double *restrict cv = W + c * SPNC_B;
+        for (j = 0; j < SPNC_B; j++) out[j] = q[j] * w * cv[j];
+    } else if (domain == 1) {
+        const double *restrict ne = W + n * 2 * SPNC_B + SPNC_B;
+        const double *restrict cm = W + c * 2 * SPNC_B, *restrict ce = cm + SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double d = ce[j] + we - ne[j];
+            out[j] = q[j] * wm * cm[j] * spnc_pow2(d < 1.0 ? d : 1.0);
+        }
+    } else {
+        const double *restrict wn = W + n * SPNC_B, *restrict wc = W + c * SPNC_B;
+        for (j = 0; j < SPNC_B; j++) {
+            double x = wc[j] + lw - wn[j];   /* NaN where q is 0 and S_n is 0: masked below */
+            const double y = q[j] * spnc_exp_nonpos(x > 0.0 ? 0.0 : x);
+            out[j] = q[j] > 0.0 ? y : 0.0;
+        }
+    }
+}
+
+/* sum_j p[j] w[j] */
+static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *restrict w)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) l[i] += p[j + i] * w[j + i];
+    return spnc_lanes_sum(l);
+}
+
+/* sum_j p[j] w[j] over the rows with x[j] == s (a blend, no branch). */
+static SPNC_INLINE double spnc_wdot_eq(const double *restrict p, const double *restrict w,
+                                       const double *restrict x, double s)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    for (j = 0; j < SPNC_B; j += SPNC_LANES)
+        for (i = 0; i < SPNC_LANES; i++) {
+            double v = p[j + i] * w[j + i];
+            l[i] += x[j + i] == s ? v : 0.0;
+        }
+    return spnc_lanes_sum(l);
+}
+/* v = a * s * b (b NULL: 1) to the child's posterior pc (written if first, else added),
+ * returning sum_j v[j] w[j] (the edge's expected count): one pass, v never stored. The
+ * three loops are kept apart on purpose: one loop with the cases as selects inside ran the
+ * backward pass 1.6-1.9x slower (GCC does not unswitch it). */
+static SPNC_INLINE double spnc_push(double *restrict pc, int first, const double *restrict a, double s,
+                                   const double *restrict b, const double *restrict w)
+{
+    double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int j, i;
+    if (!b) {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i];
+                pc[j + i] = first ? v : pc[j + i] + v;
+                l[i] += v * w[j + i];
+            }
+    } else if (first) {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i] * s * b[j + i];
+                pc[j + i] = v;
+                l[i] += v * w[j + i];
+            }
+    } else {
+        for (j = 0; j < SPNC_B; j += SPNC_LANES)
+            for (i = 0; i < SPNC_LANES; i++) {
+                const double v = a[j + i] * s * b[j + i];
+                pc[j + i] += v;
+                l[i] += v * w[j + i];
+            }
+    }
+    return spnc_lanes_sum(l);
+}
+
+/* Leaf n's share of the backward pass: its posterior pn to leaf_resp, and with state_acc
+ * (inline discrete leaves) its weighted posterior to the count of each observed state. */
+static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
+                                       const double *restrict wt, double *leaf_resp, double *state_acc)
+{
+    int j;
+    if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
+    if (state_acc && g->var[n] >= 0) {
+        const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
+        double *restrict sa = state_acc + g->off[n];
+        const int32_t ns = g->nst[n];
+        if (ns == 2) {   /* both states in one pass, in lanes */
+            double l0[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            double l1[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            int i;
+            for (j = 0; j < SPNC_B; j += SPNC_LANES)
+                for (i = 0; i < SPNC_LANES; i++) {
+                    const double v = pn[j + i] * wt[j + i], xv = x[j + i];
+                    l0[i] += xv == 0.0 ? v : 0.0;
+                    l1[i] += xv == 1.0 ? v : 0.0;
+                }
+            sa[0] += spnc_lanes_sum(l0);
+            sa[1] += spnc_lanes_sum(l1);
+        } else if (ns <= 8) {
+            int32_t st;
+            for (st = 0; st < ns; st++) sa[st] += spnc_wdot_eq(pn, wt, x, (double)st);
+        } else {
+            for (j = 0; j < SPNC_B; j++)
+                if (x[j] == x[j]) sa[(int64_t)x[j]] += pn[j] * wt[j];
+        }
+    }
+}
+
+/* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
+ * in the backward slots pslot: a node whose only parent is a product shares its slot, so
+ * products copy nothing to such children. Parents push to children: rho_c = sum over parents
+ * of rho_p (products) or rho_p T_e (sums); the first (highest) parent writes, the others add.
+ * Accumulates, weighted by wt: edge_acc[e] (sum edges), node_acc[n]; writes leaf_resp
+ * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
+ * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
+SPNC_CLONES
+static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
+                          int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                          double *leaf_resp, double *all_post, double *state_acc)
+{
+    int64_t n;
+    int j;
+    for (n = g->n_nodes - 1; n >= 0; n--) {
+        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        const int64_t ps = g->pslot[n];
+        const double *restrict pn = P + ps * SPNC_B;
+        int64_t e;
+        if (g->kind[n] == 0) {
+            const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
+            double q[SPNC_B], v[SPNC_B];
+            if (!t && domain) {
+                const double *restrict nm = W + n * (domain == 2 ? 1 : 2) * SPNC_B;
+                for (j = 0; j < SPNC_B; j++) {
+                    const double r = pn[j] / nm[j];   /* both sides computed: vectorises */
+                    q[j] = pn[j] > 0.0 ? r : 0.0;
+                }
+            } else if (!t) {
+                memcpy(q, pn, SPNC_B * sizeof(double));
+            }
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+                if (t) {
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], pn, 1.0, t + e * SPNC_B, wt);
+                } else if (domain == 2) {
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], q, g->w[a + e], W + c * SPNC_B, wt);
+                } else {
+                    spnc_push_of(v, W, domain, n, c, g->logw[a + e], g->w[a + e], g->wm[a + e], g->we[a + e], q);
+                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], v, 1.0, NULL, wt);
+                }
+            }
+        } else if (g->kind[n] == 1) {
+            for (e = 0; e < k; e++) {
+                const int64_t c = g->child[a + e];
+                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+                if (g->alias[c]) continue;
+                if (g->first[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
+                else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
+            }
+        } else {
+            spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
+        }
+        if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
+        node_acc[n] += dotc[ps];
+        if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+    }
+}
+
+#include "_gather.h"
+
+#endif
