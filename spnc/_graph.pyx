@@ -27,6 +27,9 @@ SCOPE_OK, SCOPE_EMPTY, SCOPE_OVERLAP, SCOPE_MISMATCH, SCOPE_DUP_CHILD = C_OK, C_
 #: many per node, else every node's value (two per node and row in the linear domain), from
 #: which plain blocks gather (_gather.h)
 SHARES_PER_NODE = 2
+#: ... and keep every node's value anyway up to this many nodes (a 64-row block's values then
+#: fit in a core's L2 cache, and gathering is faster than writing and reading shares)
+GATHER_NODES = 1024
 
 
 cdef class Graph:
@@ -86,7 +89,7 @@ cdef class Graph:
         self.sidx_ = np.ascontiguousarray(np.cumsum(is_sum) - is_sum, dtype=np.int64)
         self.c.n_sum_edges = int(sum_deg.sum())
         self.c.n_sums = int(is_sum.sum())
-        self.c.shares = self.c.n_sum_edges <= SHARES_PER_NODE * self.c.n_nodes
+        self.c.shares = self.c.n_sum_edges <= SHARES_PER_NODE * self.c.n_nodes and self.c.n_nodes > GATHER_NODES
         self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.c.n_pslots = plan_backward(
             self.kind_, self.child_ptr_, self.child_[:n_edges], np.ascontiguousarray(keep, dtype=np.int64))
         cdef const int64_t[::1] to = self.toff_

@@ -309,18 +309,22 @@ def test_ensembles_mixture_and_independent():
     np.testing.assert_allclose(bw["log_likelihood"], ref.log_likelihood(X), atol=1e-14)
 
 
-def _with_domain(spn, linear):
+def _with_domain(spn, linear, shares=None):
     from spnc import _graph
     spn._compiled = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots,
                                  spn.n_leaves, spn.weight, linear=linear)
+    if shares is not None:
+        spn._compiled.shares = shares
     return spn
 
 
+@pytest.mark.parametrize("shares", [None, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_linear_and_log_domain_sweeps_agree(seed):
+def test_linear_and_log_domain_sweeps_agree(seed, shares):
     """The linear-domain sweep (power-of-two exponents, no exp per edge) and the log-domain
     sweep give the same log-likelihoods and backward statistics to 1e-12 relative, on
-    random models, extreme weights, 1000-variable products and Gaussian leaves."""
+    random models, extreme weights, 1000-variable products and Gaussian leaves; with the
+    backward's default plan (small models: every node's value) and with edge shares."""
     rng = np.random.default_rng(seed)
     d = 1000
     p = rng.uniform(0.01, 0.2, size=(2, d))
@@ -338,9 +342,9 @@ def test_linear_and_log_domain_sweeps_agree(seed):
             X = spn.sample(300, seed=seed)
             X[rng.random(X.shape) < 0.3] = np.nan
         assert X.shape[1] == n_vars
-        lin = _with_domain(spn, True).log_likelihood(X)
+        lin = _with_domain(spn, True, shares).log_likelihood(X)
         bl = spn.backward(X, leaf_responsibilities=True)
-        log = _with_domain(spn, False).log_likelihood(X)
+        log = _with_domain(spn, False, shares).log_likelihood(X)
         bg = spn.backward(X, leaf_responsibilities=True)
         np.testing.assert_allclose(lin, log, rtol=1e-12, atol=1e-14)  # atol: rows with p = 1
         np.testing.assert_allclose(bl["log_likelihood"], bg["log_likelihood"], rtol=1e-12, atol=1e-14)
