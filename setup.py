@@ -11,6 +11,7 @@ from setuptools.command.build_ext import build_ext
 MODULES = [
     ("spnc._graph", False),
     ("spnc._infer", True),
+    ("spnc._probe", False),
     ("spnc._data", True),
     ("spnc.leaves._kernels", True),
     ("spnc.leaves._cltree", True),

@@ -19,8 +19,7 @@ from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, spnc_forward_log, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
-                       spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage, spnc_probe_exp,
-                       spnc_probe_fma)
+                       spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
@@ -432,19 +431,3 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
                 for i in range(R):
                     A[g.pslot[roots[i]]] |= (<uint64_t> 1) << j
         spnc_route(&net, arg, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])
-
-
-def probe(str what, int reps=2000):
-    """Operations per second of one core: ``"exp"`` (the sweep's vectorised exp) or
-    ``"fma"`` (multiply-adds), over a cache-resident array of 512 values."""
-    import time
-    buf = np.full(512, -0.5)
-    cdef double[::1] x = buf
-    cdef bint is_exp = what == "exp"
-    cdef double t0 = time.perf_counter()
-    with nogil:
-        if is_exp:
-            spnc_probe_exp(&x[0], 512, reps)
-        else:
-            spnc_probe_fma(&x[0], 512, reps)
-    return 512.0 * reps / (time.perf_counter() - t0)

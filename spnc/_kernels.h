@@ -316,22 +316,4 @@ static inline double spnc_rand_normal(uint64_t seed, uint64_t row, uint64_t node
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* Throughput probes for tools/bench_inference.py: the limits of the sweep on this CPU
- * (compiled like the block kernels, vectorised, no dependency chain across elements). */
-SPNC_CLONES static void spnc_probe_exp(double *x, int64_t n, int reps)
-{
-    int r;
-    int64_t j;
-    for (r = 0; r < reps; r++)
-        for (j = 0; j < n; j++) x[j] = spnc_exp_nonpos(x[j] * 0.5 - 1e-3);
-}
-
-SPNC_CLONES static void spnc_probe_fma(double *x, int64_t n, int reps)
-{
-    int r;
-    int64_t j;
-    for (r = 0; r < reps; r++)
-        for (j = 0; j < n; j++) x[j] = x[j] * 0.999999 + 1e-9;
-}
-
 #endif

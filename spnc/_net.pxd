@@ -64,8 +64,6 @@ cdef extern from "_select.h" nogil:
     void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb)
     void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int64_t n_ahead, int64_t n_vars)
     void spnc_unstage(const double *xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
-    void spnc_probe_exp(double *x, int64_t n, int reps)
-    void spnc_probe_fma(double *x, int64_t n, int reps)
 
 
 cdef struct Staging:

@@ -264,6 +264,30 @@ def learned_plants(data: str, cache: str | None) -> spnc.SPN | None:
     return spn
 
 
+def multiplies(spn: spnc.SPN) -> tuple[int, int]:
+    """Multiplies per row that any exact linear-domain pass needs (leaves not counted):
+    the forward, one per sum edge (w_e S_c) and k - 1 per product of k children; the
+    backward after it, two per sum edge (w_e q_s towards the child's posterior and
+    q_s S_c towards the edge's count, neither shared with the other) and one per sum
+    (q_s times the row weight)."""
+    deg = np.diff(spn.child_ptr)
+    sums, prods = spn.kind == 0, spn.kind == PRODUCT
+    sum_edges = int(deg[sums].sum())
+    return sum_edges + int((deg[prods] - 1).sum()), 2 * sum_edges + int(sums.sum())
+
+
+def print_floor(spn: spnc.SPN, ll_rows_per_s: float, peak: float) -> None:
+    """What the multiply pipes allow: the share of their peak today's log-likelihood pass
+    uses, and the smallest backward / log-likelihood ratio any kernel could reach, with
+    today's forward and with a forward at the peak too (the backward pass runs a forward
+    first)."""
+    fwd, bwd = multiplies(spn)
+    t_ll = 1.0 / ll_rows_per_s
+    print(f"{'':>9} {'':>7} floor      multiplies per row: forward {fwd}, backward {bwd}; the log-likelihood pass "
+          f"uses {fwd / peak / t_ll:.0%} of the peak; backward / loglik >= {1 + bwd / peak / t_ll:.2f} with this "
+          f"forward, >= {(fwd + bwd) / fwd:.2f} with a forward at the peak")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--edges", type=float, nargs="*", default=[1e2, 4e3, 1e5, 1e6])
@@ -284,16 +308,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=None, help="timed calls per query (default 3, 1 with --quick)")
     args = ap.parse_args(argv)
     rep = args.repeat or (1 if args.quick else 3)
-    from spnc import _infer
+    from spnc import _infer, _probe
     from spnc._threads import available_threads
     from spnc.learn import EM
     avail = available_threads()
     # best of several short probes: a probe the OS preempts on a shared machine reads low
-    exp_rate = max(_infer.probe("exp") for _ in range(7))
-    fma_rate = max(_infer.probe("fma") for _ in range(7))
+    exp_rate = max(_probe.probe("exp") for _ in range(7))
+    fma_rate = max(_probe.probe("fma") for _ in range(7))
+    peak_rate = max(_probe.probe("peak") for _ in range(7))
     print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}"
           f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}  load average {os.getloadavg()[0]:.2f}")
-    print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s")
+    print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s streamed "
+          f"(a load and a store each), {peak_rate:.3g}/s in registers (the multiply pipes' peak)")
     print(f"{'edges':>9} {'nodes':>7} {'query':<10} {'thr':>3} {'rows/s':>11} {'edge-evals/s':>13} "
           f"{'per core':>9} {'vs node-numpy':>14} {'vs layer-numpy':>15} {'vs loglik':>10} {'2 thr/1':>8} {'cpu 1/2':>8}")
     print("(2 thr/1: wall-clock speed-up; cpu 1/2: CPU seconds of one thread over those of two, all threads"
@@ -373,6 +399,7 @@ def main(argv=None) -> int:
                 if d.get("sample_rows_per_s"):
                     print(f"{'':>9} {'':>7} {lib + '-samp':<10} {1:>3} {d['sample_rows_per_s']:11.3g}"
                           f"   spnc samples {base[('sample', 1)] / d['sample_rows_per_s']:.2f}x as fast")
+        print_floor(spn, base[("loglik", 1)], peak_rate)
         if ref_node:
             print(f"{'':>9} {'':>7} {'numpy-node':<10} {1:>3} {ref_node:11.3g} {ref_node * spn.n_edges:13.3g}")
             print(f"{'':>9} {'':>7} {'numpy-layer':<10} {1:>3} {ref_layer:11.3g} {ref_layer * spn.n_edges:13.3g}")
