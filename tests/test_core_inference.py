@@ -227,15 +227,16 @@ def _reference_posteriors(root, x, card):
     return {k: val[k] * grad[k] / S for k in grad}, order
 
 
-@pytest.mark.parametrize("shares", [True, False])
+@pytest.mark.parametrize("sweep", ["shares", "push", "gather"])
 @pytest.mark.parametrize("seed", range(4))
-def test_backward_posteriors_and_edge_counts(seed, shares):
-    """Against reverse-mode differentiation; ``shares=False`` runs the gathering backward
-    sweep (every node's value kept, each node gathers from its sum parents)."""
+def test_backward_posteriors_and_edge_counts(seed, sweep):
+    """Against reverse-mode differentiation, with each backward sweep: edge shares kept by the
+    forward, node values pushed from sums to children, or gathered from sum parents."""
     from spnc._sweep import graph_of
     card = [2, 3, 2, 2]
     root, spn = _model(seed, card)
-    graph_of(spn).shares = shares
+    graph_of(spn).shares = sweep == "shares"
+    graph_of(spn).gather = sweep == "gather"
     rng = np.random.default_rng(seed)
     X = all_states(card)[rng.integers(0, np.prod(card), 9)]
     w = rng.uniform(0.5, 2, len(X))
