@@ -132,6 +132,36 @@ static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col
     }
 }
 
+/* Product n passes its posterior pn to each child that has a slot of its own: written where
+ * first[e] (the child's first writer), else added. */
+static SPNC_INLINE void spnc_push_product(const spnc_net *g, int64_t n, double *P, const double *restrict pn,
+                                          const uint8_t *first)
+{
+    const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+    int64_t e;
+    int j;
+    for (e = 0; e < k; e++) {
+        const int64_t c = g->child[a + e];
+        double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+        if (g->alias[c]) continue;
+        if (first[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
+        else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
+    }
+}
+
+/* What every node of a backward sweep adds once its posterior pn is complete: its expected
+ * count (a node sharing its parent's slot reuses the parent's dot product), and its
+ * posterior rows when all_post is given. */
+static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
+                                       const double *restrict wt, double *dotc, double *node_acc,
+                                       double *all_post)
+{
+    const int64_t ps = g->pslot[n];
+    if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
+    node_acc[n] += dotc[ps];
+    if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+}
+
 /* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
  * in the backward slots pslot: a node whose only parent is a product shares its slot, so
  * products copy nothing to such children. Parents push to children: rho_c = sum over parents
@@ -176,19 +206,11 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
                 }
             }
         } else if (g->kind[n] == 1) {
-            for (e = 0; e < k; e++) {
-                const int64_t c = g->child[a + e];
-                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
-                if (g->alias[c]) continue;
-                if (g->first[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
-                else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
-            }
+            spnc_push_product(g, n, P, pn, g->first);
         } else {
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
-        if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
-        node_acc[n] += dotc[ps];
-        if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+        spnc_node_done(g, n, col0, pn, wt, dotc, node_acc, all_post);
     }
 }
 

@@ -76,21 +76,11 @@ static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, con
                 qw[j] = q[j] * wt[j];
             }
         } else if (g->kind[n] == 1) {
-            const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
-            int64_t e;
-            for (e = 0; e < k; e++) {
-                const int64_t c = g->child[a + e];
-                double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
-                if (g->alias[c]) continue;
-                if (g->pfirst[a + e]) memcpy(pc, pn, SPNC_B * sizeof(double));
-                else for (j = 0; j < SPNC_B; j++) pc[j] += pn[j];
-            }
+            spnc_push_product(g, n, P, pn, g->pfirst);
         } else {
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
-        if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
-        node_acc[n] += dotc[ps];
-        if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
+        spnc_node_done(g, n, col0, pn, wt, dotc, node_acc, all_post);
     }
 }
 
