@@ -214,8 +214,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds :func:`backward_ws`
     doubles per thread: the forward plan's values (the live nodes only), each sum edge's
     share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
-    slots. Models whose sums have more edges than twice the nodes keep every node's value
-    instead of the shares (``Graph.shares``). With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
+    slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
+    instead of the shares, and gather from them or push (``Graph.gather``). With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
     posterior to the count of the observed state (EM's sufficient statistics, no
     responsibilities matrix needed). ``rows`` as for :func:`forward`."""
     cdef const GraphC *g = &graph.c
