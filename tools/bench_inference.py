@@ -7,7 +7,9 @@ the backward pass, one EM iteration and sampling, on 1 and 2 threads (always bot
 with each query's cost relative to a log-likelihood pass and the ratio against (a) a node-by-node numpy
 evaluation (one vectorised numpy call per node over all rows) and (b) a layer-by-layer
 numpy evaluation (all nodes of one depth at once over blocks of rows), both measured in
-the same run. Times are medians of repeats; the machine is shared, trust the ratios.
+the same run. Per model a floor line gives the multiplies per row any exact pass needs and
+the smallest backward / log-likelihood ratio they allow at the multiply pipes' peak (see
+print_floor). Times are medians of repeats; the machine is shared, trust the ratios.
 
     python tools/bench_inference.py                 # default sizes
     python tools/bench_inference.py --edges 1e5 --rows 20000 --quick
