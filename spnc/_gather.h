@@ -1,5 +1,5 @@
-/* The backward pass of a block whose forward values are plain doubles, for models whose
- * sums are wide (no edge shares kept; included by _sweeps.h).
+/* The backward pass of a block whose forward values are plain doubles, for models that keep
+ * every node's value and whose sums are wide (Graph.gather; included by _backward.h).
  *
  * spnc_backward pushes from each sum to its children: per sum edge and row it forms
  * q_s w_e S_c, adds it to the child's slot and to the edge count, four operations and a
