@@ -199,7 +199,7 @@ def backward_ws(Graph graph) -> int:
     cdef const GraphC *g = &graph.c
     if g.shares:
         return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B + g.n_pslots
-    return (2 * g.n_nodes + g.n_pslots + 2 * g.n_sums + 1) * SPNC_B + g.n_pslots
+    return (2 * g.n_nodes + g.n_pslots + (2 * g.n_sums if g.gather else 0) + 1) * SPNC_B + g.n_pslots
 
 
 def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -242,8 +242,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef int budget0 = _plain_budget(graph, n_blocks)
     cdef int budget = budget0
     # gathered sum-edge counts, in spar order (added to edge_acc after the sweep)
-    sacc_arr = np.zeros((n_threads, g.spar_ptr[N] if gather else 0))
-    cdef double[:, ::1] sacc = sacc_arr if sacc_arr.shape[1] else np.zeros((n_threads, 1))
+    sacc_arr = np.zeros((n_threads, max(g.spar_ptr[N], 1) if gather else 1))
+    cdef double[:, ::1] sacc = sacc_arr
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -270,8 +270,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL)
     _plain_record(graph, n_blocks, budget0, budget)
-    if sacc_arr.shape[1]:
-        np.asarray(edge_acc)[:n_threads, graph.spar_edge_[:sacc_arr.shape[1]]] += sacc_arr
+    if gather and g.spar_ptr[N]:
+        np.asarray(edge_acc)[:n_threads, graph.spar_edge_[:g.spar_ptr[N]]] += sacc_arr
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,
