@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import numpy as np  # noqa: E402
 
 import spnc  # noqa: E402
-from spnc._kinds import LEAF, PRODUCT  # noqa: E402
+from spnc._kinds import LEAF, PRODUCT, SUM  # noqa: E402
 from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
 
 
@@ -273,7 +273,7 @@ def multiplies(spn: spnc.SPN) -> tuple[int, int]:
     q_s S_c towards the edge's count, neither shared with the other) and one per sum
     (q_s times the row weight)."""
     deg = np.diff(spn.child_ptr)
-    sums, prods = spn.kind == 0, spn.kind == PRODUCT
+    sums, prods = spn.kind == SUM, spn.kind == PRODUCT
     sum_edges = int(deg[sums].sum())
     return sum_edges + int((deg[prods] - 1).sum()), 2 * sum_edges + int(sums.sum())
 
