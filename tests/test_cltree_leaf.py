@@ -216,8 +216,8 @@ def test_leaf_weighted_fit_is_the_weighted_chow_liu_fit():
 
 
 def test_breadth_first_order_of_many_trees_at_once():
-    """The vectorised parents-first order equals a breadth-first walk of each tree, and
-    refuses a parent array with a cycle instead of looping."""
+    """The compiled parents-first order equals a breadth-first walk of each tree, and
+    refuses a parent array with a cycle, or a parent in another leaf, instead of looping."""
     from spnc.leaves._cltree_arrays import _bfs_order, _topological
     rng = np.random.default_rng(0)
     pars, ptr = [], [0]
@@ -234,6 +234,10 @@ def test_breadth_first_order_of_many_trees_at_once():
     assert np.array_equal(_bfs_order(fpar, leaf, ptr), want)
     with pytest.raises(StructureError, match="cycle"):
         _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.zeros(3, dtype=np.int64), np.array([0, 3]))
+    with pytest.raises(StructureError, match="leaf 0 "):
+        _bfs_order(np.array([-1, 3, -1, 0], dtype=np.int32), np.array([0, 0, 1, 1]), np.array([0, 2, 4]))
+    with pytest.raises(StructureError, match="cycle"):
+        _bfs_order(np.array([-1, 7], dtype=np.int32), np.zeros(2, dtype=np.int64), np.array([0, 2]))
 
 
 def test_chunk_padding_never_reaches_leaves_as_missing_rows(small_tree, monkeypatch):

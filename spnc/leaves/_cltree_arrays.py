@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import StructureError
+from ._cltree import bfs_order as _bfs
 from .base import LeafType, _err
 
 #: CPT rows must sum to 1 within this tolerance
@@ -20,30 +21,12 @@ def _exclusive_within(x: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.nd
 
 def _bfs_order(fpar: np.ndarray, leaf: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """Flat variables of every tree parents-first, breadth-first from each root with
-    children in scope order (``fpar``: flat parent, -1 at a root): one sort per depth
-    level, over all trees at once. Assumes valid trees."""
-    T = len(fpar)
-    pos = np.full(T, -1, dtype=np.int64)       # position within the leaf's order
-    out = np.empty(T, dtype=np.int32)
-    level = np.flatnonzero(fpar < 0)
-    pos[level] = 0
-    out[ptr[leaf[level]]] = level
-    filled = np.ones(len(ptr) - 1, dtype=np.int64)
-    kids = np.flatnonzero(fpar >= 0)
-    while kids.size:
-        nxt = kids[pos[fpar[kids]] >= 0]
-        if not nxt.size:    # never for a validated table: stop rather than loop
-            raise StructureError(f"Chow-Liu leaf {int(leaf[kids[0]])} of its table: its parent array "
-                                 f"has a cycle")
-        nxt = nxt[np.lexsort((nxt, pos[fpar[nxt]], leaf[nxt]))]
-        lf = leaf[nxt]
-        first = np.ones(len(nxt), dtype=bool)
-        first[1:] = lf[1:] != lf[:-1]
-        run = np.arange(len(nxt)) - np.maximum.accumulate(np.where(first, np.arange(len(nxt)), 0))
-        pos[nxt] = filled[lf] + run
-        out[ptr[lf] + pos[nxt]] = nxt
-        np.add.at(filled, lf, 1)
-        kids = kids[pos[kids] < 0]
+    children in scope order (``fpar``: flat parent, -1 at a root; ``leaf``: each flat
+    variable's leaf, unused by the compiled pass). Raises on a cycle."""
+    out = np.empty(len(fpar), dtype=np.int32)
+    bad = _bfs(np.ascontiguousarray(fpar, dtype=np.int32), np.ascontiguousarray(ptr, dtype=np.int64), out)
+    if bad >= 0:
+        raise StructureError(f"Chow-Liu leaf {bad} of its table: its parent array has a cycle")
     return out
 
 
