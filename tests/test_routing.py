@@ -272,3 +272,68 @@ def test_leaf_keys_are_kept_on_the_table_and_follow_edits():
     cpt[:2] = cpt[1::-1].copy()
     new = leaf_keys(t)
     assert new is not keys and new[0] != keys[0] and new[1:] == keys[1:]
+
+
+def _observed_sums_loop(spn):
+    """Plain reference of observed_sums: a sum whose children are all products, each with
+    an indicator on the smallest indicator variable of the first child, values distinct."""
+    out = np.full(spn.n_nodes, -1, dtype=np.int64)
+    ind = spn.leaf_tables.get("indicator")
+    if ind is None:
+        return out
+    var_of = dict(zip(ind.node.tolist(), ind.var.tolist()))
+    val_of = dict(zip(ind.node.tolist(), ind.params["value"].tolist()))
+    for s in np.flatnonzero(spn.kind == 0):
+        ch = spn.children(s)
+        if len(ch) < 2 or np.any(spn.kind[ch] != 1):
+            continue
+        first = [var_of[g] for g in spn.children(ch[0]) if g in var_of]
+        if not first:
+            continue
+        v, vals = min(first), []
+        for c in ch:
+            hits = [val_of[g] for g in spn.children(c) if var_of.get(g) == v]
+            vals.append(hits[0] if hits else None)
+        if None not in vals and len(set(vals)) == len(vals):
+            out[s] = v
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_observed_sums_match_a_plain_loop(seed):
+    """Sums over products with indicators on one variable, and every way of missing it:
+    repeated values, a child without the indicator, a child that is not a product, a first
+    child with indicators on two variables; and learned O-SPNs and L-SPNs."""
+    from spnc.leaves import Categorical, Indicator
+    from spnc.learn.routing import observed_sums
+    rng = np.random.default_rng(seed)
+
+    def cat(v):
+        return Categorical(v, rng.dirichlet(np.ones(3)))
+
+    def child(v, w):
+        pick = rng.choice(5, p=[0.6, 0.1, 0.1, 0.1, 0.1])
+        if pick == 0:
+            return Product([Indicator(v, int(rng.integers(3))), cat(w)])
+        if pick == 1:
+            return Product([Indicator(w, int(rng.integers(3))), Indicator(v, int(rng.integers(3)))])
+        if pick == 2:
+            return Product([cat(v), cat(w)])
+        if pick == 3:
+            return Sum([Product([Indicator(v, 0), cat(w)])], [1.0])
+        return Product([cat(w), Indicator(v, 0)])       # indicator second, value often repeated
+
+    parts = []
+    for j in range(5):
+        v, w = 2 * j, 2 * j + 1
+        k = int(rng.integers(1, 4))
+        parts.append(Sum([child(v, w) for _ in range(k)], rng.dirichlet(np.ones(k))))
+    spn = spnc.compile(Product(parts), n_vars=10, cardinality=[3] * 10)
+    got = observed_sums(spn)
+    assert np.array_equal(got, _observed_sums_loop(spn))
+    gen = spnc.compile(random_spn(rng, [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(600, seed=seed)
+    tree = LearnSPN(sum_split="observed" if seed % 2 else "latent", splitter="mi_components", leaves="chowliu",
+                    mi_threshold=0.001, min_instances=15, random_state=seed).fit(X).spn_
+    assert np.array_equal(observed_sums(tree), _observed_sums_loop(tree))
+

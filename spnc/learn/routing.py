@@ -143,30 +143,44 @@ def _observed_sums(spn: SPN) -> np.ndarray:
     ind = spn.leaf_tables.get("indicator")
     if ind is None or not len(ind):
         return out
+    kind, ptr, child = spn.kind, spn.child_ptr, spn.child
+    deg = np.diff(ptr)
+    sums = np.flatnonzero(kind == SUM)
+    sums = sums[deg[sums] >= 2]
+    if not sums.size:
+        return out
+    # indicator grandchildren: (product, variable, value) per edge, in edge order
     ind_var = np.full(spn.n_nodes, -1, dtype=np.int64)
-    ind_val = np.full(spn.n_nodes, -1, dtype=np.int64)
+    ind_val = np.zeros(spn.n_nodes, dtype=np.int64)
     ind_var[ind.node] = ind.var
     ind_val[ind.node] = ind.params["value"]
-    kind, ptr, child = spn.kind, spn.child_ptr, spn.child
-    for s in np.flatnonzero(kind == SUM):
-        ch = child[ptr[s]:ptr[s + 1]]
-        if len(ch) < 2 or np.any(kind[ch] != PRODUCT):
-            continue
-        var, vals = None, set()
-        for c in ch:
-            gc = child[ptr[c]:ptr[c + 1]]
-            hits = gc[ind_var[gc] >= 0]
-            if var is None:
-                common = set(ind_var[hits].tolist())
-            else:
-                common = {var} & set(ind_var[hits].tolist())
-            if not common:
-                var = None
-                break
-            var = min(common)
-            vals.add(int(ind_val[hits][ind_var[hits] == var][0]))
-        if var is not None and len(vals) == len(ch):
-            out[s] = var
+    parent = np.repeat(np.arange(spn.n_nodes), deg)
+    e = np.flatnonzero((kind[parent] == PRODUCT) & (ind_var[child] >= 0))
+    if not e.size:
+        return out
+    p_of, v_of, k_of = parent[e], ind_var[child[e]], ind_val[child[e]]
+    # the candidate variable of a sum: the smallest indicator variable of its first child
+    nv = max(spn.n_vars, int(v_of.max()) + 1 if v_of.size else 1)
+    vmin = np.full(spn.n_nodes, nv, dtype=np.int64)
+    np.minimum.at(vmin, p_of, v_of)
+    # the first indicator of each (product, variable), as a sorted key
+    key = p_of * nv + v_of
+    ukey, first = np.unique(key, return_index=True)
+    uval = k_of[first]
+    se = _ranges(ptr[sums], deg[sums])               # the sums' edges
+    owner = np.repeat(np.arange(len(sums)), deg[sums])
+    ch = child[se]
+    var = vmin[child[ptr[sums]]]
+    want = ch * nv + var[owner]
+    j = np.minimum(np.searchsorted(ukey, want), len(ukey) - 1)
+    hit = (ukey[j] == want) & (kind[ch] == PRODUCT)
+    val = np.where(hit, uval[j], -1)
+    # every child a product holding an indicator on the variable, values distinct
+    o = np.lexsort((val, owner))
+    same = (owner[o][1:] == owner[o][:-1]) & (val[o][1:] == val[o][:-1])
+    bad = np.bincount(owner, ~hit, minlength=len(sums)) + np.bincount(owner[o][1:], same, minlength=len(sums))
+    ok = (var < nv) & (bad == 0)
+    out[sums[ok]] = var[ok]
     return out
 
 
