@@ -99,6 +99,41 @@ def _width(rows: int) -> int:
     return (b + 1 - b % 2) * BLOCK
 
 
+def transposed_chunk(X: np.ndarray, r0: int, r1: int, n_threads: int = 1) -> np.ndarray:
+    """Rows ``r0:r1`` of ``X`` as a transposed chunk (n_vars, _width(r1 - r0)), padded
+    (:func:`pad_columns`)."""
+    XT = np.empty((X.shape[1], _width(r1 - r0)))
+    if X.dtype == np.float64:
+        _data.transpose_into(X, r0, r1, XT, n_threads)
+    else:
+        XT[:, : r1 - r0] = X[r0:r1].T
+    pad_columns(XT, r1 - r0)
+    return XT
+
+
+class TransposedRows:
+    """The transposed chunks of fixed rows ``X``, made once and kept (for the chunk sizes
+    of the last two sweeps), for passes that read the same rows again and again. The
+    chunks are shared: sweeps given them must not write into them."""
+
+    def __init__(self, X: np.ndarray, n_threads: int = 1):
+        self.X, self.n_threads = X, n_threads
+        self._kept: dict[int, dict[int, np.ndarray]] = {}
+        self.last_step = 4096           # chunk size of the last request
+
+    def chunk(self, r0: int, r1: int, step: int) -> np.ndarray:
+        """The chunk of rows ``r0:r1`` of a sweep walking the rows in steps of ``step``."""
+        by_row = self._kept.pop(step, None) or {}
+        self._kept[step] = by_row                  # the most recent step last
+        self.last_step = step
+        while len(self._kept) > 2:
+            del self._kept[next(iter(self._kept))]
+        XT = by_row.get(r0)
+        if XT is None:
+            XT = by_row[r0] = transposed_chunk(self.X, r0, r1, self.n_threads)
+        return XT
+
+
 def pad_columns(XT: np.ndarray, m: int) -> None:
     """Fill the padding columns ``m:`` of a transposed chunk with copies of column ``m-1``.
     Their results are never read; a real row keeps the leaves on their fast path, where an
@@ -121,13 +156,16 @@ class Sweep:
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back).
     ``stage``: the kernel may read the rows of ``X`` itself, staging each block it sweeps;
     when it can (every leaf inline, float64 rows), :attr:`staged` is True and the chunks
-    come untransposed: XT is an empty (n_vars, 0) array and the kernel takes :meth:`rows`."""
+    come untransposed: XT is an empty (n_vars, 0) array and the kernel takes :meth:`rows`.
+    ``transposed``: a :class:`TransposedRows` of ``X`` whose kept chunks the sweep reads
+    (read only) instead of transposing them again."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
                  budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True,
-                 leaf_values=None, stage: bool = False):
+                 leaf_values=None, stage: bool = False, transposed: "TransposedRows | None" = None):
         self.spn, self.X, self.mode = spn, X, mode
         self.leaf_values = leaf_values
+        self.transposed = transposed
         n = X.shape[0]
         self.graph = graph_of(spn)
         self.n_threads = nt = effective_n_threads(n_threads, n * (spn.n_edges + spn.n_nodes))
@@ -161,12 +199,10 @@ class Sweep:
             if self.staged:
                 yield r0, r1, self._no_XT, self._lbuf
                 continue
-            XT = np.empty((self.spn.n_vars, _width(r1 - r0)))
-            if X.dtype == np.float64:
-                _data.transpose_into(X, r0, r1, XT, self.n_threads)
+            if self.transposed is not None and self.transposed.X is X:
+                XT = self.transposed.chunk(r0, r1, self.step)
             else:
-                XT[:, : r1 - r0] = X[r0:r1].T
-            pad_columns(XT, r1 - r0)
+                XT = transposed_chunk(X, r0, r1, self.n_threads)
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
                 L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
                 self.leaf_values.chunk(self.spn, L, r0, r1)

@@ -337,3 +337,34 @@ def test_observed_sums_match_a_plain_loop(seed):
                     mi_threshold=0.001, min_instances=15, random_state=seed).fit(X).spn_
     assert np.array_equal(observed_sums(tree), _observed_sums_loop(tree))
 
+
+def test_leaf_cache_transposes_its_rows_once_and_checks_them(monkeypatch):
+    """Passes given a cache read its rows' transposed chunks, made once and never written:
+    the routing and node values equal those of passes without it, and a cache over rows
+    the model refuses raises the model's own data error."""
+    from spnc.errors import DataError
+    from spnc.learn._leafcache import LeafCache
+    from spnc.learn.routing import node_values
+    gen = spnc.compile(random_spn(np.random.default_rng(7), [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(3000, seed=7)
+    spn = LearnSPN(sum_split="latent", splitter="mi_components", leaves="chowliu", min_instances=30,
+                   mi_threshold=0.001, random_state=0).fit(X).spn_
+    monkeypatch.setattr("spnc._sweep.MAX_CHUNK_ROWS", 448)     # several chunks
+    cache = LeafCache(X, MAX)
+    nodes = np.arange(spn.n_nodes)
+
+    def chunks():
+        return [XT for by_row in cache.rows._kept.values() for XT in by_row.values()]
+    first = None
+    for _ in range(2):
+        assert (route(spn, X, cache=cache) != route(spn, X)).nnz == 0
+        assert np.array_equal(node_values(spn, X, nodes, mode=MAX, cache=cache),
+                              node_values(spn, X, nodes, mode=MAX))
+        if first is None:
+            first = [(XT, XT.copy()) for XT in chunks()]
+    assert len(first) > 2 and [id(XT) for XT, _ in first] == [id(XT) for XT in chunks()]     # made once
+    assert all(np.array_equal(XT, copy) for XT, copy in first)                       # never written
+    bad = X.copy()
+    bad[5, 3] = 2.0
+    with pytest.raises(DataError, match=r"\[5, 3\]"):
+        route(spn, bad, cache=LeafCache(bad, MAX))

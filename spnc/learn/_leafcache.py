@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kinds import MARGINAL, MAX
-from .._sweep import _width, pad_columns
+from .._sweep import TransposedRows
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
 
@@ -38,6 +38,19 @@ class LeafCache:
         self.row: dict = {}                 # leaf key -> row of V
         self._gen = 0                       # bumped when rows of V move (stale layouts)
         self.evaluated = 0                  # leaves evaluated so far (for tests and profiling)
+        self.rows = TransposedRows(self.X, self.n_threads)   # its chunks, transposed once
+        self._checked: set = set()          # models' data checks X passed (cardinalities)
+
+    def checked(self, spn, X) -> bool:
+        """True when ``X`` is this cache's rows and passes ``spn``'s data checks (made once
+        per cardinality vector; a failing check raises as ``spn._check_X`` does)."""
+        if X is not self.X:
+            return False
+        key = (spn.n_vars, np.asarray(spn.cardinality).tobytes())
+        if key not in self._checked:
+            spn._check_X(X)
+            self._checked.add(key)
+        return True
 
     def _layout(self, spn):
         """(slots, rows of V) of the matrix leaves of ``spn``, evaluating unseen ones; None
@@ -109,12 +122,10 @@ class LeafCache:
         return True
 
     def _by_rows(self, sub, start: int, n_leaves: int) -> None:
-        step = 4096
+        step = self.rows.last_step
         for r0 in range(0, self.n, step):
             r1 = min(self.n, r0 + step)
-            XT = np.empty((self.X.shape[1], _width(r1 - r0)))
-            XT[:, : r1 - r0] = self.X[r0:r1].T
-            pad_columns(XT, r1 - r0)
+            XT = self.rows.chunk(r0, r1, step)
             out = np.empty((n_leaves, XT.shape[1]))
             sub.log_prob(XT, out, self.mode, self.n_threads)
             self.V[start:start + n_leaves, r0:r1] = out[:, : r1 - r0]

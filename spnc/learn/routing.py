@@ -54,14 +54,15 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes.
     ``cache``: a :class:`._leafcache.LeafCache` of ``X`` in max mode (used when it
     applies), which keeps leaf values from earlier passes."""
-    X = spn._check_X(X)
-    if not decisive_leaves(spn).any() and not np.isnan(X).any():
+    mine = cache is not None and cache.checked(spn, X)
+    X = X if mine else spn._check_X(X)
+    if not decisive_leaves(spn).any() and (cache.complete if mine else not np.isnan(X).any()):
         lv = _ZERO_LEAVES     # every decision is an observed one (see the module notes)
     else:
-        lv = cache if cache is not None and cache.serves(MAX) and cache.usable(spn, X) else None
+        lv = cache if mine and cache.serves(MAX) and cache.usable(spn, X) else None
     n = X.shape[0]
     N = spn.n_nodes
-    sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv)
+    sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv, transposed=cache.rows if mine else None)
     nt = sw.n_threads
     acts = sw.acts()
     edge = np.zeros((nt, max(spn.n_edges, 1)))
@@ -79,7 +80,6 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
 
 class _ZeroLeaves:
     """Leaf values for :func:`route` when no decision reads them: log 1 everywhere."""
-
     @staticmethod
     def chunk(spn, L: np.ndarray, r0: int, r1: int) -> None:
         L[...] = 0.0
@@ -188,13 +188,14 @@ def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = No
     """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)): one
     forward sweep keeping every node's value per block, copying out only ``nodes``
     (``cache``: as in :func:`route`, for ``X`` in ``mode``)."""
-    lv = cache if cache is not None and cache.serves(mode) and cache.usable(spn, X) else None
-    X = spn._check_X(X)
+    mine = cache is not None and cache.checked(spn, X)
+    lv = cache if mine and cache.serves(mode) and cache.usable(spn, X) else None
+    X = X if mine else spn._check_X(X)
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.empty((X.shape[0], len(nodes)))
     if not len(nodes) or not X.shape[0]:
         return out
-    sw = Sweep(spn, X, mode, n_threads, workspace="all", leaf_values=lv)
+    sw = Sweep(spn, X, mode, n_threads, workspace="all", leaf_values=lv, transposed=cache.rows if mine else None)
     empty = np.empty((0, 0))
     for r0, r1, XT, L in sw:
         vals = np.empty((len(nodes), XT.shape[1]))
