@@ -180,7 +180,10 @@ class Sweep:
         per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
                "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
         self.ws = np.empty((nt, max(per, BLOCK)))
-        self._lbuf = np.empty(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
+        # leaf values that are all log 1 need the matrix zeroed once, not per chunk
+        self._zero = bool(getattr(leaf_values, "all_zero", False))
+        alloc = np.zeros if self._zero else np.empty
+        self._lbuf = alloc(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
         self.staged = bool(stage and not self.matrix and X.dtype == np.float64
                            and all(st % X.itemsize == 0 for st in X.strides))
         self._no_XT = np.empty((max(spn.n_vars, 1), 0))   # never read: the kernels stage rows
@@ -205,7 +208,8 @@ class Sweep:
                 XT = transposed_chunk(X, r0, r1, self.n_threads)
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
                 L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
-                self.leaf_values.chunk(self.spn, L, r0, r1)
+                if not self._zero:
+                    self.leaf_values.chunk(self.spn, L, r0, r1)
                 yield r0, r1, XT, L
             else:
                 yield r0, r1, XT, self.leaf_matrix(XT, r1 - r0)

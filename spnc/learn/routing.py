@@ -80,6 +80,9 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
 
 class _ZeroLeaves:
     """Leaf values for :func:`route` when no decision reads them: log 1 everywhere."""
+
+    all_zero = True         # the sweep zeroes its leaf matrix once and skips chunk()
+
     @staticmethod
     def chunk(spn, L: np.ndarray, r0: int, r1: int) -> None:
         L[...] = 0.0
