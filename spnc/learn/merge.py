@@ -54,6 +54,8 @@ from ._similarity import Pairs, indicator_evidence, n_parameters, node_marginals
 from .em import EM
 
 DISTANCES = ("manhattan", "kl", "hellinger")
+#: node values on the validation rows kept per model, at most (float64: 64 MB)
+VALUES_KEPT = 8 << 20
 
 
 # ====================================================================== one round
@@ -71,6 +73,32 @@ class _Round:
             LeafCache(Xv, MAX, max_bytes=256 << 20, n_threads=nt)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
         self._dist = None
+        self._seen = (None, {})         # (model, its validation routing and node values)
+
+    def _valid(self, spn: SPN) -> dict:
+        """What was computed on the validation rows for ``spn`` (the last model asked
+        about: a round that merges nothing, and the next threshold, ask again)."""
+        if self._seen[0] is not spn:
+            self._seen = (spn, {})
+        return self._seen[1]
+
+    def valid_routing(self, spn: SPN):
+        """The validation rows' routing through ``spn``."""
+        memo = self._valid(spn)
+        if "R" not in memo:
+            memo["R"] = _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache)
+        return memo["R"]
+
+    def valid_values(self, spn: SPN, nodes) -> np.ndarray:
+        """``log S_n`` of the validation rows for ``nodes``; every node's at once, kept,
+        while that is at most VALUES_KEPT values."""
+        memo = self._valid(spn)
+        if "V" not in memo and spn.n_nodes * self.Xv.shape[0] <= VALUES_KEPT:
+            memo["V"] = _routing.node_values(spn, self.Xv, np.arange(spn.n_nodes), n_threads=self.nt,
+                                             cache=self.vcache0)
+        if "V" in memo:
+            return memo["V"][:, np.asarray(nodes, dtype=np.int64)]
+        return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0)
 
     def distances(self, spn: SPN) -> Pairs:
         """The candidate pairs of ``spn`` and their mean-field distances (:class:`Pairs`).
@@ -120,7 +148,7 @@ class _Round:
         Lv = None
         if Rv is not None and clusters:
             cols = np.unique(np.concatenate(clusters))
-            Lv = _routing.node_values(spn, self.Xv, cols, n_threads=self.nt, cache=self.vcache0)
+            Lv = self.valid_values(spn, cols)
         for c in clusters:
             best = c[int(np.argmax(count[c]))]
             if Rv is not None:
@@ -163,8 +191,8 @@ class _Round:
             return {}
         if R is None:
             R = _routing.route(spn, self.X, n_threads=self.nt, cache=self.cache)
-        Rv = _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache)
-        Lv = _routing.node_values(spn, self.Xv, cand, n_threads=self.nt, cache=self.vcache0)
+        Rv = self.valid_routing(spn)
+        Lv = self.valid_values(spn, cand)
         out = {}
         for j, n in enumerate(cand):
             rows, vrows = _routing.rows_of(R, n), _routing.rows_of(Rv, n)
@@ -193,7 +221,7 @@ class _Round:
         def counts():       # validation routing when there is validation data (cheaper)
             if not cache:
                 if self.Xv is not None:
-                    cache.append(_routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache))
+                    cache.append(self.valid_routing(spn))
                     cache.append(np.asarray(cache[0].sum(axis=0)).ravel())
                 else:
                     cache.append(None)
@@ -371,7 +399,7 @@ class Merge(DensityEstimator):
         def valid_ll(m: SPN) -> float:     # the root's value, with the leaf values kept so far
             if Xv is None:
                 return np.nan
-            return float(np.mean(_routing.node_values(m, Xv, m.roots, n_threads=self.n_threads, cache=rnd.vcache0)))
+            return float(np.mean(rnd.valid_values(m, m.roots)))
 
         self.history_ = [{"epsilon": None, "valid_ll": valid_ll(base), "nodes": base.n_nodes,
                           "params": n_parameters(base)[0], "merged": init.n_nodes - base.n_nodes,
