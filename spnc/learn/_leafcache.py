@@ -17,6 +17,7 @@ from .._kinds import MARGINAL, MAX
 from .._sweep import TransposedRows
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
+from ._routing import copy_rows
 
 
 class LeafCache:
@@ -143,5 +144,4 @@ class LeafCache:
         """Write the values of rows ``r0:r1`` into the leaf matrix ``L`` (slot x column);
         the padding columns get 0 (the value of an all-missing column)."""
         slots, rows = self._layout(spn)
-        L[slots, : r1 - r0] = self.V[rows, r0:r1]
-        L[slots, r1 - r0:] = 0.0
+        copy_rows(self.V, rows, r0, r1, L, slots)

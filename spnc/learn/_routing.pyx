@@ -1,6 +1,8 @@
-"""Routing bit sets to per-node row lists (see spnc.learn.routing)."""
+"""Routing bit sets to per-node row lists (see spnc.learn.routing), and kept leaf values
+copied into a sweep's leaf matrix (spnc.learn._leafcache)."""
 import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.string cimport memcpy, memset
 
 
 cdef extern from *:
@@ -45,3 +47,21 @@ def bits_to_csc(const uint64_t[:, ::1] bits, Py_ssize_t n_rows):
                     k += 1
                     x = x & (x - 1)
     return indptr_a, indices_a
+
+
+def copy_rows(const double[:, ::1] V, const int64_t[::1] rows, Py_ssize_t c0, Py_ssize_t c1,
+              double[:, ::1] L, const int64_t[::1] slots):
+    """``L[slots[i], :c1 - c0] = V[rows[i], c0:c1]`` and the rest of each such row of ``L``
+    zero, for every i: one copy per row, no temporary."""
+    cdef Py_ssize_t i, m = c1 - c0, w = L.shape[1]
+    if rows.shape[0] != slots.shape[0] or c0 < 0 or c1 > V.shape[1] or m < 0 or m > w:
+        raise ValueError("copy_rows: shapes do not match")
+    for i in range(rows.shape[0]):
+        if not (0 <= rows[i] < V.shape[0] and 0 <= slots[i] < L.shape[0]):
+            raise ValueError("copy_rows: row or slot out of range")
+    with nogil:
+        for i in range(rows.shape[0]):
+            if m:
+                memcpy(&L[slots[i], 0], &V[rows[i], c0], m * sizeof(double))
+            if w > m:
+                memset(&L[slots[i], m], 0, (w - m) * sizeof(double))
