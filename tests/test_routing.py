@@ -368,3 +368,17 @@ def test_leaf_cache_transposes_its_rows_once_and_checks_them(monkeypatch):
     bad[5, 3] = 2.0
     with pytest.raises(DataError, match=r"\[5, 3\]"):
         route(spn, bad, cache=LeafCache(bad, MAX))
+
+
+def test_transposed_rows_keep_chunks_only_within_their_budget():
+    """Rows over the byte budget are transposed on every request (nothing kept); within it
+    a chunk is made once. Both give the chunk a sweep would make."""
+    from spnc._sweep import TransposedRows, transposed_chunk
+    X = np.random.default_rng(0).random((300, 5))
+    want = transposed_chunk(X, 64, 128)
+    small, big = TransposedRows(X, max_bytes=8 * X.size - 1), TransposedRows(X)
+    for rows in (small, big):
+        a, b = rows.chunk(64, 128, 64), rows.chunk(64, 128, 64)
+        assert np.array_equal(a, want) and np.array_equal(b, want)
+        assert (a is b) == (rows is big)
+    assert not small._kept and big._kept
