@@ -153,9 +153,10 @@ class Sweep:
     ``workspace``: ``"plan"`` (forward values of the live nodes only), ``"all"`` (every
     node's value kept: node values), ``"backward"`` (values and posteriors) or ``"select"``
     (MPE, hard EM and sampling).
-    ``leaf_values``: an object whose ``chunk(spn, L, r0, r1)`` writes the leaf-matrix rows
-    of rows ``r0:r1`` of ``X`` into ``L`` (values computed earlier and kept, see
-    :class:`spnc.learn._leafcache.LeafCache`); None evaluates the leaves.
+    ``leaf_values``: an object whose ``chunk(spn, L, r0, r1, XT)`` writes the leaf-matrix
+    rows of rows ``r0:r1`` of ``X`` (transposed chunk ``XT``) into ``L`` (values computed
+    earlier and kept, see :class:`spnc.learn._leafcache.LeafCache`); None evaluates the
+    leaves.
     ``budget_rows``: leaf rows per column the chunk budget is shared by (default: the
     leaf-matrix leaves; EM passes all leaves, whose responsibilities it reads back).
     ``stage``: the kernel may read the rows of ``X`` itself, staging each block it sweeps;
@@ -213,7 +214,7 @@ class Sweep:
             if self.leaf_values is not None and self.matrix and self._fill_matrix:
                 L = self._lbuf[: max(self.spn.n_leaves, 1) * XT.shape[1]].reshape(-1, XT.shape[1])
                 if not self._zero:
-                    self.leaf_values.chunk(self.spn, L, r0, r1)
+                    self.leaf_values.chunk(self.spn, L, r0, r1, XT)
                 yield r0, r1, XT, L
             else:
                 yield r0, r1, XT, self.leaf_matrix(XT, r1 - r0)

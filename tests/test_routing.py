@@ -174,10 +174,18 @@ def test_leaf_cache_gives_the_values_of_a_fresh_evaluation_and_evaluates_only_ne
     assert (route(new, X, cache=cmax) != route(new, X)).nnz == 0
     assert 0 < cmax.evaluated - before <= changed
     assert np.array_equal(node_values(new, X, nodes, mode=MAX, cache=cmax), node_values(new, X, nodes, mode=MAX))
-    # data that is not the cache's, or a cache too small, is evaluated as usual
+    # data that is not the cache's is evaluated as usual; a cache too small for every leaf
+    # keeps what fits and evaluates the others on each pass, with the same values
     assert not cmax.usable(new, X.copy())
-    tiny = LeafCache(X, MAX, max_bytes=8 * X.shape[0])
-    assert not tiny.usable(new, X) and (route(new, X, cache=tiny) != route(new, X)).nnz == 0
+    assert not LeafCache(X, MAX, max_bytes=8 * X.shape[0] - 1).usable(new, X)
+    n_new = len(new.leaf_tables["cltree"])
+    for cap in (1, n_new // 2, n_new - 1):
+        small = LeafCache(X, MAX, max_bytes=8 * X.shape[0] * cap)
+        for spn in (tree, new, tree):
+            assert (route(spn, X, cache=small) != route(spn, X)).nnz == 0
+            assert np.array_equal(node_values(spn, X, nodes, mode=MAX, cache=small),
+                                  node_values(spn, X, nodes, mode=MAX))
+            assert len(small.row) <= cap and small.V.shape[0] <= cap
 
 
 def test_observed_sums_route_without_evaluating_leaves():

@@ -22,8 +22,8 @@ from ._routing import copy_rows
 
 class LeafCache:
     """Log-values of matrix leaves on the fixed rows ``X`` (complete data) in ``mode``,
-    at most ``max_bytes`` of them; a model whose matrix leaves need more is evaluated as
-    usual (:meth:`usable` is False)."""
+    at most ``max_bytes`` of them; the leaves of a model beyond that are evaluated on
+    every pass."""
 
     def __init__(self, X: np.ndarray, mode: int, *, max_bytes: int = 512 << 20, n_threads: int = 1,
                  evidence_off: np.ndarray | None = None):
@@ -54,34 +54,42 @@ class LeafCache:
         return True
 
     def _layout(self, spn):
-        """(slots, rows of V) of the matrix leaves of ``spn``, evaluating unseen ones; None
-        when they do not fit."""
+        """(slots, rows of V, rest) for the matrix leaves of ``spn``: the kept ones (unseen
+        ones evaluated now), and the tables of those beyond the capacity, which
+        :meth:`chunk` evaluates on every pass. None when no leaf can be kept."""
         mine = spn.__dict__.setdefault("_leafcache", {})
         lay = mine.get(id(self))
         if lay is not None and lay[0] is self and lay[1] == self._gen:
             return lay[2]
         tables = [t for t in spn.leaf_tables.values() if len(t) and t.state_log_probs(spn.cardinality) is None]
-        need = sum(len(t) for t in tables)
-        if not need or need > self.capacity:
+        if not tables or not self.capacity:
             return None
         keys = [leaf_keys(t) for t in tables]
-        new = sum(1 for ks in keys for k in ks if k not in self.row)
-        if len(self.row) + new > self.capacity:      # keep only this model's leaves
-            live = {k for ks in keys for k in ks if k in self.row}
-            old = [(k, r) for k, r in self.row.items() if k in live]
-            V = np.empty((min(self.capacity, max(need, 2 * len(old) + 16)), self.n))
+        distinct = list(dict.fromkeys(k for ks in keys for k in ks))
+        # leaves already kept first (no evaluation), then new ones, up to the capacity
+        kept = set([k for k in distinct if k in self.row][: self.capacity])
+        kept.update([k for k in distinct if k not in self.row][: self.capacity - len(kept)])
+        if len(self.row) + sum(1 for k in kept if k not in self.row) > self.capacity:
+            old = [(k, r) for k, r in self.row.items() if k in kept]     # keep only this model's
+            V = np.empty((min(self.capacity, max(len(kept), 2 * len(old) + 16)), self.n))
             for j, (k, r) in enumerate(old):
                 V[j] = self.V[r]
             self.V, self.row = V, {k: j for j, (k, _) in enumerate(old)}
             self._gen += 1
-        slots, rows = [], []
+        slots, rows, rest = [], [], []
         for t, ks in zip(tables, keys):
-            miss = [i for i, k in enumerate(ks) if k not in self.row]
+            miss = [i for i, k in enumerate(ks) if k in kept and k not in self.row]
             if miss:
                 self._evaluate(t, miss, ks)
-            slots.append(t.slot)
-            rows.append(np.fromiter((self.row[k] for k in ks), dtype=np.int64, count=len(ks)))
-        lay = (np.concatenate(slots), np.concatenate(rows))
+            mask = np.fromiter((k in kept for k in ks), dtype=bool, count=len(ks))
+            slots.append(t.slot[mask])
+            rows.append(np.fromiter((self.row[k] for k in ks if k in kept), dtype=np.int64, count=int(mask.sum())))
+            if not mask.all():
+                ix = np.flatnonzero(~mask)
+                sub = type(t).gather(t.node[ix], [(t, ix, np.arange(len(ix)))])
+                sub.slot = t.slot[ix]
+                rest.append(sub)
+        lay = (np.concatenate(slots), np.concatenate(rows), rest)
         mine[id(self)] = (self, self._gen, lay)
         return lay
 
@@ -137,11 +145,15 @@ class LeafCache:
         return mode == self.mode or (self.complete and {mode, self.mode} <= {MARGINAL, MAX})
 
     def usable(self, spn, X) -> bool:
-        """True when ``X`` is this cache's data and ``spn``'s matrix leaves fit."""
+        """True when ``X`` is this cache's data and it keeps some of ``spn``'s matrix
+        leaves."""
         return X is self.X and self._layout(spn) is not None
 
-    def chunk(self, spn, L: np.ndarray, r0: int, r1: int) -> None:
-        """Write the values of rows ``r0:r1`` into the leaf matrix ``L`` (slot x column);
-        the padding columns get 0 (the value of an all-missing column)."""
-        slots, rows = self._layout(spn)
+    def chunk(self, spn, L: np.ndarray, r0: int, r1: int, XT: np.ndarray) -> None:
+        """Write the values of rows ``r0:r1`` (transposed chunk ``XT``) into the leaf
+        matrix ``L`` (slot x column): kept leaves copied (their padding columns 0), the
+        others evaluated."""
+        slots, rows, rest = self._layout(spn)
         copy_rows(self.V, rows, r0, r1, L, slots)
+        for t in rest:
+            t.log_prob(XT, L, self.mode, self.n_threads)

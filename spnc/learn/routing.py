@@ -84,7 +84,7 @@ class _ZeroLeaves:
     all_zero = True         # the sweep zeroes its leaf matrix once and skips chunk()
 
     @staticmethod
-    def chunk(spn, L: np.ndarray, r0: int, r1: int) -> None:
+    def chunk(spn, L: np.ndarray, r0: int, r1: int, XT: np.ndarray) -> None:
         L[...] = 0.0
 
 
