@@ -1,0 +1,218 @@
+"""One round of :class:`spnc.learn.Merge` on one model: candidate search, merging, refit
+and the Chow-Liu sanity check (see :mod:`spnc.learn.merge` for the algorithm). A round
+keeps, between its passes, the leaf values of the training and validation rows and what
+it computed on the validation rows for the last model it saw."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..chowliu import fit_chow_liu, forest_to_tree
+from .._kinds import MARGINAL, MAX
+from .._threads import effective_n_threads
+from ..graph import SPN
+from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
+from . import routing as _routing
+from ._graphedit import descendants, rebuild
+from ._leafcache import LeafCache
+from ._refit import hard_refit
+from ._similarity import Pairs, indicator_evidence, node_marginals
+from .em import EM
+
+if TYPE_CHECKING:
+    from .merge import Merge
+
+#: node values on the validation rows kept per model, at most (float64: 64 MB)
+VALUES_KEPT = 8 << 20
+#: bytes of leaf values kept on the training rows (routing and refits pass over them most),
+#: and on the validation rows and the indicator evidence, each
+TRAIN_LEAF_BYTES, OTHER_LEAF_BYTES = 512 << 20, 256 << 20
+
+
+
+class _Round:
+    """Candidate search, merging and refit of one round on model ``spn``."""
+
+    def __init__(self, est: Merge, X: np.ndarray, Xv: np.ndarray | None, alpha: float):
+        self.est, self.X, self.Xv, self.alpha = est, X, Xv, alpha
+        self.nt = est.n_threads
+        # leaf values kept between the passes over the same rows (most leaves never change)
+        nt = effective_n_threads(est.n_threads, 1 << 30)
+        self.cache = LeafCache(X, MAX, max_bytes=TRAIN_LEAF_BYTES, n_threads=nt)
+        self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=nt)
+        self.vcache = self.vcache0 if Xv is None or self.vcache0.complete else \
+            LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt)
+        self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
+        self._dist = None
+        self._seen = (None, {})         # (model, its validation routing and node values)
+
+    def _valid(self, spn: SPN) -> dict:
+        """What was computed on the validation rows for ``spn`` (the last model asked
+        about: a round that merges nothing, and the next threshold, ask again)."""
+        if self._seen[0] is not spn:
+            self._seen = (spn, {})
+        return self._seen[1]
+
+    def valid_routing(self, spn: SPN):
+        """The validation rows' routing through ``spn``."""
+        memo = self._valid(spn)
+        if "R" not in memo:
+            memo["R"] = _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache)
+        return memo["R"]
+
+    def valid_values(self, spn: SPN, nodes) -> np.ndarray:
+        """``log S_n`` of the validation rows for ``nodes``; every node's at once, kept,
+        while that is at most VALUES_KEPT values."""
+        memo = self._valid(spn)
+        if "V" not in memo and spn.n_nodes * self.Xv.shape[0] <= VALUES_KEPT:
+            memo["V"] = _routing.node_values(spn, self.Xv, np.arange(spn.n_nodes), n_threads=self.nt,
+                                             cache=self.vcache0)
+        if "V" in memo:
+            return memo["V"][:, np.asarray(nodes, dtype=np.int64)]
+        return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0)
+
+    def distances(self, spn: SPN) -> Pairs:
+        """The candidate pairs of ``spn`` and their mean-field distances (:class:`Pairs`).
+        Kept for the last model: a threshold that merged nothing hands the next one the same
+        model."""
+        if self._dist is not None and self._dist[0] is spn:
+            return self._dist[1]
+        if self.evidence is None:
+            self.evidence = indicator_evidence(spn)
+            self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=self.nt1,
+                                    evidence_off=self.evidence[1])
+        P, off = node_marginals(spn, self.nt, self.evidence, self.ecache)
+        skip = np.zeros(spn.n_nodes, dtype=bool)
+        ind = spn.leaf_tables.get("indicator")
+        if ind is not None:
+            skip[ind.node] = True       # structure, not parameters
+        out = Pairs(spn, P, off, self.est.distance, skip)
+        self._dist = (spn, out)
+        return out
+
+    def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
+        """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
+        (called only when some pair is within ``eps``), which orders the leaders."""
+        count = None
+        out = []
+        pairs = self.distances(spn)
+        for g in np.flatnonzero(pairs.gmin <= eps):
+            m = pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]]
+            close = pairs.matrix(g) <= eps
+            np.fill_diagonal(close, True)
+            if count is None:
+                count = train_rows()
+            free = np.ones(len(m), dtype=bool)
+            for i in np.argsort(-count[m], kind="stable"):
+                if not free[i]:
+                    continue
+                mem = np.flatnonzero(free & close[i])
+                free[mem] = False
+                if mem.size > 1:
+                    out.append(m[mem])
+        return out
+
+    def keep_best(self, spn: SPN, clusters, count: np.ndarray, Rv) -> np.ndarray:
+        """``rep`` redirecting every cluster to its member best on the validation rows
+        that reached the cluster (most rows without validation data)."""
+        rep = np.arange(spn.n_nodes, dtype=np.int64)
+        Lv = None
+        if Rv is not None and clusters:
+            cols = np.unique(np.concatenate(clusters))
+            Lv = self.valid_values(spn, cols)
+        for c in clusters:
+            best = c[int(np.argmax(count[c]))]
+            if Rv is not None:
+                rows = [_routing.rows_of(Rv, int(n)) for n in c]
+                allr = np.unique(np.concatenate(rows))
+                j = np.searchsorted(cols, c)
+                if allr.size:
+                    best = c[int(np.argmax(Lv[np.ix_(allr, j)].sum(axis=0)))]
+                if self.est.local_check:    # a member joins only if the kept one fits its rows as well
+                    jb = j[list(c).index(best)]
+                    ok = np.array([Lv[r, jb].sum() >= Lv[r, jm].sum() - 1e-9 * abs(Lv[r, jm].sum())
+                                   for r, jm in zip(rows, j)])
+                    c = c[ok]
+            rep[c] = best
+        return rep
+
+    def refit(self, spn: SPN, kept: list[int]):
+        """The model with the kept sub-networks re-estimated, and the training routing the
+        last closed-form refit used (None after soft EM)."""
+        if not kept:
+            return spn, None
+        free = descendants(spn, kept)
+        if self.est.refit == "em":
+            if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
+                # a kept member may give probability 0 to rows its partner explained;
+                # one smoothed counting pass first, so EM can use every row
+                spn = hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=1, n_threads=self.nt,
+                                 cache=self.cache)[0]
+            return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
+                      n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_, None
+        it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
+        return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)
+
+    def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:
+        """Kept nodes a Chow-Liu tree beats on their validation rows -> the tree (learned
+        on the training rows the refit gave the node, ``R``, when given)."""
+        cand = [n for n in kept if spn.kind[n] < 2 and spn.scope_ptr[n + 1] - spn.scope_ptr[n] >= 2
+                and np.all(spn.cardinality[spn.node_scope(n)] > 0)]
+        if self.Xv is None or not cand:
+            return {}
+        if R is None:
+            R = _routing.route(spn, self.X, n_threads=self.nt, cache=self.cache)
+        Rv = self.valid_routing(spn)
+        Lv = self.valid_values(spn, cand)
+        out = {}
+        for j, n in enumerate(cand):
+            rows, vrows = _routing.rows_of(R, n), _routing.rows_of(Rv, n)
+            if rows.size < 2 or vrows.size == 0:
+                continue
+            s = spn.node_scope(n)
+            fit = fit_chow_liu(self.X[np.ix_(rows, s)].astype(np.int64), spn.cardinality[s], alpha=self.alpha,
+                               n_threads=1)
+            parents, cpts = forest_to_tree(fit.parents, fit.cpts)
+            leaf = ChowLiuLeaf(s.astype(np.int64), parents, cpts)
+            # the one-leaf model, built without re-validating the fitted tree
+            tree = SPN.from_arrays(np.full(1, CLTreeLeafType.code, np.uint8), np.zeros(2, np.int64),
+                                   np.zeros(0, np.int64), np.zeros(0),
+                                   {"cltree": CLTreeLeafType.from_nodes(np.zeros(1, np.int64), [leaf])},
+                                   spn.cardinality, validate=False)
+            if tree.log_likelihood(self.Xv[vrows]).sum() > Lv[vrows, j].sum():
+                out[int(n)] = leaf
+        return out
+
+    def run(self, spn: SPN, eps: float, train_rows) -> tuple[SPN, int]:
+        """One round: returns the new model and the number of nodes merged away;
+        ``train_rows()`` returns the training routing of ``spn`` (used without validation
+        data)."""
+        cache: list = []
+
+        def counts():       # validation routing when there is validation data (cheaper)
+            if not cache:
+                if self.Xv is not None:
+                    cache.append(self.valid_routing(spn))
+                    cache.append(np.asarray(cache[0].sum(axis=0)).ravel())
+                else:
+                    cache.append(None)
+                    cache.append(np.asarray(train_rows().sum(axis=0)).ravel())
+            return cache[1]
+        clusters = self.clusters(spn, eps, counts)
+        if not clusters:
+            return spn, 0
+        rep = self.keep_best(spn, clusters, counts(), cache[0])
+        moved = np.flatnonzero(rep != np.arange(spn.n_nodes))
+        if not moved.size:
+            return spn, 0
+        obs = _routing.observed_sums(spn)
+        made: list[int] = []
+        new, keep = rebuild(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
+        kept = sorted({keep[int(k)] for k in np.unique(rep[moved]) if int(k) in keep} | set(made))
+        new, R = self.refit(new, kept)
+        if self.est.chowliu_check:
+            repl = self.chowliu_check(new, kept, R)
+            if repl:
+                new, _ = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})
+        return new, int(moved.size)
