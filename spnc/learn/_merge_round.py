@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 VALUES_KEPT = 8 << 20
 #: bytes of leaf values kept on the training rows (routing and refits pass over them most),
 #: and on the validation rows and the indicator evidence, each
-TRAIN_LEAF_BYTES, OTHER_LEAF_BYTES = 512 << 20, 256 << 20
+TRAIN_LEAF_BYTES, OTHER_LEAF_BYTES = 1 << 30, 256 << 20
 
 
 

@@ -122,6 +122,10 @@ class Merge(DensityEstimator):
     verbose : one line per threshold and round when > 0.
     n_threads : threads of the inference kernels (None: automatic).
 
+    Memory: leaf values are kept between the passes over the same rows, up to 1 GiB on
+    the training rows and 256 MiB on the validation rows (``_merge_round``); leaves beyond
+    that are evaluated again on every pass.
+
     Attributes after :meth:`fit`: ``spn_``, ``epsilon_`` (chosen threshold, None when only
     identical sub-networks were merged), ``history_`` (per threshold visited: validation LL,
     nodes, parameters, merges, seconds), ``n_params_before_``, ``n_params_after_`` (sum
