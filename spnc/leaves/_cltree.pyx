@@ -14,6 +14,13 @@ from spnc._kinds cimport MARGINAL, MAX
 from spnc._random cimport rand_uniform
 
 
+cdef extern from "_cltree_block.h" nogil:
+    void spnc_cl_complete(const int64_t *var_ptr, const int64_t *coff, const int32_t *card,
+                          const double *logcpt, const int32_t *cpar, const int32_t *cvar,
+                          const int32_t *codes, int64_t L, const int64_t *slot, double *out,
+                          int64_t stride, int64_t nb, double *acc)
+
+
 # ---------------------------------------------------------------------------------------
 # message passing on trees (all leaves of one table at once)
 #
@@ -143,28 +150,13 @@ cdef void _complete_block(const Tree *t, Py_ssize_t L, const int64_t *slot, cons
                           const double[:, ::1] XT, double[:, ::1] out, Py_ssize_t r0, Py_ssize_t nb,
                           int32_t *codes, double *acc, uint8_t *todo) noexcept nogil:
     """log p of every leaf on rows r0 .. r0+nb-1, rows innermost: one table lookup per
-    variable, summed in _upward's order (so the same bits). Rows missing a leaf variable get
-    todo = 1 and are left to the message-passing loop."""
-    cdef Py_ssize_t j, b, i, q, c
+    variable (spnc_cl_complete in _cltree_block.h), summed in _upward's order (so the same
+    bits). Rows missing a leaf variable get todo = 1 and are left to the message-passing
+    loop."""
+    cdef Py_ssize_t j, b
     cdef double x
     cdef const double *src
     cdef int32_t *dst
-    cdef const int32_t *P
-    cdef const int32_t *V
-    cdef const double *lc
-    cdef const double *l0
-    cdef const double *l1
-    cdef const double *l2
-    cdef const double *l3
-    cdef const int32_t *P0
-    cdef const int32_t *P1
-    cdef const int32_t *P2
-    cdef const int32_t *P3
-    cdef const int32_t *V0
-    cdef const int32_t *V1
-    cdef const int32_t *V2
-    cdef const int32_t *V3
-    cdef Py_ssize_t c0, c1, c2, c3
     for b in range(nb):
         todo[b] = 0
     for j in range(n_used):
@@ -179,33 +171,8 @@ cdef void _complete_block(const Tree *t, Py_ssize_t L, const int64_t *slot, cons
                 dst[b] = <int32_t>x
     for b in range(nb):  # the roots' "parent": state 0
         codes[n_used * BLOCK + b] = 0
-    for i in range(L):
-        for b in range(nb):
-            acc[b] = 0.0
-        q = t.var_ptr[i]
-        while q + 4 <= t.var_ptr[i + 1]:  # four variables per sweep of acc, added in order
-            l0, c0 = t.logcpt + t.coff[q], t.card[q]
-            l1, c1 = t.logcpt + t.coff[q + 1], t.card[q + 1]
-            l2, c2 = t.logcpt + t.coff[q + 2], t.card[q + 2]
-            l3, c3 = t.logcpt + t.coff[q + 3], t.card[q + 3]
-            P0, V0 = codes + cpar[q] * BLOCK, codes + cvar[q] * BLOCK
-            P1, V1 = codes + cpar[q + 1] * BLOCK, codes + cvar[q + 1] * BLOCK
-            P2, V2 = codes + cpar[q + 2] * BLOCK, codes + cvar[q + 2] * BLOCK
-            P3, V3 = codes + cpar[q + 3] * BLOCK, codes + cvar[q + 3] * BLOCK
-            for b in range(nb):
-                acc[b] = (((acc[b] + l0[P0[b] * c0 + V0[b]]) + l1[P1[b] * c1 + V1[b]])
-                          + l2[P2[b] * c2 + V2[b]]) + l3[P3[b] * c3 + V3[b]]
-            q += 4
-        while q < t.var_ptr[i + 1]:
-            c = t.card[q]
-            lc = t.logcpt + t.coff[q]
-            P = codes + cpar[q] * BLOCK
-            V = codes + cvar[q] * BLOCK
-            for b in range(nb):
-                acc[b] += lc[P[b] * c + V[b]]
-            q += 1
-        for b in range(nb):
-            out[slot[i], r0 + b] = acc[b]
+    spnc_cl_complete(t.var_ptr, t.coff, t.card, t.logcpt, cpar, cvar, codes, L, slot,
+                     &out[0, r0], out.shape[1], nb, acc)
 
 
 def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
