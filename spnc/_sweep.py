@@ -113,13 +113,13 @@ def transposed_chunk(X: np.ndarray, r0: int, r1: int, n_threads: int = 1) -> np.
 
 class TransposedRows:
     """The transposed chunks of fixed rows ``X``, made once and kept (for the chunk sizes
-    of the last two sweeps), for passes that read the same rows again and again; rows of
-    more than ``max_bytes`` are transposed on every pass instead. The chunks are shared:
-    sweeps given them must not write into them."""
+    of the last two sweeps), for passes that read the same rows again and again; rows
+    whose two copies would take more than ``max_bytes`` are transposed on every pass
+    instead. The chunks are shared: sweeps given them must not write into them."""
 
     def __init__(self, X: np.ndarray, n_threads: int = 1, max_bytes: int = 512 << 20):
         self.X, self.n_threads = X, n_threads
-        self.keep = 8 * X.size <= max_bytes
+        self.keep = 2 * 8 * X.size <= max_bytes
         self._kept: dict[int, dict[int, np.ndarray]] = {}
         self.last_step = 4096           # chunk size of the last request
 

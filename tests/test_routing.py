@@ -384,7 +384,7 @@ def test_transposed_rows_keep_chunks_only_within_their_budget():
     from spnc._sweep import TransposedRows, transposed_chunk
     X = np.random.default_rng(0).random((300, 5))
     want = transposed_chunk(X, 64, 128)
-    small, big = TransposedRows(X, max_bytes=8 * X.size - 1), TransposedRows(X)
+    small, big = TransposedRows(X, max_bytes=16 * X.size - 1), TransposedRows(X, max_bytes=16 * X.size)
     for rows in (small, big):
         a, b = rows.chunk(64, 128, 64), rows.chunk(64, 128, 64)
         assert np.array_equal(a, want) and np.array_equal(b, want)
