@@ -321,14 +321,22 @@ def test_soft_em_refit_explains_every_training_row():
     assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
 
 
+@pytest.mark.parametrize("off", ["leaf cache", "validation memo"])
 @pytest.mark.parametrize("split", ["observed", "latent"])
-def test_merge_with_the_leaf_cache_is_identical_to_evaluating_every_pass(trees, split, monkeypatch):
+def test_merge_with_what_it_keeps_is_identical_to_evaluating_every_pass(trees, split, off, monkeypatch):
+    """The leaf values kept between passes, and the validation routing and node values kept
+    per model, change no bit of the result."""
+    from spnc.learn import _merge_round
     from spnc.learn._leafcache import LeafCache
     X, Xv, models = trees
     tree = models[split, "chowliu"]
     kw = dict(init=tree, epsilon=[0.01, 0.1, 0.3], local_check=split == "observed")
     a = Merge(**kw).fit(X, X_valid=Xv).spn_
-    monkeypatch.setattr(LeafCache, "usable", lambda self, spn, X: False)
+    if off == "leaf cache":
+        monkeypatch.setattr(LeafCache, "usable", lambda self, spn, X: False)
+    else:
+        monkeypatch.setattr(_merge_round, "VALUES_KEPT", 0)             # values by columns
+        monkeypatch.setattr(_merge_round._Round, "_valid", lambda self, spn: {})
     b = Merge(**kw).fit(X, X_valid=Xv).spn_
     assert a.n_nodes == b.n_nodes and np.array_equal(a.child, b.child) and np.array_equal(a.weight, b.weight)
     ta, tb = a.leaf_tables["cltree"], b.leaf_tables["cltree"]
