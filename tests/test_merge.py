@@ -321,11 +321,11 @@ def test_soft_em_refit_explains_every_training_row():
     assert m.spn_.log_likelihood(Xv).mean() >= tree.log_likelihood(Xv).mean() - 1e-9
 
 
-@pytest.mark.parametrize("off", ["leaf cache", "validation memo"])
+@pytest.mark.parametrize("off", ["leaf cache", "validation routing"])
 @pytest.mark.parametrize("split", ["observed", "latent"])
 def test_merge_with_what_it_keeps_is_identical_to_evaluating_every_pass(trees, split, off, monkeypatch):
-    """The leaf values kept between passes, and the validation routing and node values kept
-    per model, change no bit of the result."""
+    """The leaf values kept between passes, and the validation routing kept per model,
+    change no bit of the result."""
     from spnc.learn import _merge_round
     from spnc.learn._leafcache import LeafCache
     X, Xv, models = trees
@@ -335,13 +335,24 @@ def test_merge_with_what_it_keeps_is_identical_to_evaluating_every_pass(trees, s
     if off == "leaf cache":
         monkeypatch.setattr(LeafCache, "usable", lambda self, spn, X: False)
     else:
-        monkeypatch.setattr(_merge_round, "VALUES_KEPT", 0)             # values by columns
-        monkeypatch.setattr(_merge_round._Round, "_valid", lambda self, spn: {})
+        monkeypatch.setattr(_merge_round._Round, "valid_routing",
+                            lambda self, spn: route(spn, self.Xv, n_threads=self.nt, cache=self.vcache))
     b = Merge(**kw).fit(X, X_valid=Xv).spn_
     assert a.n_nodes == b.n_nodes and np.array_equal(a.child, b.child) and np.array_equal(a.weight, b.weight)
     ta, tb = a.leaf_tables["cltree"], b.leaf_tables["cltree"]
     assert all(np.array_equal(ta.to_arrays()[k], tb.to_arrays()[k]) for k in ta.to_arrays())
     assert np.array_equal(a.log_likelihood(Xv), b.log_likelihood(Xv))
+
+
+def test_a_round_keeps_the_validation_routing_of_the_last_model_only(trees):
+    from spnc.learn._merge_round import _Round
+    X, Xv, models = trees
+    a, b = models["observed", "chowliu"], models["latent", "chowliu"]
+    rnd = _Round(Merge(init=a), X, Xv, 1.0)
+    for m in (a, b, a):
+        got = rnd.valid_routing(m)
+        assert got.shape == (len(Xv), m.n_nodes) and (got != route(m, Xv)).nnz == 0
+        assert rnd.valid_routing(m) is got
 
 
 def test_merge_patience_stops_the_threshold_path_where_validation_falls(trees):

@@ -1,7 +1,7 @@
 """One round of :class:`spnc.learn.Merge` on one model: candidate search, merging, refit
 and the Chow-Liu sanity check (see :mod:`spnc.learn.merge` for the algorithm). A round
-keeps, between its passes, the leaf values of the training and validation rows and what
-it computed on the validation rows for the last model it saw."""
+keeps, between its passes, the leaf values of the training and validation rows and the
+validation routing of the last model it saw."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,8 +23,6 @@ from .em import EM
 if TYPE_CHECKING:
     from .merge import Merge
 
-#: node values on the validation rows kept per model, at most (float64: 64 MB)
-VALUES_KEPT = 8 << 20
 #: bytes of leaf values kept on the training rows (routing and refits pass over them most),
 #: and on the validation rows and the indicator evidence, each
 TRAIN_LEAF_BYTES, OTHER_LEAF_BYTES = 1 << 30, 256 << 20
@@ -45,31 +43,19 @@ class _Round:
             LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
         self._dist = None
-        self._seen = (None, {})         # (model, its validation routing and node values)
-
-    def _valid(self, spn: SPN) -> dict:
-        """What was computed on the validation rows for ``spn`` (the last model asked
-        about: a round that merges nothing, and the next threshold, ask again)."""
-        if self._seen[0] is not spn:
-            self._seen = (spn, {})
-        return self._seen[1]
+        self._vroute = (None, None)     # (model, its validation routing)
 
     def valid_routing(self, spn: SPN):
-        """The validation rows' routing through ``spn``."""
-        memo = self._valid(spn)
-        if "R" not in memo:
-            memo["R"] = _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache)
-        return memo["R"]
+        """The validation rows' routing through ``spn``, kept for the last model asked
+        about (a round that merges nothing, and the next threshold, ask again)."""
+        if self._vroute[0] is not spn:
+            self._vroute = (spn, _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache))
+        return self._vroute[1]
 
     def valid_values(self, spn: SPN, nodes) -> np.ndarray:
-        """``log S_n`` of the validation rows for ``nodes``; every node's at once, kept,
-        while that is at most VALUES_KEPT values."""
-        memo = self._valid(spn)
-        if "V" not in memo and spn.n_nodes * self.Xv.shape[0] <= VALUES_KEPT:
-            memo["V"] = _routing.node_values(spn, self.Xv, np.arange(spn.n_nodes), n_threads=self.nt,
-                                             cache=self.vcache0)
-        if "V" in memo:
-            return memo["V"][:, np.asarray(nodes, dtype=np.int64)]
+        """``log S_n`` of the validation rows for ``nodes``. (Not kept: the callers ask for
+        different nodes, and every node's values at once cost more than the passes they
+        save, measured on O-SPNs and L-SPNs alike.)"""
         return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0)
 
     def distances(self, spn: SPN) -> Pairs:
