@@ -21,6 +21,7 @@ MODULES = [
     ("spnc.learn._learnspn", True),
     ("spnc.learn._prometheus", True),
     ("spnc.learn._routing", False),
+    ("spnc.learn._pairs", False),
 ]
 
 DIRECTIVES = {

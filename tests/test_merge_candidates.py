@@ -102,3 +102,22 @@ def test_candidate_pairs_with_other_supports_are_never_close(small, monkeypatch)
                 assert np.isfinite(D[i, j]) == same
                 if same:
                     assert D[i, j] == pytest.approx(np.abs(np.subtract(probs[i], probs[j])).sum())
+
+
+@pytest.mark.parametrize("g", [1, 2, 7, 8, 9, 37])
+def test_compiled_pair_distances_sum_in_column_order(g):
+    """The tiled Manhattan kernel of large groups: every pair's |differences| added in
+    column order (bit for bit a sequential sum), divided by the variable count, inf where
+    the support labels differ, in the order of np.triu_indices; sizes around the tile."""
+    from spnc.learn._pairs import l1_pairs
+    rng = np.random.default_rng(g)
+    Q = rng.random((g, 13))
+    label = rng.integers(0, 2, size=g).astype(np.int64)
+    out = np.full(g * (g - 1) // 2, -1.0)
+    l1_pairs(Q, label, 6.0, out)
+    i, j = np.triu_indices(g, 1)
+    want = np.cumsum(np.abs(Q[i] - Q[j]), axis=1)[:, -1] / 6.0 if g > 1 else np.zeros(0)
+    want[label[i] != label[j]] = np.inf
+    assert np.array_equal(out, want)
+    with pytest.raises(ValueError):
+        l1_pairs(Q, label, 6.0, np.empty(len(out) + 1))

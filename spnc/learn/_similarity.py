@@ -4,11 +4,11 @@ merging acyclic) and parameter counts."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import cdist
 
 from ..errors import StructureError
 from ..graph import SUM, SPN
 from ..leaves.base import _ranges
+from ._pairs import l1_pairs
 
 #: pairwise distance entries computed at once
 _BLOCK = 1 << 22
@@ -155,30 +155,31 @@ class Pairs:
 def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str, out: np.ndarray) -> None:
     """The mean-field distances of all pairs of rows of ``Q`` (nodes x concatenated
     marginals of the scope's variables, variable ``j`` starting at column ``starts[j]``)
-    into ``out``, in the order of ``np.triu_indices(len(Q), 1)``: one compiled call per
-    block of rows against the rows after it, so no matrix of the whole group is made."""
+    into ``out``, in the order of ``np.triu_indices(len(Q), 1)``: Manhattan in one compiled
+    call (:mod:`._pairs`), the others by blocks of rows against the rows after them, so no
+    matrix of the whole group is made."""
     g, k = Q.shape
     nv = len(starts)
     # a different support is never "similar": label each row's zero pattern
     support = np.unique(np.packbits(Q <= 0.0, axis=1), axis=0, return_inverse=True)[1].ravel()
+    if distance == "manhattan":             # compiled, in tiles of pairs
+        l1_pairs(np.ascontiguousarray(Q), support.astype(np.int64), float(nv), out)
+        return
     if distance == "hellinger":
         Q = np.sqrt(Q)
     elif distance == "kl":
         Q = np.clip(Q, 1e-12, 1.0)
         logQ = np.log(Q)
-    step = max(1, _BLOCK // max(g * (k if distance != "manhattan" else 1), 1))
+    step = max(1, _BLOCK // max(g * k, 1))
     o = 0
     for i0 in range(0, g - 1, step):
         i1 = min(g - 1, i0 + step)
-        if distance == "manhattan":
-            D = cdist(Q[i0:i1], Q[i0:], "cityblock") / nv
-        else:
-            A, B = Q[i0:i1, None, :], Q[None, i0:]
-            if distance == "hellinger":
-                per = np.sqrt(0.5 * np.add.reduceat((A - B) ** 2, starts, axis=2))
-            else:   # symmetric KL
-                per = 0.5 * np.add.reduceat((A - B) * (logQ[i0:i1, None, :] - logQ[None, i0:]), starts, axis=2)
-            D = per.sum(axis=2) / nv
+        A, B = Q[i0:i1, None, :], Q[None, i0:]
+        if distance == "hellinger":
+            per = np.sqrt(0.5 * np.add.reduceat((A - B) ** 2, starts, axis=2))
+        else:   # symmetric KL
+            per = 0.5 * np.add.reduceat((A - B) * (logQ[i0:i1, None, :] - logQ[None, i0:]), starts, axis=2)
+        D = per.sum(axis=2) / nv
         D[support[i0:i1, None] != support[None, i0:]] = np.inf
         for i in range(i0, i1):                  # row i against the rows after it
             out[o:o + g - 1 - i] = D[i - i0, i - i0 + 1:]
