@@ -259,16 +259,15 @@ def test_breadth_first_order_of_many_trees_at_once():
         pars.append(np.where(p[inv] < 0, -1, perm[np.maximum(p[inv], 0)]))
         ptr.append(ptr[-1] + n)
     ptr = np.array(ptr)
-    leaf = np.repeat(np.arange(len(pars)), np.diff(ptr))
     fpar = np.concatenate([np.where(p < 0, -1, p + a) for p, a in zip(pars, ptr[:-1])]).astype(np.int32)
     want = np.concatenate([_topological(p) + a for p, a in zip(pars, ptr[:-1])])
-    assert np.array_equal(_bfs_order(fpar, leaf, ptr), want)
+    assert np.array_equal(_bfs_order(fpar, ptr), want)
     with pytest.raises(StructureError, match="cycle"):
-        _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.zeros(3, dtype=np.int64), np.array([0, 3]))
+        _bfs_order(np.array([-1, 2, 1], dtype=np.int32), np.array([0, 3]))
     with pytest.raises(StructureError, match="leaf 0 "):
-        _bfs_order(np.array([-1, 3, -1, 0], dtype=np.int32), np.array([0, 0, 1, 1]), np.array([0, 2, 4]))
+        _bfs_order(np.array([-1, 3, -1, 0], dtype=np.int32), np.array([0, 2, 4]))
     with pytest.raises(StructureError, match="cycle"):
-        _bfs_order(np.array([-1, 7], dtype=np.int32), np.zeros(2, dtype=np.int64), np.array([0, 2]))
+        _bfs_order(np.array([-1, 7], dtype=np.int32), np.array([0, 2]))
 
 
 def test_chunk_padding_never_reaches_leaves_as_missing_rows(small_tree, monkeypatch):

@@ -19,10 +19,10 @@ def _exclusive_within(x: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.nd
     return c - c[ptr[leaf]] if len(x) else c
 
 
-def _bfs_order(fpar: np.ndarray, leaf: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+def _bfs_order(fpar: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """Flat variables of every tree parents-first, breadth-first from each root with
-    children in scope order (``fpar``: flat parent, -1 at a root; ``leaf``: each flat
-    variable's leaf, unused by the compiled pass). Raises on a cycle."""
+    children in scope order (``fpar``: flat parent, -1 at a root; ``ptr``: each leaf's
+    first flat variable). Raises on a cycle."""
     out = np.empty(len(fpar), dtype=np.int32)
     bad = _bfs(np.ascontiguousarray(fpar, dtype=np.int32), np.ascontiguousarray(ptr, dtype=np.int64), out)
     if bad >= 0:

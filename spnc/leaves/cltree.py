@@ -223,7 +223,7 @@ class CLTreeLeafType(LeafType):
             return False
         fpar = np.where(p < 0, -1, p + pptr[:-1][leaf])
         try:
-            _bfs_order(fpar, leaf, pptr)          # raises on a cycle
+            _bfs_order(fpar, pptr)          # raises on a cycle
         except StructureError:
             return False
         sizes = np.where(p < 0, 1, card[np.maximum(fpar, 0)]) * card
@@ -260,7 +260,7 @@ class CLTreeLeafType(LeafType):
             card = self._card.astype(np.int64)
         else:
             card = np.concatenate([self._cards(i) for i in range(L)]).astype(np.int64) if L else np.zeros(0, np.int64)
-        P.order[:] = _bfs_order(P.fpar, leaf, pptr)
+        P.order[:] = _bfs_order(P.fpar, pptr)
         P.card[:] = card
         sizes = np.where(P.fpar < 0, 1, card[np.maximum(P.fpar, 0)]) * card
         P.coff[:] = cptr[leaf] + _exclusive_within(sizes, pptr, leaf)
