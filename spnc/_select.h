@@ -24,6 +24,56 @@
         }                                                         \
     } while (0)
 
+/* The rows of each edge of a max-product sum at once, where AVX-512BW is there: the block's
+ * arg-max edges (doubles) become 64 bytes, and one byte compare per edge gives the edge's
+ * row mask. Walking the active rows costs about 8 cycles a row (each row's OR into a
+ * child's mask waits for the previous one); this costs about 30 plus 4 per edge, so it is
+ * taken when the sum has at least k/2 + 8 active rows (so k <= 112: bytes tell the edges
+ * apart). Masks are the same bits either way. */
+#ifdef SPNC_X86_512
+__attribute__((target("avx512f,avx512bw,popcnt")))
+static void spnc_arg_masks512(const spnc_net *g, int64_t a, int64_t k, const double *ar, uint64_t an,
+                              uint64_t *A, double *edge_acc, const double *row_w, int unit)
+{
+    __m128i q[4];
+    __m512i b;
+    int64_t e;
+    int i;
+    for (i = 0; i < 4; i++) {
+        const __m256i lo = _mm512_cvttpd_epi32(_mm512_loadu_pd(ar + 16 * i));
+        const __m256i hi = _mm512_cvttpd_epi32(_mm512_loadu_pd(ar + 16 * i + 8));
+        q[i] = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
+    b = _mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1);
+    b = _mm512_inserti32x4(b, q[2], 2);
+    b = _mm512_inserti32x4(b, q[3], 3);
+    for (e = 0; e < k; e++) {
+        const uint64_t m = an & _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8((char)e));
+        if (!m) continue;
+        A[g->pslot[g->child[a + e]]] |= m;
+        if (unit) edge_acc[a + e] += (double)__builtin_popcountll(m);
+        else if (edge_acc) SPNC_FOR_BITS(j, m, { edge_acc[a + e] += row_w[j]; });
+    }
+}
+
+/* Bit j set where x[j] (j < 64) is NaN: eight compares where the scalar loop takes 64. */
+__attribute__((target("avx512f")))
+static uint64_t spnc_nan_bits512(const double *x)
+{
+    uint64_t b = 0;
+    int i;
+    for (i = 0; i < 8; i++)
+        b |= (uint64_t)_mm512_cmp_pd_mask(_mm512_loadu_pd(x + 8 * i), _mm512_loadu_pd(x + 8 * i), _CMP_UNORD_Q) << (8 * i);
+    return b;
+}
+
+/* True when spnc_arg_masks512 is the cheaper way for a sum of k edges and active rows an. */
+static inline int spnc_dense_sum(int64_t k, uint64_t an)
+{
+    return 2 * __builtin_popcountll(an) >= k + 16 && SPNC_HAS_512();
+}
+#endif
+
 /* A product's rows are on every child's tree: its mask goes to each (non-alias) child; the
  * first parent edge of a child (first[]) resets the child's mask, later ones OR into it. */
 static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, uint64_t an, uint64_t *A)
@@ -57,6 +107,12 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
         for (n = 0; n < n_vars; n++) {
             const double *restrict x = SPNC_XV(g, g->XT, n, col0);
             uint64_t b = 0;
+#ifdef SPNC_X86_512
+            if (SPNC_HAS_512()) {
+                mb[n] = spnc_nan_bits512(x);
+                continue;
+            }
+#endif
             for (j = 0; j < SPNC_B; j++) b |= (uint64_t)(x[j] != x[j]) << j;
             mb[n] = b;
         }
@@ -69,6 +125,11 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
             if (mode == 1) {
                 const double *restrict ar = arg + g->sidx[n] * SPNC_B;
+#ifdef SPNC_X86_512
+                if (spnc_dense_sum(k, an)) {
+                    spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, row_w, 0);
+                } else
+#endif
                 SPNC_FOR_BITS(j, an, {
                     const int64_t pe = a + (int64_t)ar[j];
                     A[g->pslot[g->child[pe]]] |= 1ULL << j;
@@ -148,6 +209,11 @@ static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64
             const double *restrict ar = arg + g->sidx[n] * SPNC_B;
             for (e = 0; e < k; e++)
                 if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+#ifdef SPNC_X86_512
+            if (spnc_dense_sum(k, an)) {
+                spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, NULL, 1);
+            } else
+#endif
             SPNC_FOR_BITS(j, an, {
                 const int64_t pe = a + (int64_t)ar[j];
                 A[g->pslot[g->child[pe]]] |= 1ULL << j;

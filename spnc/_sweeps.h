@@ -112,8 +112,8 @@ static inline void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int
         for (v = 0; v < n_vars; v += 8) __builtin_prefetch(X + j * rs + v, 0, 2);
 }
 
-/* Add (log domain) leaf c's log-values for rows col0.. to s. */
-static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int64_t c, int64_t col0)
+/* Add (log domain) leaf c's log-values for rows col0.. to s, or (put) write them there. */
+static SPNC_INLINE void spnc_leaf_log(double *restrict s, const spnc_net *g, int64_t c, int64_t col0, int put)
 {
     const double *restrict x = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict lp = g->logp + g->off[c];
@@ -124,14 +124,16 @@ static SPNC_INLINE void spnc_leaf_add(double *restrict s, const spnc_net *g, int
         for (j = 0; j < SPNC_B; j++) {
             double v = x[j];
             double y = v == 1.0 ? a1 : a0;
-            s[j] += v == v ? y : miss;
+            y = v == v ? y : miss;
+            s[j] = put ? y : s[j] + y;
         }
     } else {
         for (j = 0; j < SPNC_B; j++) {
             double v = x[j];
             int32_t st = (int32_t)(v == v ? v : 0.0);
             double y = lp[st];
-            s[j] += v == v ? y : miss;
+            y = v == v ? y : miss;
+            s[j] = put ? y : s[j] + y;
         }
     }
 }
@@ -170,16 +172,21 @@ static SPNC_INLINE void spnc_prod_node(double *restrict out, const double *restr
     double s[SPNC_B];
     int64_t e;
     int j;
-    for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+    /* the first child starts the sum (0 + x is x; zeroing s first compiled to rep stos) */
     for (e = 0; e < k; e++) {
         int64_t c = g->child[a + e];
         if (g->var[c] >= 0) {
-            spnc_leaf_add(s, g, c, col0);
+            spnc_leaf_log(s, g, c, col0, e == 0);
         } else {
             const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
-            for (j = 0; j < SPNC_B; j++) s[j] += v[j];
+            if (e == 0)
+                for (j = 0; j < SPNC_B; j++) s[j] = v[j];
+            else
+                for (j = 0; j < SPNC_B; j++) s[j] += v[j];
         }
     }
+    if (k == 0)
+        for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
     for (j = 0; j < SPNC_B; j++) out[j] = s[j];
 }
 
@@ -220,9 +227,7 @@ static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mod
         if (g->kind[n] >= 2) {
             if (g->skip && g->skip[n]) continue;
             if (g->var[n] >= 0) {
-                int j;
-                for (j = 0; j < SPNC_B; j++) out[j] = 0.0;
-                spnc_leaf_add(out, g, n, col0);
+                spnc_leaf_log(out, g, n, col0, 1);
             } else {
                 memcpy(out, g->L + g->leaf_slot[n] * g->m + col0, SPNC_B * sizeof(double));
             }
