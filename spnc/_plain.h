@@ -25,8 +25,9 @@ static inline int spnc_fp_bad(void) { return fetestexcept(FE_UNDERFLOW | FE_OVER
 static inline int spnc_budget_left(const int *b) { return __atomic_load_n(b, __ATOMIC_RELAXED) > 0; }
 static inline void spnc_budget_spend(int *b) { __atomic_fetch_sub(b, 1, __ATOMIC_RELAXED); }
 
-/* Multiply leaf c's probabilities into m; missing -> 1. */
-static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *g, int64_t c, int64_t col0)
+/* Multiply leaf c's probabilities into m, or (put) write them there; missing -> 1. */
+static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *g, int64_t c, int64_t col0,
+                                            int put)
 {
     const double *restrict xv = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict p = g->lin + g->off[c];
@@ -36,14 +37,16 @@ static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *
         for (j = 0; j < SPNC_B; j++) {
             double v = xv[j];
             double a = v == 1.0 ? a1 : a0;
-            m[j] *= v == v ? a : 1.0;
+            a = v == v ? a : 1.0;
+            m[j] = put ? a : m[j] * a;
         }
     } else {
         for (j = 0; j < SPNC_B; j++) {
             double v = xv[j];
             int32_t st = (int32_t)(v == v ? v : 0.0);
             double a = p[st];
-            m[j] *= v == v ? a : 1.0;
+            a = v == v ? a : 1.0;
+            m[j] = put ? a : m[j] * a;
         }
     }
 }
@@ -80,24 +83,27 @@ static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const
         if (g->kind[n] >= 2) {
             if (g->skip && g->skip[n]) continue;
             if (g->var[n] >= 0) {
-                for (j = 0; j < SPNC_B; j++) out[j] = 1.0;
-                spnc_plain_leaf_mul(out, g, n, col0);
+                spnc_plain_leaf_mul(out, g, n, col0, 1);
             } else {
                 spnc_plain_from_log(out, g->L + g->leaf_slot[n] * g->m + col0);
             }
         } else if (g->kind[n] == 1) {
-            double m[SPNC_B];
-            for (j = 0; j < SPNC_B; j++) m[j] = 1.0;
+            /* straight into out, which is no child's slot (plan_slots allocates a node's
+               slot before it frees its children's); the first child starts (1 * x is x) */
             for (e = 0; e < k; e++) {
                 const int64_t c = g->child[a + e];
                 if (g->var[c] >= 0) {
-                    spnc_plain_leaf_mul(m, g, c, col0);
+                    spnc_plain_leaf_mul(out, g, c, col0, e == 0);
                 } else {
                     const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
-                    for (j = 0; j < SPNC_B; j++) m[j] *= v[j];
+                    if (e == 0)
+                        for (j = 0; j < SPNC_B; j++) out[j] = v[j];
+                    else
+                        for (j = 0; j < SPNC_B; j++) out[j] *= v[j];
                 }
             }
-            for (j = 0; j < SPNC_B; j++) out[j] = m[j];
+            if (k == 0)
+                for (j = 0; j < SPNC_B; j++) out[j] = 1.0;
         } else {
             /* the first term starts the sum: 0 + x is x, bit for bit, for the x >= 0 here */
             double s[SPNC_B];

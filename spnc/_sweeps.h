@@ -169,25 +169,24 @@ static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x
 static SPNC_INLINE void spnc_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
                                        int64_t a, int64_t k, const int32_t *restrict cs, int64_t col0)
 {
-    double s[SPNC_B];
     int64_t e;
     int j;
-    /* the first child starts the sum (0 + x is x; zeroing s first compiled to rep stos) */
+    /* straight into out, which is no child's slot (plan_slots allocates a node's slot before
+       it frees its children's); the first child starts the sum (0 + x is x) */
     for (e = 0; e < k; e++) {
         int64_t c = g->child[a + e];
         if (g->var[c] >= 0) {
-            spnc_leaf_log(s, g, c, col0, e == 0);
+            spnc_leaf_log(out, g, c, col0, e == 0);
         } else {
             const double *restrict v = W + (int64_t)cs[a + e] * SPNC_B;
             if (e == 0)
-                for (j = 0; j < SPNC_B; j++) s[j] = v[j];
+                for (j = 0; j < SPNC_B; j++) out[j] = v[j];
             else
-                for (j = 0; j < SPNC_B; j++) s[j] += v[j];
+                for (j = 0; j < SPNC_B; j++) out[j] += v[j];
         }
     }
     if (k == 0)
-        for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
-    for (j = 0; j < SPNC_B; j++) out[j] = s[j];
+        for (j = 0; j < SPNC_B; j++) out[j] = 0.0;
 }
 
 static SPNC_INLINE void spnc_lin_prod_node(double *restrict out, const double *restrict W, const spnc_net *g,
