@@ -215,9 +215,10 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     doubles per thread: the forward plan's values (the live nodes only), each sum edge's
     share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
     slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
-    instead of the shares, and gather from them or push (``Graph.gather``). With ``state_acc`` (threads, n_states), inline discrete leaves add their weighted
-    posterior to the count of the observed state (EM's sufficient statistics, no
-    responsibilities matrix needed). ``rows`` as for :func:`forward`."""
+    instead of the shares, and gather from them or push (``Graph.gather``). With ``state_acc`` (threads, 8 * n_states), inline discrete leaves add their
+    weighted posterior to the count of the observed state (EM's sufficient statistics, no
+    responsibilities matrix needed), in 8 partial sums per state (state s at 8 s .. 8 s +
+    7) that the caller adds up (:func:`lane_totals`). ``rows`` as for :func:`forward`."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Staging st
@@ -228,6 +229,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
     cdef bint linear = g.linear
     cdef bint want_states = state_acc is not None
+    if want_states and state_acc.shape[1] < 8 * len(states.logp_):
+        raise ValueError("backward: state_acc needs 8 columns per state")
     cdef const int64_t[::1] start = graph.start_
     cdef bint shares = g.shares
     cdef bint gather = g.gather and not shares

@@ -30,6 +30,12 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
     return out
 
 
+def lane_totals(acc: np.ndarray) -> np.ndarray:
+    """(threads, 8 k) partial sums -> (threads, k) totals, lanes added in a fixed tree."""
+    l = acc.reshape(acc.shape[0], -1, 8)
+    return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))
+
+
 def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
                   need_R: bool = True, count_states: bool = False):
     """Yield ``(r0, XT, R, rw, ll)`` per chunk of rows: the transposed chunk (n_vars, m; empty
@@ -45,7 +51,8 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
                stage=not need_R)
     nt = sw.n_threads
     n_states = max((b for _, b in sw.spans.values()), default=0)
-    states = np.zeros((nt, max(n_states, 1))) if count_states else None
+    # 8 partial sums per state, added up after the pass (see _infer.backward)
+    states = np.zeros((nt, 8 * max(n_states, 1))) if count_states else None
     no_resp = np.empty((0, 1))
     rlw = spn._root_logw()
     edge = np.zeros((nt, spn.n_edges))
@@ -68,4 +75,4 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
     if states is not None:
-        acc["states"], acc["spans"] = states.sum(0), sw.spans
+        acc["states"], acc["spans"] = lane_totals(states).sum(0), sw.spans
