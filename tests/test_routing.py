@@ -17,13 +17,14 @@ from spnc.nodes import Product, Sum
 from conftest import all_states, random_spn
 
 
-def reference_route(spn, X):
-    """Plain numpy routing: every node's max-product value, then top-down, each sum sending
-    a row to its first child maximising log w + value, a product to all children; every
-    root gets every row (a mixture: the first root maximising value + log weight)."""
+def reference_route(spn, X, V=None):
+    """Plain numpy routing: every node's max-product value (``V``, rows x nodes, when given),
+    then top-down, each sum sending a row to its first child maximising log w + value, a
+    product to all children; every root gets every row (a mixture: the first root
+    maximising value + log weight). Returns (activity rows x nodes, rows per sum edge)."""
     X = np.asarray(X, dtype=np.float64)
     n, N = X.shape[0], spn.n_nodes
-    V = spn.node_log_values(X, mode=MAX)
+    V = spn.node_log_values(X, mode=MAX) if V is None else V
     act = np.zeros((n, N), dtype=bool)
     if spn.combine == "mixture":
         with np.errstate(divide="ignore"):

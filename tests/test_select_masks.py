@@ -11,6 +11,8 @@ import spnc
 from spnc.learn.routing import route
 from spnc.nodes import Product, Sum
 
+from test_routing import reference_route
+
 
 def _model(rng: np.random.Generator) -> spnc.SPN:
     """Six binary variables: pair sums of 9 edges, a 64-edge sum over their products, a
@@ -42,19 +44,7 @@ def _reference(spn: spnc.SPN, X: np.ndarray):
             V[:, node] = V[:, ch].sum(1)
         elif spn.kind[node] == 0:
             V[:, node] = (V[:, ch] + spn.logw[spn.child_ptr[node]:spn.child_ptr[node + 1]]).max(1)
-    act = np.zeros((n, N), dtype=bool)
-    act[:, spn.roots[0]] = True
-    ec = np.zeros(spn.n_edges)
-    for node in range(N - 1, -1, -1):
-        a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
-        ch = spn.child[a:b]
-        if spn.kind[node] == 1:
-            act[:, ch] |= act[:, [node]]
-        elif spn.kind[node] == 0:
-            pick = np.argmax(V[:, ch] + spn.logw[a:b], axis=1)           # first maximum
-            rows = np.flatnonzero(act[:, node])
-            act[rows, ch[pick[rows]]] = True
-            ec[a:b] += np.bincount(pick[rows], minlength=b - a)
+    act, ec = reference_route(spn, X, V)
     filled = X.copy()
     best = np.argmax(state, axis=0)                                        # first maximum
     for node, var in zip(t.node, t.var):
