@@ -13,7 +13,7 @@ from spnc.learn.merge import identical_merge, node_marginals
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, eval_linear, random_spn, shared_data
+from conftest import all_states, random_spn, shared_data
 
 
 def _data(seed=0, n=900, d=7):
@@ -297,7 +297,7 @@ def test_bagged_spn_bad_parameters(small):
 
 
 def test_estimators_clone_with_scikit_learn(trees):
-    sklearn = pytest.importorskip("sklearn")  # noqa: F841
+    pytest.importorskip("sklearn")
     from sklearn.base import clone
     _, _, models = trees
     m = Merge(init=models["latent", "univariate"], epsilon=[0.1, 0.2], distance="kl")
