@@ -215,10 +215,12 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     doubles per thread: the forward plan's values (the live nodes only), each sum edge's
     share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
     slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
-    instead of the shares, and gather from them or push (``Graph.gather``). With ``state_acc`` (threads, 8 * n_states), inline discrete leaves add their
-    weighted posterior to the count of the observed state (EM's sufficient statistics, no
+    instead of the shares, and gather from them or push (``Graph.gather``). With
+    ``state_acc`` (threads, 8 * n_states), inline discrete leaves add their weighted
+    posterior to the count of the observed state (EM's sufficient statistics, no
     responsibilities matrix needed), in 8 partial sums per state (state s at 8 s .. 8 s +
-    7) that the caller adds up (:func:`lane_totals`). ``rows`` as for :func:`forward`."""
+    7) that the caller adds up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for
+    :func:`forward`."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Staging st
