@@ -29,11 +29,12 @@
  * row mask. Walking the active rows costs about 8 cycles a row (each row's OR into a
  * child's mask waits for the previous one); this costs about 30 plus 4 per edge, so it is
  * taken when the sum has at least k/2 + 8 active rows (so k <= 112: bytes tell the edges
- * apart). Masks are the same bits either way. */
+ * apart). Masks are the same bits either way. edge_acc (if given) gets each edge's rows,
+ * weighted by row_w, or counted when row_w is NULL (routing). */
 #ifdef SPNC_X86_512
 __attribute__((target("avx512f,avx512bw,popcnt")))
 static void spnc_arg_masks512(const spnc_net *g, int64_t a, int64_t k, const double *ar, uint64_t an,
-                              uint64_t *A, double *edge_acc, const double *row_w, int unit)
+                              uint64_t *A, double *edge_acc, const double *row_w)
 {
     __m128i q[4];
     __m512i b;
@@ -51,8 +52,9 @@ static void spnc_arg_masks512(const spnc_net *g, int64_t a, int64_t k, const dou
         const uint64_t m = an & _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8((char)e));
         if (!m) continue;
         A[g->pslot[g->child[a + e]]] |= m;
-        if (unit) edge_acc[a + e] += (double)__builtin_popcountll(m);
-        else if (edge_acc) SPNC_FOR_BITS(j, m, { edge_acc[a + e] += row_w[j]; });
+        if (!edge_acc) continue;
+        if (row_w) SPNC_FOR_BITS(j, m, { edge_acc[a + e] += row_w[j]; });
+        else edge_acc[a + e] += (double)__builtin_popcountll(m);      /* rows, unweighted */
     }
 }
 
@@ -127,7 +129,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 const double *restrict ar = arg + g->sidx[n] * SPNC_B;
 #ifdef SPNC_X86_512
                 if (spnc_dense_sum(k, an)) {
-                    spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, row_w, 0);
+                    spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, row_w);
                 } else
 #endif
                 SPNC_FOR_BITS(j, an, {
@@ -211,7 +213,7 @@ static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64
                 if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
 #ifdef SPNC_X86_512
             if (spnc_dense_sum(k, an)) {
-                spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, NULL, 1);
+                spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, NULL);
             } else
 #endif
             SPNC_FOR_BITS(j, an, {
