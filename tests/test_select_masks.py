@@ -1,7 +1,7 @@
 """MPE and hard routing on sums of every width against a plain numpy max-product
 selection. Sums with many active rows take each edge's row mask at once (AVX-512 CPUs),
-sums with few active rows or more than 256 edges walk the rows: both must pick the first
-maximising child of every row, as the reference does."""
+sums with few active rows or many edges (more than 112) walk the rows: both must pick the
+first maximising child of every row, as the reference does."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +16,7 @@ from test_routing import reference_route
 
 def _model(rng: np.random.Generator) -> spnc.SPN:
     """Six binary variables: pair sums of 9 edges, a 64-edge sum over their products, a
-    300-edge sum (past the byte masks' 256) and ties between equal leaves."""
+    300-edge sum (always walked) and ties between equal leaves."""
     leaves = [[spnc.Bernoulli(v, float(p)) for p in (*rng.uniform(0.1, 0.9, 2), 0.5)] for v in range(6)]
     pairs = []
     for v in (0, 2, 4):

@@ -32,8 +32,9 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
 
 def lane_totals(acc: np.ndarray) -> np.ndarray:
     """(threads, 8 k) partial sums -> (threads, k) totals, lanes added in a fixed tree."""
-    l = acc.reshape(acc.shape[0], -1, 8)
-    return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))
+    lane = acc.reshape(acc.shape[0], -1, 8)
+    pairs = lane[..., 0::2] + lane[..., 1::2]                     # (0+1), (2+3), (4+5), (6+7)
+    return (pairs[..., 0] + pairs[..., 1]) + (pairs[..., 2] + pairs[..., 3])
 
 
 def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
