@@ -22,7 +22,8 @@ from .leaves import base as _lb
 from .nodes import Node
 
 #: per-model caches that a reparameterised copy must not share
-_PARAM_CACHES = frozenset({"_compiled", "_leafcache", "_decisive_leaves", "_observed_sums", "_leaf_states"})
+_PARAM_CACHES = frozenset({"_compiled", "_leafcache", "_decisive_leaves", "_observed_sums", "_leaf_states",
+                            "_observed_route"})
 
 
 class SPN:

@@ -17,7 +17,7 @@ from .._kinds import MARGINAL, MAX
 from .._sweep import TransposedRows
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
-from ._routing import copy_rows
+from ._routing import copy_rows, state_masks
 
 
 class LeafCache:
@@ -41,6 +41,18 @@ class LeafCache:
         self.evaluated = 0                  # leaves evaluated so far (for tests and profiling)
         self.rows = TransposedRows(self.X, self.n_threads)   # its chunks, transposed once
         self._checked: set = set()          # models' data checks X passed (cardinalities)
+        self._masks: dict = {}              # (variable, value) -> its rows as bits
+
+    def state_masks(self, var: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """:func:`._routing.state_masks` of these rows, each pair computed once."""
+        pairs = list(zip(var.tolist(), value.tolist()))
+        new = [p for p in dict.fromkeys(pairs) if p not in self._masks]
+        if new:
+            v, k = (np.array(a, dtype=np.int64) for a in zip(*new))
+            self._masks.update(zip(new, state_masks(np.ascontiguousarray(self.X), v, k)))
+        if not pairs:
+            return np.zeros((0, -(-self.n // 64)), dtype=np.uint64)
+        return np.stack([self._masks[p] for p in pairs])
 
     def checked(self, spn, X) -> bool:
         """True when ``X`` is this cache's rows and passes ``spn``'s data checks (made once

@@ -1,7 +1,7 @@
 """Routing bit sets to per-node row lists (see spnc.learn.routing), and kept leaf values
 copied into a sweep's leaf matrix (spnc.learn._leafcache)."""
 import numpy as np
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
 
@@ -65,3 +65,117 @@ def copy_rows(const double[:, ::1] V, const int64_t[::1] rows, Py_ssize_t c0, Py
                 memcpy(&L[slots[i], 0], &V[rows[i], c0], m * sizeof(double))
             if w > m:
                 memset(&L[slots[i], m], 0, (w - m) * sizeof(double))
+
+
+def state_masks(const double[:, ::1] X, const int64_t[::1] var, const int64_t[::1] value):
+    """``(P, ceil(n / 64))`` bit rows: bit r of row j set when ``X[r, var[j]] == value[j]``
+    (complete rows of a checked ``X``). One pass over the rows, reading only these
+    variables."""
+    cdef Py_ssize_t n = X.shape[0], P = var.shape[0], nw = (n + 63) // 64, r, j, u, nv
+    for j in range(P):
+        if not 0 <= var[j] < X.shape[1] or value[j] < 0:
+            raise ValueError("state_masks: variable or value out of range")
+    out_a = np.zeros((P, nw), dtype=np.uint64)
+    if P == 0 or n == 0:
+        return out_a
+    # the pairs grouped by variable: distinct variables u, their pairs in order
+    uvar_a, inv_a = np.unique(np.asarray(var), return_inverse=True)
+    order_a = np.argsort(inv_a, kind="stable").astype(np.int64)
+    uptr_a = np.zeros(len(uvar_a) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(inv_a, minlength=len(uvar_a)), out=uptr_a[1:])
+    cdef const int64_t[::1] uvar = uvar_a.astype(np.int64), order = order_a, uptr = uptr_a
+    cdef uint64_t[:, ::1] out = out_a
+    cdef uint64_t bit
+    cdef double x
+    nv = uvar.shape[0]
+    with nogil:
+        for r in range(n):
+            bit = (<uint64_t> 1) << (r & 63)
+            for u in range(nv):
+                x = X[r, uvar[u]]
+                for j in range(uptr[u], uptr[u + 1]):
+                    if x == <double> value[order[j]]:
+                        out[order[j], r >> 6] |= bit
+    return out_a
+
+
+def observed_route(const uint8_t[::1] kind, const int64_t[::1] ptr, const int32_t[::1] child,
+                   const uint8_t[::1] dead, const int64_t[::1] zptr, const int64_t[::1] zsrc,
+                   const uint64_t[:, ::1] masks, const int64_t[::1] roots, Py_ssize_t n_rows,
+                   uint64_t[:, ::1] bits, double[::1] edge_counts):
+    """Hard routing without values, for models whose every sum of two or more children is
+    an observed sum (spnc.learn.routing): which rows give each node probability zero
+    (``zero``, bottom-up: a leaf's rows are the OR of its ``masks`` rows ``zsrc[zptr[n]:
+    zptr[n + 1]]``, a product ORs its children's, a sum ANDs those of its live edges),
+    then top-down: a product and a one-child sum pass their rows on; a sum sends a row to
+    its first child of nonzero value (an observed sum has at most one) or, when all are
+    zero, to its first child, as the max-product sweep does. ``bits[n]`` receives node
+    n's rows, ``edge_counts[e]`` adds the rows sent along edge e."""
+    cdef Py_ssize_t N = kind.shape[0], nw = (n_rows + 63) // 64, n, e, w, i, a, b
+    cdef uint64_t full = ~(<uint64_t> 0), tail, x, rem, take, z
+    if (ptr.shape[0] != N + 1 or dead.shape[0] != child.shape[0] or zptr.shape[0] != N + 1
+            or bits.shape[0] != N or bits.shape[1] < nw or edge_counts.shape[0] < child.shape[0]
+            or (zsrc.shape[0] and masks.shape[1] < nw)):
+        raise ValueError("observed_route: shapes do not match")
+    for e in range(child.shape[0]):
+        if not 0 <= child[e] < N:
+            raise ValueError("observed_route: child out of range")
+    for e in range(zsrc.shape[0]):
+        if not 0 <= zsrc[e] < masks.shape[0]:
+            raise ValueError("observed_route: mask row out of range")
+    for i in range(roots.shape[0]):
+        if not 0 <= roots[i] < N:
+            raise ValueError("observed_route: root out of range")
+    zero_a = np.zeros((N, max(nw, 1)), dtype=np.uint64)
+    cdef uint64_t[:, ::1] zero = zero_a
+    tail = full if n_rows % 64 == 0 else ((<uint64_t> 1) << (n_rows % 64)) - 1
+    if nw == 0:
+        return
+    with nogil:
+        for n in range(N):
+            a, b = ptr[n], ptr[n + 1]
+            if kind[n] >= 2:
+                for i in range(zptr[n], zptr[n + 1]):
+                    for w in range(nw):
+                        zero[n, w] |= masks[zsrc[i], w]
+            elif kind[n] == 1:
+                for e in range(a, b):
+                    for w in range(nw):
+                        zero[n, w] |= zero[child[e], w]
+            else:
+                for w in range(nw):
+                    zero[n, w] = full
+                for e in range(a, b):
+                    if not dead[e]:
+                        for w in range(nw):
+                            zero[n, w] &= zero[child[e], w]
+        for i in range(roots.shape[0]):
+            for w in range(nw - 1):
+                bits[roots[i], w] = full
+            bits[roots[i], nw - 1] = tail
+        for n in range(N - 1, -1, -1):
+            a, b = ptr[n], ptr[n + 1]
+            if kind[n] >= 2 or a == b:
+                continue
+            if kind[n] == 1 or b - a == 1:
+                for e in range(a, b):
+                    for w in range(nw):
+                        bits[child[e], w] |= bits[n, w]
+                if kind[n] == 0:
+                    for w in range(nw):
+                        edge_counts[a] += spnc_popcount64(bits[n, w])
+                continue
+            for w in range(nw):
+                rem = bits[n, w]
+                if not rem:
+                    continue
+                for e in range(a, b):
+                    z = full if dead[e] else zero[child[e], w]
+                    take = rem & ~z
+                    if take:
+                        bits[child[e], w] |= take
+                        edge_counts[e] += spnc_popcount64(take)
+                        rem = rem & z
+                if rem:
+                    bits[child[a], w] |= rem
+                    edge_counts[a] += spnc_popcount64(rem)

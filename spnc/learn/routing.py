@@ -18,7 +18,9 @@ No decision through products and observed sums reads a leaf's value, so leaves t
 latent sum has below it are not evaluated: for an O-SPN (observed sums only) routing
 complete rows costs one look at each row's observed values, not a pass over the leaves.
 (A row the model gives probability zero under an observed sum still follows its observed
-value there.)
+value there.) When every sum of two or more children is an observed sum and the model is
+not a mixture, no sweep runs at all: each row's decisions follow from which leaves give it
+probability zero, as bit operations on one bit per (node, row) (:func:`_route_observed`).
 
 For a tree learned by LearnSPN the recovered routing equals the learner's partition through
 observed sums; through latent sums it is the model's own hard assignment, which is what the
@@ -38,7 +40,7 @@ from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
-from ._routing import bits_to_csc
+from ._routing import bits_to_csc, observed_route, state_masks
 
 
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None,
@@ -57,6 +59,9 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     mine = cache is not None and cache.checked(spn, X)
     X = X if mine else spn._check_X(X)
     if not decisive_leaves(spn).any() and (cache.complete if mine else not np.isnan(X).any()):
+        plan = _observed_plan(spn)
+        if plan is not None:
+            return _route_observed(spn, X, plan, edge_counts, cache if mine else None)
         lv = _ZERO_LEAVES     # every decision is an observed one (see the module notes)
     else:
         lv = cache if mine and cache.serves(MAX) and cache.usable(spn, X) else None
@@ -74,6 +79,63 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
                      sw.ws, acts)
     if edge_counts is not None:
         edge_counts += edge.sum(0)[: spn.n_edges]
+    indptr, indices = bits_to_csc(bits, n)
+    return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
+
+
+def _observed_plan(spn: SPN):
+    """What :func:`_route_observed` needs, or None when ``spn`` has a sum of two or more
+    children that is not an observed sum, or is a mixture (cached on ``spn``): the dead
+    sum edges (weight 0) and, per leaf the sweep evaluates itself, the (variable, state)
+    pairs of probability zero. Leaf-matrix leaves count as never zero, as under
+    ``_ZERO_LEAVES``."""
+    hit = spn.__dict__.get("_observed_route")
+    if hit is not None:
+        return hit or None
+    kind, ptr = spn.kind, spn.child_ptr
+    deg = np.diff(ptr)
+    latent = (kind == SUM) & (deg >= 2) & (observed_sums(spn) < 0)
+    plan = False
+    if spn.combine != "mixture" and not latent.any():
+        parent = np.repeat(np.arange(spn.n_nodes), deg)
+        dead = ((kind[parent] == SUM) & (spn.weight <= 0)).astype(np.uint8)
+        node, var, val = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for t in spn.leaf_tables.values():
+            st = t.state_log_probs(spn.cardinality) if len(t) else None
+            if st is None:
+                continue
+            tvar, tptr, lp = st
+            z = np.flatnonzero(np.isneginf(lp))
+            owner = np.searchsorted(tptr, z, side="right") - 1
+            node.append(t.node[owner].astype(np.int64))
+            var.append(np.asarray(tvar, dtype=np.int64)[owner])
+            val.append(z - tptr[owner])
+        node, var, val = (np.concatenate(a) for a in (node, var, val))
+        span = int(val.max()) + 1 if val.size else 1
+        key, src = np.unique(var * span + val, return_inverse=True)
+        o = np.argsort(node, kind="stable")
+        zptr = np.zeros(spn.n_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(node, minlength=spn.n_nodes), out=zptr[1:])
+        plan = (np.ascontiguousarray(kind, dtype=np.uint8), dead, zptr, src.ravel()[o].astype(np.int64),
+                key // span, key % span)
+    spn.__dict__["_observed_route"] = plan
+    return plan or None
+
+
+def _route_observed(spn: SPN, X: np.ndarray, plan, edge_counts, cache) -> sp.csc_matrix:
+    """:func:`route` of complete rows through a model whose decisions are all observed
+    ones (:func:`_observed_plan`): bit operations on the rows each leaf gives probability
+    zero, no pass over the leaves (:func:`._routing.observed_route`)."""
+    kind8, dead, zptr, zsrc, pvar, pval = plan
+    n, N = X.shape[0], spn.n_nodes
+    masks = cache.state_masks(pvar, pval) if cache is not None else \
+        state_masks(np.ascontiguousarray(X, dtype=np.float64), pvar, pval)
+    bits = np.zeros((N, -(-n // 64) + 1), dtype=np.uint64)
+    ec = np.zeros(max(spn.n_edges, 1))
+    observed_route(kind8, spn.child_ptr, spn.child, dead, zptr, zsrc, masks,
+                   np.asarray(spn.roots, dtype=np.int64), n, bits, ec)
+    if edge_counts is not None:
+        edge_counts += ec[: spn.n_edges]
     indptr, indices = bits_to_csc(bits, n)
     return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
 

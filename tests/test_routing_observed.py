@@ -1,0 +1,98 @@
+"""Hard routing of models whose decisions are all observed ones (spnc.learn.routing's bit
+path, ``_observed_plan`` / ``observed_route``) against the numpy reference and against the
+compiled max-product sweep: rows of probability zero, values no child matches, weights of
+zero, shared sub-networks, one-child sums and several roots."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.learn import routing
+from spnc.learn._leafcache import LeafCache
+from spnc._kinds import MAX
+from spnc.nodes import Product, Sum
+
+from test_routing import reference_route
+
+
+def _random_ospn(rng, card, zeros=True):
+    """Observed sums over random subsets of a variable's values (rows of other values match
+    no child), products of an indicator and the rest, leaves that may give a state
+    probability 0, weights that may be 0, one-child sums and reused sub-networks."""
+    pool: dict[tuple, list] = {}
+
+    def leaf(v):
+        k = card[v]
+        p = rng.dirichlet(np.ones(k))
+        if zeros and rng.random() < 0.3:
+            p[rng.integers(k)] = 0.0
+            p = p / p.sum()
+        return spnc.Bernoulli(v, float(p[1])) if k == 2 and rng.random() < 0.5 else spnc.Categorical(v, p)
+
+    def build(scope):
+        got = pool.setdefault(scope, [])
+        if got and rng.random() < 0.3:
+            return got[rng.integers(len(got))]
+        if len(scope) == 1:
+            node = leaf(scope[0])
+        elif rng.random() < 0.25:
+            cut = int(rng.integers(1, len(scope)))
+            node = Product([build(scope[:cut]), build(scope[cut:])])
+        else:
+            v, rest = scope[0], scope[1:]
+            k = card[v]
+            vals = rng.permutation(k)[: int(rng.integers(2, k + 1))] if zeros else np.arange(k)
+            w = rng.dirichlet(np.ones(len(vals)))
+            if zeros and rng.random() < 0.3:
+                w[rng.integers(len(w))] = 0.0
+                w = w / w.sum()
+            node = Sum([Product([spnc.Indicator(v, int(s)), build(rest)]) for s in vals], w)
+        if rng.random() < 0.15:
+            node = Sum([node], [1.0])
+        got.append(node)
+        return node
+
+    return build(tuple(range(len(card))))
+
+
+def _kernel_route(spn, X, ec):
+    """The same routing by the compiled max-product sweep (the bit path switched off)."""
+    spn.__dict__["_observed_route"] = False
+    try:
+        return routing.route(spn, X, edge_counts=ec)
+    finally:
+        del spn.__dict__["_observed_route"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bit_routing_equals_reference_and_sweep(seed):
+    rng = np.random.default_rng(seed)
+    card = [3, 2, 4, 2, 3][: 3 + seed % 3]
+    roots = [_random_ospn(rng, card, zeros=seed % 4 != 0) for _ in range(1 + seed % 2)]
+    spn = spnc.compile(roots if len(roots) > 1 else roots[0], cardinality=card,
+                       combine="independent" if len(roots) > 1 else None)
+    assert routing._observed_plan(spn) is not None, "the bit path applies to these models"
+    n = [1, 63, 64, 65, 300, 1000][seed % 6]
+    X = np.column_stack([rng.integers(0, k, size=n) for k in card]).astype(np.float64)
+    ec = np.zeros(spn.n_edges)
+    R = routing.route(spn, X, edge_counts=ec)
+    want, want_ec = reference_route(spn, X)
+    assert np.array_equal(R.toarray(), want)
+    assert np.array_equal(ec, want_ec)
+    ec2 = np.zeros(spn.n_edges)
+    assert (R != _kernel_route(spn, X, ec2)).nnz == 0 and np.array_equal(ec, ec2)
+    cache = LeafCache(X, MAX)               # its masks kept between calls, equal results
+    for _ in range(2):
+        assert (routing.route(spn, X, cache=cache) != R).nnz == 0
+
+
+def test_bit_path_is_not_taken_where_a_decision_reads_values():
+    rng = np.random.default_rng(1)
+    a, b = (_random_ospn(rng, [2, 3, 2]) for _ in range(2))
+    assert routing._observed_plan(spnc.compile(Sum([a, b], [0.5, 0.5]))) is None      # a latent sum
+    mix = spnc.compile([a, b], root_weights=[0.4, 0.6], cardinality=[2, 3, 2])
+    assert mix.combine == "mixture" and routing._observed_plan(mix) is None          # a root picked by value
+    X = np.array([[0, 2, 1], [1, 0, 0], [1, 1, 1]], dtype=np.float64)
+    want, _ = reference_route(mix, X)
+    assert np.array_equal(routing.route(mix, X).toarray(), want)
