@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..chowliu import fit_chow_liu, forest_to_tree
 from .._kinds import MARGINAL, MAX
 from .._threads import effective_n_threads
 from ..graph import SPN
+from ..leaves.base import _ranges
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
 from ._graphedit import descendants, rebuild
@@ -101,26 +103,36 @@ class _Round:
 
     def keep_best(self, spn: SPN, clusters, count: np.ndarray, Rv) -> np.ndarray:
         """``rep`` redirecting every cluster to its member best on the validation rows
-        that reached the cluster (most rows without validation data)."""
+        that reached the cluster (most rows without validation data, or when none reached
+        it); with ``local_check`` a member joins only if the kept one fits the member's own
+        validation rows as well. All clusters at once (:func:`_sums_over`)."""
         rep = np.arange(spn.n_nodes, dtype=np.int64)
-        Lv = None
-        if Rv is not None and clusters:
-            cols = np.unique(np.concatenate(clusters))
+        if not clusters:
+            return rep
+        M = np.concatenate(clusters)
+        size = np.array([len(c) for c in clusters])
+        g = np.repeat(np.arange(len(clusters)), size)
+        starts = np.concatenate([[0], np.cumsum(size)[:-1]])
+        key = count[M].astype(np.float64)
+        ok = np.ones(len(M), dtype=bool)
+        if Rv is not None:
+            cols = np.unique(M)
+            j = np.searchsorted(cols, M)
             Lv = self.valid_values(spn, cols)
-        for c in clusters:
-            best = c[int(np.argmax(count[c]))]
-            if Rv is not None:
-                rows = [_routing.rows_of(Rv, int(n)) for n in c]
-                allr = np.unique(np.concatenate(rows))
-                j = np.searchsorted(cols, c)
-                if allr.size:
-                    best = c[int(np.argmax(Lv[np.ix_(allr, j)].sum(axis=0)))]
-                if self.est.local_check:    # a member joins only if the kept one fits its rows as well
-                    jb = j[list(c).index(best)]
-                    ok = np.array([Lv[r, jb].sum() >= Lv[r, jm].sum() - 1e-9 * abs(Lv[r, jm].sum())
-                                   for r, jm in zip(rows, j)])
-                    c = c[ok]
-            rep[c] = best
+            Rm = Rv[:, M]
+            member = sp.csr_matrix((np.ones(len(M)), (np.arange(len(M)), g)), shape=(len(M), len(clusters)))
+            union = (Rm.astype(np.float64) @ member).tocsc()
+            union.sort_indices()
+            reached = np.diff(union.indptr) > 0
+            tot = _sums_over(Lv, union.indptr[g], union.indptr[g + 1], union.indices, j)
+            key = np.where(reached[g], tot, key)
+        best = _first_max(key, starts, g)
+        if Rv is not None and self.est.local_check:
+            a, b = Rm.indptr[:-1], Rm.indptr[1:]
+            mine = _sums_over(Lv, a, b, Rm.indices, j)
+            kept = _sums_over(Lv, a, b, Rm.indices, j[best][g])
+            ok = kept >= mine - 1e-9 * np.abs(mine)
+        rep[M[ok]] = M[best[g[ok]]]
         return rep
 
     def refit(self, spn: SPN, kept: list[int]):
@@ -202,3 +214,19 @@ class _Round:
             if repl:
                 new, _ = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})
         return new, int(moved.size)
+
+
+def _first_max(key: np.ndarray, starts: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Per group of consecutive entries (``g``, starting at ``starts``), the index of its
+    first maximum of ``key``."""
+    top = key == np.maximum.reduceat(key, starts)[g]
+    idx = np.flatnonzero(top)
+    return idx[np.unique(g[idx], return_index=True)[1]]
+
+
+def _sums_over(V: np.ndarray, a: np.ndarray, b: np.ndarray, rows: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """``out[i] = V[rows[a[i]:b[i]], col[i]].sum()`` for every i, in one gather."""
+    n = b - a
+    seg = np.repeat(np.arange(len(n)), n)
+    vals = V[rows[_ranges(a, n)], np.repeat(col, n)]
+    return np.bincount(seg, weights=vals, minlength=len(n))
