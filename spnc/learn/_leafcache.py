@@ -119,7 +119,7 @@ class LeafCache:
             V[:start] = self.V[:start]
             self.V = V
         if not self._from_marginals(sub, start):
-            self._by_rows(sub, start, len(idx))
+            self._by_rows(sub, self.V[start:start + len(idx)])
         for j, k in enumerate(fresh):
             self.row[k] = start + j
         self.evaluated += len(idx)
@@ -142,14 +142,24 @@ class LeafCache:
         self.V[rows, _ranges(off[var], cards)] = logp
         return True
 
-    def _by_rows(self, sub, start: int, n_leaves: int) -> None:
+    def _by_rows(self, sub, V: np.ndarray) -> None:
         step = self.rows.last_step
         for r0 in range(0, self.n, step):
             r1 = min(self.n, r0 + step)
             XT = self.rows.chunk(r0, r1, step)
-            out = np.empty((n_leaves, XT.shape[1]))
+            out = np.empty((len(sub), XT.shape[1]))
             sub.log_prob(XT, out, self.mode, self.n_threads)
-            self.V[start:start + n_leaves, r0:r1] = out[:, : r1 - r0]
+            V[:, r0:r1] = out[:, : r1 - r0]
+
+    def evaluate(self, table) -> np.ndarray:
+        """Log-values ``(len(table), n_rows)`` of the leaves of ``table`` (any slots) on
+        these rows, evaluated now and not kept: for leaves that may never join a model."""
+        sub = type(table).gather(table.node, [(table, np.arange(len(table)), np.arange(len(table)))])
+        sub.slot = np.arange(len(table), dtype=np.int64)
+        V = np.empty((len(table), self.n))
+        if len(table):
+            self._by_rows(sub, V)
+        return V
 
     def serves(self, mode: int) -> bool:
         """True when values in ``mode`` are this cache's (on complete rows a leaf's

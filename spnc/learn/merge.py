@@ -22,8 +22,8 @@ One round of :class:`Merge`:
    reaching them by hard EM (``refit="hard_em"``, at most ``max_iter`` passes) or one
    counting pass (``refit="counts"``), every other parameter frozen. Rows are routed by
    the model itself (:mod:`.routing`), so models from any learner or file can be merged.
-4. **Sanity check.** A kept sub-network that is worse on its validation rows than a
-   Chow-Liu tree learned on its training rows is replaced by the tree.
+4. **Sanity check.** A kept sub-network that is not better on its validation rows than a
+   Chow-Liu tree learned on its training rows is replaced by the tree (one leaf).
 5. Identical sub-networks are merged (hash-consing) and the round repeats until nothing
    merges or ``max_rounds``.
 
@@ -109,8 +109,8 @@ class Merge(DensityEstimator):
         only merges more as it goes, so a model that lost on validation rarely recovers;
         but it can (measured: jester O-SPN with univariate leaves and ``local_check``
         dips at 0.001 and 0.01 and wins at 0.4), so the default walks the whole grid.
-    chowliu_check : replace a merged sub-network by a Chow-Liu tree when the tree is
-        better on the validation rows reaching it.
+    chowliu_check : replace a merged sub-network by a Chow-Liu tree when the tree is at
+        least as good on the validation rows reaching it.
     local_check : with validation data, a cluster member is merged only when the kept
         member's log-likelihood on the member's validation rows is at least its own (the
         paper's greedy validation strategy, evaluated locally). Off by default: with many
