@@ -96,3 +96,18 @@ def test_bit_path_is_not_taken_where_a_decision_reads_values():
     X = np.array([[0, 2, 1], [1, 0, 0], [1, 1, 1]], dtype=np.float64)
     want, _ = reference_route(mix, X)
     assert np.array_equal(routing.route(mix, X).toarray(), want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000])
+def test_state_masks_match_numpy(n):
+    from spnc.learn._routing import state_masks
+    rng = np.random.default_rng(n)
+    X = rng.integers(0, 4, size=(n, 6)).astype(np.float64)
+    var = rng.integers(0, 6, size=9)
+    val = rng.integers(0, 4, size=9)
+    got = state_masks(X, var, val)
+    assert got.shape == (9, -(-n // 64))
+    bits = np.unpackbits(got.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+    assert np.array_equal(bits, (X[:, var] == val).T)
+    with pytest.raises(ValueError, match="out of range"):
+        state_masks(X, np.array([6]), np.array([0]))

@@ -71,7 +71,7 @@ def state_masks(const double[:, ::1] X, const int64_t[::1] var, const int64_t[::
     """``(P, ceil(n / 64))`` bit rows: bit r of row j set when ``X[r, var[j]] == value[j]``
     (complete rows of a checked ``X``). One pass over the rows, reading only these
     variables."""
-    cdef Py_ssize_t n = X.shape[0], P = var.shape[0], nw = (n + 63) // 64, r, j, u, nv
+    cdef Py_ssize_t n = X.shape[0], P = var.shape[0], nw = (n + 63) // 64, j, u, nv
     for j in range(P):
         if not 0 <= var[j] < X.shape[1] or value[j] < 0:
             raise ValueError("state_masks: variable or value out of range")
@@ -85,17 +85,21 @@ def state_masks(const double[:, ::1] X, const int64_t[::1] var, const int64_t[::
     np.cumsum(np.bincount(inv_a, minlength=len(uvar_a)), out=uptr_a[1:])
     cdef const int64_t[::1] uvar = uvar_a.astype(np.int64), order = order_a, uptr = uptr_a
     cdef uint64_t[:, ::1] out = out_a
-    cdef uint64_t bit
-    cdef double x
+    cdef uint64_t word
+    cdef double k
+    cdef Py_ssize_t w, b, m, r0
     nv = uvar.shape[0]
     with nogil:
-        for r in range(n):
-            bit = (<uint64_t> 1) << (r & 63)
+        for w in range(nw):             # 64 rows at a time: their lines stay in cache
+            r0 = 64 * w
+            m = min(64, n - r0)
             for u in range(nv):
-                x = X[r, uvar[u]]
                 for j in range(uptr[u], uptr[u + 1]):
-                    if x == <double> value[order[j]]:
-                        out[order[j], r >> 6] |= bit
+                    k = <double> value[order[j]]
+                    word = 0
+                    for b in range(m):  # no branch: the values are as random as the data
+                        word |= (<uint64_t> (X[r0 + b, uvar[u]] == k)) << b
+                    out[order[j], w] = word
     return out_a
 
 
