@@ -13,12 +13,12 @@ from ..chowliu import fit_chow_liu, forest_to_tree
 from .._kinds import MARGINAL, MAX
 from .._threads import effective_n_threads
 from ..graph import SPN
-from ..leaves.base import _ranges
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
 from ._graphedit import descendants, rebuild
 from ._leafcache import LeafCache
 from ._refit import hard_refit
+from ._routing import sums_over
 from ._similarity import Pairs, indicator_evidence, node_marginals
 from .em import EM
 
@@ -105,7 +105,7 @@ class _Round:
         """``rep`` redirecting every cluster to its member best on the validation rows
         that reached the cluster (most rows without validation data, or when none reached
         it); with ``local_check`` a member joins only if the kept one fits the member's own
-        validation rows as well. All clusters at once (:func:`_sums_over`)."""
+        validation rows as well. All clusters at once (:func:`._routing.sums_over`)."""
         rep = np.arange(spn.n_nodes, dtype=np.int64)
         if not clusters:
             return rep
@@ -124,13 +124,14 @@ class _Round:
             union = (Rm.astype(np.float64) @ member).tocsc()
             union.sort_indices()
             reached = np.diff(union.indptr) > 0
-            tot = _sums_over(Lv, union.indptr[g], union.indptr[g + 1], union.indices, j)
+            uptr = union.indptr.astype(np.int64)
+            tot = sums_over(Lv, uptr[g], uptr[g + 1], union.indices.astype(np.int32), j)
             key = np.where(reached[g], tot, key)
         best = _first_max(key, starts, g)
         if Rv is not None and self.est.local_check:
-            a, b = Rm.indptr[:-1], Rm.indptr[1:]
-            mine = _sums_over(Lv, a, b, Rm.indices, j)
-            kept = _sums_over(Lv, a, b, Rm.indices, j[best][g])
+            a, b, rows = Rm.indptr[:-1].astype(np.int64), Rm.indptr[1:].astype(np.int64), Rm.indices.astype(np.int32)
+            mine = sums_over(Lv, a, b, rows, j)
+            kept = sums_over(Lv, a, b, rows, j[best][g])
             ok = kept >= mine - 1e-9 * np.abs(mine)
         rep[M[ok]] = M[best[g[ok]]]
         return rep
@@ -222,11 +223,3 @@ def _first_max(key: np.ndarray, starts: np.ndarray, g: np.ndarray) -> np.ndarray
     top = key == np.maximum.reduceat(key, starts)[g]
     idx = np.flatnonzero(top)
     return idx[np.unique(g[idx], return_index=True)[1]]
-
-
-def _sums_over(V: np.ndarray, a: np.ndarray, b: np.ndarray, rows: np.ndarray, col: np.ndarray) -> np.ndarray:
-    """``out[i] = V[rows[a[i]:b[i]], col[i]].sum()`` for every i, in one gather."""
-    n = b - a
-    seg = np.repeat(np.arange(len(n)), n)
-    vals = V[rows[_ranges(a, n)], np.repeat(col, n)]
-    return np.bincount(seg, weights=vals, minlength=len(n))
