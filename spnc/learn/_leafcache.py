@@ -26,7 +26,7 @@ class LeafCache:
     every pass."""
 
     def __init__(self, X: np.ndarray, mode: int, *, max_bytes: int = 512 << 20, n_threads: int = 1,
-                 evidence_off: np.ndarray | None = None):
+                 evidence_off: np.ndarray | None = None, checked_by=None):
         self.X = np.asarray(X, dtype=np.float64)
         self.mode, self.n_threads = int(mode), int(n_threads)
         # rows of X are indicator evidence (spnc.learn._similarity.indicator_evidence with
@@ -41,7 +41,19 @@ class LeafCache:
         self.evaluated = 0                  # leaves evaluated so far (for tests and profiling)
         self.rows = TransposedRows(self.X, self.n_threads)   # its chunks, transposed once
         self._checked: set = set()          # models' data checks X passed (cardinalities)
+        if checked_by is not None:          # a model whose data check X has passed already
+            self._checked.add(self._check_key(checked_by))
         self._masks: dict = {}              # (variable, value) -> its rows as bits
+        self._codes = None
+
+    @property
+    def codes(self) -> np.ndarray:
+        """The rows as integer codes (uint8, or int32 beyond 256 states; complete rows of
+        a checked ``X`` only), made once: counting reads a gather of them, not of ``X``."""
+        if self._codes is None:
+            big = self.n and self.X.size and np.nanmax(self.X) > 255
+            self._codes = self.X.astype(np.int32 if big else np.uint8)
+        return self._codes
 
     def state_masks(self, var: np.ndarray, value: np.ndarray) -> np.ndarray:
         """:func:`._routing.state_masks` of these rows, each pair computed once."""
@@ -59,11 +71,15 @@ class LeafCache:
         per cardinality vector; a failing check raises as ``spn._check_X`` does)."""
         if X is not self.X:
             return False
-        key = (spn.n_vars, np.asarray(spn.cardinality).tobytes())
+        key = self._check_key(spn)
         if key not in self._checked:
             spn._check_X(X)
             self._checked.add(key)
         return True
+
+    @staticmethod
+    def _check_key(spn) -> tuple:
+        return spn.n_vars, np.asarray(spn.cardinality).tobytes()
 
     def _layout(self, spn):
         """(slots, rows of V, rest) for the matrix leaves of ``spn``: the kept ones (unseen

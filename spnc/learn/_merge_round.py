@@ -39,10 +39,12 @@ class _Round:
         self.nt = est.n_threads
         # leaf values kept between the passes over the same rows (most leaves never change)
         nt = effective_n_threads(est.n_threads, 1 << 30)
-        self.cache = LeafCache(X, MAX, max_bytes=TRAIN_LEAF_BYTES, n_threads=nt)
-        self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=nt)
+        seen = est.init          # Merge.fit has checked X and Xv against it
+        self.cache = LeafCache(X, MAX, max_bytes=TRAIN_LEAF_BYTES, n_threads=nt, checked_by=seen)
+        self.vcache0 = None if Xv is None else LeafCache(Xv, MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=nt,
+                                                         checked_by=seen)
         self.vcache = self.vcache0 if Xv is None or self.vcache0.complete else \
-            LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt)
+            LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt, checked_by=seen)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
         self._dist = None
         self._vroute = (None, None)     # (model, its validation routing)
@@ -171,8 +173,7 @@ class _Round:
             if rows.size < 2 or vrows.size == 0:
                 continue
             s = spn.node_scope(n)
-            fit = fit_chow_liu(self.X[np.ix_(rows, s)].astype(np.int64), spn.cardinality[s], alpha=self.alpha,
-                               n_threads=1)
+            fit = fit_chow_liu(self.cache.codes[np.ix_(rows, s)], spn.cardinality[s], alpha=self.alpha, n_threads=1)
             parents, cpts = forest_to_tree(fit.parents, fit.cpts)
             made[int(n)] = (j, vrows, ChowLiuLeaf(s.astype(np.int64), parents, cpts))
         if not made:

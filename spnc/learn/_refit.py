@@ -19,9 +19,10 @@ from . import routing as _routing
 
 
 def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free: np.ndarray,
-                       alpha: float) -> SPN:
+                       alpha: float, codes: np.ndarray | None = None) -> SPN:
     """The model with the parameters of the ``free`` nodes (boolean mask) re-estimated from
-    the routing ``R`` (rows x nodes) and its sum-edge counts."""
+    the routing ``R`` (rows x nodes) and its sum-edge counts (``codes``: ``X`` as small
+    integers, which Chow-Liu fits count faster)."""
     N = spn.n_nodes
     deg = np.diff(spn.child_ptr)
     parent = np.repeat(np.arange(N), deg)
@@ -54,7 +55,8 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                 cnt = np.bincount(X[r, v].astype(np.int64), minlength=k)[:k] + alpha
                 objs[i] = Categorical(v, cnt / cnt.sum())
             else:
-                fit = fit_chow_liu(X[np.ix_(r, s)].astype(np.int64), spn.cardinality[s], alpha=alpha, n_threads=1)
+                sub = codes[np.ix_(r, s)] if codes is not None else X[np.ix_(r, s)].astype(np.int64)
+                fit = fit_chow_liu(sub, spn.cardinality[s], alpha=alpha, n_threads=1)
                 parents, cpts = forest_to_tree(fit.parents, fit.cpts)
                 objs[i] = ChowLiuLeaf(s.astype(np.int64), parents, cpts)
         if not objs:
@@ -83,6 +85,6 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
         R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
-        spn = refit_from_routing(spn, X, R, ec, free, alpha)
+        spn = refit_from_routing(spn, X, R, ec, free, alpha, None if cache is None else cache.codes)
         prev = R
     return spn, prev if prev is not None else R
