@@ -391,3 +391,33 @@ def test_leaf_table_gather_equals_packing_construction_objects(trees):
             assert sorted(ga) == sorted(wa)
             for k in ga:
                 assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)
+
+
+@pytest.mark.parametrize("split", ["observed", "latent"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_replacing_nodes_by_leaves_equals_rebuild(trees, split, leaves):
+    """The Chow-Liu check's replacements by array operations give rebuild's model: the
+    same arrays, order and leaf tables, nested and shared replaced nodes included."""
+    from spnc.chowliu import fit_chow_liu, forest_to_tree
+    from spnc.learn._graphedit import rebuild, replace_by_leaves
+    from spnc.leaves.cltree import ChowLiuLeaf
+    X, _, out = trees
+    spn = identical_merge(out[split, leaves])
+    inner = [n for n in range(spn.n_nodes - 1) if spn.kind[n] < 2]
+    rng = np.random.default_rng(len(inner))
+    for k in (1, 3, len(inner) // 2):
+        repl = {}
+        for n in rng.choice(inner, size=min(k, len(inner)), replace=False).tolist():
+            s = spn.node_scope(n)
+            fit = fit_chow_liu(X[:, s].astype(np.int64), spn.cardinality[s], alpha=1.0)
+            repl[n] = ChowLiuLeaf(s.astype(np.int64), *forest_to_tree(fit.parents, fit.cpts))
+        got = replace_by_leaves(spn, repl, learner=spn.learner)
+        want = rebuild(spn, np.arange(spn.n_nodes), replace=repl, learner=spn.learner, stats={})[0]
+        for a in ("kind", "child_ptr", "child", "weight", "roots"):
+            assert np.array_equal(getattr(got, a), getattr(want, a)), a
+        assert list(got.leaf_tables) == list(want.leaf_tables)
+        for name, t in want.leaf_tables.items():
+            g = got.leaf_tables[name]
+            assert np.array_equal(g.node, t.node) and sorted(g.params) == sorted(t.params)
+            assert all(np.array_equal(g.params[p], t.params[p]) for p in t.params)
+        assert np.allclose(got.log_likelihood(X[:50]), want.log_likelihood(X[:50]), rtol=0, atol=0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import PRODUCT, SUM, SPN
+from ..leaves.base import _ranges
 from ..leaves.univariate import Bernoulli, Categorical, Indicator
 from ..nodes import Node, Product, Sum
 
@@ -315,3 +316,83 @@ def _table(lt, ids: list[int], order: list) -> "object":
         made = lt.from_nodes(np.asarray([ids[k] for k in new], dtype=np.int64), [objs[k] for k in new])
         plist.append((made, np.arange(len(new), dtype=np.int64), np.asarray(new, dtype=np.int64)))
     return lt.gather(np.asarray(ids, dtype=np.int64), plist)
+
+
+def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None) -> SPN | None:
+    """:func:`rebuild` with ``rep`` the identity and every replacement a leaf object, by
+    array operations: the replaced nodes become those leaves, nodes only they reached are
+    dropped, and the rest are numbered in depth-first post-order from the roots, as
+    :func:`rebuild` numbers them. For a model :func:`rebuild` made (no one-child sums or
+    products, no repeated edge) the result is the model :func:`rebuild` gives. None when
+    a replacement is not a leaf (the caller rebuilds)."""
+    N = spn.n_nodes
+    kind, ptr = spn.kind, spn.child_ptr
+    child = spn.child
+    if not replace or any(isinstance(o, (Sum, Product)) for o in replace.values()):
+        return None
+    cut = np.zeros(N, dtype=bool)
+    cut[np.fromiter(replace, dtype=np.int64, count=len(replace))] = True
+    order = _post_order(ptr.tolist(), child.tolist(), cut.tolist(), np.asarray(spn.roots).tolist())
+    live = np.zeros(N, dtype=bool)
+    live[order] = True
+    nodes = np.flatnonzero(cut & live)           # a replaced node below another is gone
+    new_id = np.full(N, -1, dtype=np.int64)
+    new_id[order] = np.arange(len(order))
+    keep = np.asarray(order, dtype=np.int64)
+    inner = keep[(kind[keep] < 2) & ~cut[keep]]
+    deg = np.zeros(len(keep), dtype=np.int64)
+    deg[new_id[inner]] = ptr[inner + 1] - ptr[inner]
+    cptr = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(deg, out=cptr[1:])
+    e = _ranges(ptr[inner], ptr[inner + 1] - ptr[inner])
+    new_kind = kind[keep].copy()
+    tables = {}
+    made = {type(o)._leaf_type: [] for o in replace.values()}
+    for n in nodes.tolist():
+        lt = type(replace[n])._leaf_type
+        new_kind[new_id[n]] = lt.code
+        made[lt].append(n)
+    for t in spn.leaf_tables.values():
+        lt = type(t)
+        rows = np.flatnonzero(live[t.node] & ~cut[t.node])
+        ids = [new_id[t.node[rows]]]
+        parts = [(t, rows, None)]
+        extra = made.pop(lt, [])
+        if extra:
+            objs = lt.from_nodes(new_id[extra], [replace[n] for n in extra])
+            ids.append(new_id[extra])
+            parts.append((objs, np.arange(len(extra)), None))
+        allid = np.concatenate(ids)
+        srt = np.argsort(allid, kind="stable")
+        pos = np.empty(len(allid), dtype=np.int64)
+        pos[srt] = np.arange(len(allid))
+        cuts = np.cumsum([0] + [len(i) for i in ids])
+        plist = [(tb, idx, pos[cuts[k]:cuts[k + 1]]) for k, (tb, idx, _) in enumerate(parts)]
+        tables[t.name] = lt.gather(allid[srt], plist)
+    for lt, extra in made.items():             # a leaf type the model did not have yet
+        tables[lt.name] = lt.from_nodes(new_id[np.sort(extra)], [replace[n] for n in sorted(extra)])
+    # the tables that have leaves, in the order of their first node, as rebuild makes them
+    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
+    return SPN.from_arrays(new_kind, cptr, new_id[child[e]], spn.weight[e], tables, spn.cardinality,
+                           var_type=spn.var_type, var_names=spn.var_names,
+                           roots=new_id[np.asarray(spn.roots, dtype=np.int64)],
+                           root_weights=spn.root_weights if spn.combine == "mixture" else None,
+                           combine=spn.combine, stats={}, learner=learner, validate=False)
+
+
+def _post_order(ptr: list, child: list, cut: list, roots: list) -> list:
+    """Depth-first post-order of the nodes reached from ``roots`` (children in order, a
+    shared node where first reached), not entering the ``cut`` nodes."""
+    seen, order = set(), []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if n in seen:
+            continue
+        if done or cut[n] or ptr[n] == ptr[n + 1]:
+            seen.add(n)
+            order.append(n)
+            continue
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(child[ptr[n]:ptr[n + 1]]) if c not in seen)
+    return order

@@ -15,7 +15,7 @@ from .._threads import effective_n_threads
 from ..graph import SPN
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
-from ._graphedit import descendants, rebuild
+from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._refit import hard_refit
 from ._routing import sums_over
@@ -214,7 +214,9 @@ class _Round:
         if self.est.chowliu_check:
             repl = self.chowliu_check(new, kept, R)
             if repl:
-                new, _ = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})
+                fast = replace_by_leaves(new, repl, learner=new.learner)
+                new = fast if fast is not None else \
+                    rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})[0]
         return new, int(moved.size)
 
 
