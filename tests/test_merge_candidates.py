@@ -1,5 +1,5 @@
 """Merging's candidate search (Alg. 2): same-scope groups and the mean-field distances of
-their pairs, against plain loops, on every computing path."""
+their pairs, against plain loops, on every computing path; and the Chow-Liu check's rule."""
 from __future__ import annotations
 
 import numpy as np
@@ -121,3 +121,19 @@ def test_compiled_pair_distances_sum_in_column_order(g):
     assert np.array_equal(out, want)
     with pytest.raises(ValueError):
         l1_pairs(Q, label, 6.0, np.empty(len(out) + 1))
+
+
+@pytest.mark.parametrize("p, replaced", [(1 / 52, True), (1 / 52 * (1 - 1e-12), True), (1 / 60, False)])
+def test_chowliu_check_gives_a_tie_to_the_tree(p, replaced):
+    """A kept node that a Chow-Liu tree matches on its validation rows up to rounding is
+    replaced by the tree (one leaf), also when rounding puts the node a hair ahead; a node
+    that fits them better is kept. Training rows
+    all zero: the tree (pseudo-count 1) gives each variable P(0) = 51/52, as the product
+    of Bernoulli(1/52) leaves does."""
+    from spnc.learn import Merge
+    from spnc.learn._merge_round import _Round
+    spn = spnc.compile(Product([spnc.Bernoulli(0, p), spnc.Bernoulli(1, p)]))
+    X, Xv = np.zeros((50, 2)), np.zeros((10, 2))
+    rnd = _Round(Merge(init=spn), X, Xv, 1.0)
+    got = rnd.chowliu_check(spn, [int(spn.roots[0])])
+    assert (int(spn.roots[0]) in got) == replaced

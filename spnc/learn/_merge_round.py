@@ -156,9 +156,10 @@ class _Round:
         return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)
 
     def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:
-        """Kept nodes a Chow-Liu tree fits at least as well on their validation rows -> the
-        tree (one leaf, so a tie goes to it), learned on the training rows the refit gave
-        the node (``R``, when given)."""
+        """Kept nodes a Chow-Liu tree fits at least as well on their validation rows (up to
+        a relative 1e-9: rounding must not decide a tie, and a tie goes to the one leaf)
+        -> the tree, learned on the training rows the refit gave the node (``R``, when
+        given)."""
         cand = [n for n in kept if spn.kind[n] < 2 and spn.scope_ptr[n + 1] - spn.scope_ptr[n] >= 2
                 and np.all(spn.cardinality[spn.node_scope(n)] > 0)]
         if self.Xv is None or not cand:
@@ -181,8 +182,12 @@ class _Round:
         # the trees on all validation rows in one pass; each is judged on its node's rows
         table = CLTreeLeafType.from_nodes(np.arange(len(made), dtype=np.int64), [m[2] for m in made.values()])
         V = self.vcache0.evaluate(table)
-        return {n: leaf for i, (n, (j, vrows, leaf)) in enumerate(made.items())
-                if V[i, vrows].sum() >= Lv[vrows, j].sum()}
+        out = {}
+        for i, (n, (j, vrows, leaf)) in enumerate(made.items()):
+            tree, node = V[i, vrows].sum(), Lv[vrows, j].sum()
+            if tree >= node - 1e-9 * abs(node):        # equal up to rounding: the one leaf
+                out[n] = leaf
+        return out
 
     def run(self, spn: SPN, eps: float, train_rows) -> tuple[SPN, int]:
         """One round: returns the new model and the number of nodes merged away;
