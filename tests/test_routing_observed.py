@@ -58,11 +58,12 @@ def _random_ospn(rng, card, zeros=True):
 
 def _kernel_route(spn, X, ec):
     """The same routing by the compiled max-product sweep (the bit path switched off)."""
-    spn.__dict__["_observed_route"] = False
+    old = routing._observed_plan
+    routing._observed_plan = lambda spn: None
     try:
         return routing.route(spn, X, edge_counts=ec)
     finally:
-        del spn.__dict__["_observed_route"]
+        routing._observed_plan = old
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -128,3 +129,16 @@ def test_sums_over_match_numpy_and_refuse_bad_ranges():
         sums_over(V, a, b + 1, rows, col)
     with pytest.raises(ValueError, match="row out of range"):
         sums_over(V, a, b, np.full(120, 50, dtype=np.int32), col)
+
+
+def test_bit_path_follows_leaf_parameters_edited_in_place():
+    """A leaf state edited to probability zero in place (after a routing) counts."""
+    spn = spnc.compile(Sum([Product([spnc.Indicator(0, 0), spnc.Categorical(1, [0.5, 0.5])]),
+                            Product([spnc.Indicator(0, 1), spnc.Categorical(1, [0.5, 0.5])])], [0.5, 0.5]))
+    X = np.array([[1.0, 1.0], [1.0, 0.0]])     # row 0: zero in its branch -> the first child
+    routing.route(spn, X)
+    spn.leaf_tables["categorical"].params["prob"][1::2] = 0.0    # P(X1 = 1) = 0 in both branches
+    spn.leaf_tables["categorical"].params["prob"][0::2] = 1.0
+    want, _ = reference_route(spn, X)
+    got = routing.route(spn, X).toarray()
+    assert np.array_equal(got, want) and got[0, spn.child[spn.child_ptr[spn.roots[0]]]]

@@ -85,13 +85,14 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
 
 def _observed_plan(spn: SPN):
     """What :func:`_route_observed` needs, or None when ``spn`` has a sum of two or more
-    children that is not an observed sum, or is a mixture (cached on ``spn``): the dead
-    sum edges (weight 0) and, per leaf the sweep evaluates itself, the (variable, state)
-    pairs of probability zero. Leaf-matrix leaves count as never zero, as under
-    ``_ZERO_LEAVES``."""
+    children that is not an observed sum, or is a mixture (cached on ``spn``, by its leaves'
+    contents): the dead sum edges (weight 0) and, per leaf the sweep evaluates itself, the
+    (variable, state) pairs of probability zero. Leaf-matrix leaves count as never zero, as
+    under ``_ZERO_LEAVES``."""
+    stamp = tuple((id(t),) + t.content_key() for t in spn.leaf_tables.values())   # in-place edits
     hit = spn.__dict__.get("_observed_route")
-    if hit is not None:
-        return hit or None
+    if hit is not None and hit[0] == stamp:
+        return hit[1] or None
     kind, ptr = spn.kind, spn.child_ptr
     deg = np.diff(ptr)
     latent = (kind == SUM) & (deg >= 2) & (observed_sums(spn) < 0)
@@ -112,13 +113,13 @@ def _observed_plan(spn: SPN):
             val.append(z - tptr[owner])
         node, var, val = (np.concatenate(a) for a in (node, var, val))
         span = int(val.max()) + 1 if val.size else 1
-        key, src = np.unique(var * span + val, return_inverse=True)
+        pair, src = np.unique(var * span + val, return_inverse=True)
         o = np.argsort(node, kind="stable")
         zptr = np.zeros(spn.n_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(node, minlength=spn.n_nodes), out=zptr[1:])
         plan = (np.ascontiguousarray(kind, dtype=np.uint8), dead, zptr, src.ravel()[o].astype(np.int64),
-                key // span, key % span)
-    spn.__dict__["_observed_route"] = plan
+                pair // span, pair % span)
+    spn.__dict__["_observed_route"] = (stamp, plan)
     return plan or None
 
 
