@@ -79,8 +79,7 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
                      sw.ws, acts)
     if edge_counts is not None:
         edge_counts += edge.sum(0)[: spn.n_edges]
-    indptr, indices = bits_to_csc(bits, n)
-    return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
+    return _as_csc(bits, n)
 
 
 def _observed_plan(spn: SPN):
@@ -137,8 +136,13 @@ def _route_observed(spn: SPN, X: np.ndarray, plan, edge_counts, cache) -> sp.csc
                    np.asarray(spn.roots, dtype=np.int64), n, bits, ec)
     if edge_counts is not None:
         edge_counts += ec[: spn.n_edges]
+    return _as_csc(bits, n)
+
+
+def _as_csc(bits: np.ndarray, n: int) -> sp.csc_matrix:
+    """The routing matrix (n rows x nodes) of one bit row per node."""
     indptr, indices = bits_to_csc(bits, n)
-    return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, N))
+    return sp.csc_matrix((np.ones(len(indices), dtype=bool), indices, indptr), shape=(n, bits.shape[0]))
 
 
 class _ZeroLeaves:
