@@ -85,6 +85,7 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
         R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
-        spn = refit_from_routing(spn, X, R, ec, free, alpha, None if cache is None else cache.codes)
+        codes = cache.codes if cache is not None and "cltree" in spn.leaf_tables else None   # made once, if used
+        spn = refit_from_routing(spn, X, R, ec, free, alpha, codes)
         prev = R
     return spn, prev if prev is not None else R
