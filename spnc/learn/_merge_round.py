@@ -17,6 +17,7 @@ from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
 from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
+from ._redirect import redirect
 from ._refit import hard_refit
 from ._routing import sums_over
 from ._similarity import Pairs, indicator_evidence, node_marginals
@@ -213,7 +214,7 @@ class _Round:
             return spn, 0
         obs = _routing.observed_sums(spn)
         made: list[int] = []
-        new, keep = rebuild(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
+        new, keep = redirect(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
         kept = sorted({keep[int(k)] for k in np.unique(rep[moved]) if int(k) in keep} | set(made))
         new, R = self.refit(new, kept)
         if self.est.chowliu_check:

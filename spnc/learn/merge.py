@@ -41,8 +41,9 @@ from ..errors import DataError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from . import routing as _routing
-from ._graphedit import hash_cons, rebuild
+from ._graphedit import hash_cons
 from ._merge_round import _Round
+from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from ._similarity import n_parameters, node_marginals  # noqa: F401  (node_marginals: public here)
 from .base import DensityEstimator
@@ -57,7 +58,7 @@ def identical_merge(spn: SPN) -> SPN:
         rep = hash_cons(spn)
         if np.all(rep == np.arange(spn.n_nodes)):
             return spn
-        spn, _ = rebuild(spn, rep, obs_var=_routing.observed_sums(spn), learner=spn.learner, stats={})
+        spn, _ = redirect(spn, rep, obs_var=_routing.observed_sums(spn), learner=spn.learner, stats={})
 
 
 def single_root(spn: SPN) -> SPN:

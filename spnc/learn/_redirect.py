@@ -1,0 +1,224 @@
+"""Redirecting nodes of a compiled model by list and array work on node ids.
+
+:func:`redirect` is :func:`._graphedit.rebuild` without replacements: every node ``n``
+stands for ``rep[n]``, Fig. 3 simplifications are applied, unreachable nodes dropped, and
+the result is numbered in depth-first post-order from the roots. It makes no construction
+object except the Fig. 3(a) distributions, so a merge round's rebuild costs a few
+microseconds per node. The result is :func:`~._graphedit.rebuild`'s, array for array and
+bit for bit (``tests/test_redirect.py``): merged models do not depend on which is used.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import PRODUCT, SUM, SPN
+from ..leaves.base import _ranges
+from ..leaves.univariate import Bernoulli, Categorical
+
+
+def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learner: dict | None = None,
+             stats: dict | None = None, created: list | None = None) -> tuple[SPN, dict[int, int]]:
+    """:func:`._graphedit.rebuild` with no ``replace``: the new SPN and the map old kept
+    node -> new node id; ``created`` receives the new ids of the Fig. 3(a) products."""
+    N = spn.n_nodes
+    kind, ptr, child = spn.kind.tolist(), spn.child_ptr.tolist(), spn.child.tolist()
+    weight = spn.weight.tolist()
+    rep = np.asarray(rep, dtype=np.int64).tolist()
+    obs = [-1] * N if obs_var is None else np.asarray(obs_var).tolist()
+    card = spn.cardinality
+    ind = spn.leaf_tables.get("indicator")
+    ivar = {} if ind is None else dict(zip(ind.node.tolist(), ind.var.tolist()))
+    ival = {} if ind is None else dict(zip(ind.node.tolist(), ind.params["value"].tolist()))
+    # the new graph: ids < N are old nodes, created nodes are appended
+    gkind = list(kind)
+    kids: list = [None] * N            # children of the inner nodes that survive
+    wts: list = [None] * N             # their weights, for sums
+    leaf_obj: dict[int, object] = {}   # created leaves
+    made: list[int] = []
+    res = [-1] * N                     # what each visited old node became
+
+    roots = [rep[r] for r in np.asarray(spn.roots).tolist()]
+    stack = [(r, False) for r in roots]
+    while stack:
+        n, expanded = stack.pop()
+        if res[n] >= 0:
+            continue
+        k = kind[n]
+        if k >= 2:
+            res[n] = n
+            continue
+        cs = [rep[c] for c in child[ptr[n]:ptr[n + 1]]]
+        if not expanded:
+            stack.append((n, True))
+            stack.extend((c, False) for c in cs if res[c] < 0)
+            continue
+        cs = [res[c] for c in cs]
+        if k == PRODUCT:
+            if len(cs) == 1:
+                res[n] = cs[0]
+            else:
+                res[n], kids[n] = n, cs
+            continue
+        # a sum: repeated children add up their weights
+        pos: dict[int, int] = {}
+        uk: list[int] = []
+        uw: list[float] = []
+        for c, wc in zip(cs, weight[ptr[n]:ptr[n + 1]]):
+            j = pos.get(c)
+            if j is None:
+                pos[c] = len(uk)
+                uk.append(c)
+                uw.append(wc)
+            else:
+                uw[j] += wc
+        if len(uk) == 1:                                       # Fig. 3(b)
+            res[n] = uk[0]
+            continue
+        v = obs[n]
+        if v >= 0:                                             # Fig. 3(a)
+            uk, uw = _fig3a(uk, uw, v, int(card[v]), gkind, kids, ivar, ival, leaf_obj, made)
+            if len(uk) == 1:
+                res[n] = uk[0]
+                continue
+        res[n], kids[n], wts[n] = n, uk, uw
+    return _assemble(spn, [res[r] for r in roots], gkind, kids, wts, leaf_obj, rep, res, made, learner,
+                     stats, created)
+
+
+def _fig3a(uk, uw, var, card, gkind, kids, ivar, ival, leaf_obj, made):
+    """Children of an observed sum on ``var`` that share their rest ``R`` (``[V=v] x R``)
+    become one child ``P(V | group) x R``: the new children and weights."""
+    vals, groups = [], {}
+    for j, c in enumerate(uk):
+        val, rest = _split_indicator(c, var, gkind, kids, ivar, ival)
+        if val is None:
+            return uk, uw
+        vals.append(val)
+        groups.setdefault(tuple(sorted(rest)), []).append(j)
+    if all(len(g) == 1 for g in groups.values()):
+        return uk, uw
+    nk, nw = [], []
+    for g in groups.values():
+        if len(g) == 1:
+            nk.append(uk[g[0]])
+            nw.append(uw[g[0]])
+            continue
+        tot = sum(uw[j] for j in g)
+        probs = np.zeros(card)
+        for j in g:
+            probs[vals[j]] = uw[j] / tot
+        dist = Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)
+        _, rest = _split_indicator(uk[g[0]], var, gkind, kids, ivar, ival)
+        d = len(gkind)
+        gkind.append(type(dist)._leaf_type.code)
+        kids.append(None)
+        leaf_obj[d] = dist
+        p = len(gkind)
+        gkind.append(PRODUCT)
+        kids.append([d] + rest)
+        made.append(p)
+        nk.append(p)
+        nw.append(tot)
+    return nk, nw
+
+
+def _split_indicator(c: int, var: int, gkind, kids, ivar, ival):
+    """(value, rest) when ``c`` is a product holding an indicator on ``var``, else
+    (None, None)."""
+    if gkind[c] != PRODUCT or kids[c] is None:
+        return None, None
+    val, rest = None, []
+    for g in kids[c]:
+        if val is None and ivar.get(g, -1) == var:
+            val = int(ival[g])
+        else:
+            rest.append(g)
+    return val, rest
+
+
+def _normalise(w: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """``w / w.sum()`` per segment, each sum exactly as numpy's (sequential below 8
+    entries; pairwise sums above are taken one segment at a time)."""
+    deg = np.diff(ptr)
+    start = ptr[:-1]
+    tot = w[start].copy()
+    for k in range(1, 8):
+        on = deg > k
+        if not on.any():
+            break
+        tot[on] += w[start[on] + k]
+    for s in np.flatnonzero(deg >= 8).tolist():
+        tot[s] = w[ptr[s]:ptr[s + 1]].sum()
+    return w / np.repeat(tot, deg)
+
+
+def _assemble(spn, roots, gkind, kids, wts, leaf_obj, rep, res, made, learner, stats, created):
+    """Arrays of the new graph below ``roots``, numbered in depth-first post-order."""
+    new_id = [-1] * len(gkind)
+    order: list[int] = []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if new_id[n] >= 0:
+            continue
+        cs = kids[n]
+        if done or cs is None:
+            new_id[n] = len(order)
+            order.append(n)
+            continue
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(cs) if new_id[c] < 0)
+    M = len(order)
+    kind = np.asarray([gkind[n] for n in order], dtype=np.uint8)
+    inner = [n for n in order if kids[n] is not None]
+    deg = np.zeros(M, dtype=np.int64)
+    deg[[new_id[n] for n in inner]] = [len(kids[n]) for n in inner]
+    cptr = np.zeros(M + 1, dtype=np.int64)
+    np.cumsum(deg, out=cptr[1:])
+    ch = np.asarray([new_id[c] for n in inner for c in kids[n]], dtype=np.int64)
+    w = np.ones(len(ch))
+    sums = [n for n in inner if gkind[n] == SUM]
+    if sums:
+        ids = np.asarray([new_id[n] for n in sums], dtype=np.int64)
+        sptr = np.zeros(len(sums) + 1, dtype=np.int64)
+        np.cumsum(deg[ids], out=sptr[1:])
+        # twice, as rebuild does (its Sum objects, then its arrays): the same bits
+        w[_ranges(cptr[ids], deg[ids])] = _normalise(_normalise(np.asarray([x for n in sums for x in wts[n]]), sptr), sptr)
+    nid = np.asarray(new_id, dtype=np.int64)
+    tables = {}
+    made_by_type: dict[type, list[int]] = {}
+    for n, obj in leaf_obj.items():
+        if new_id[n] >= 0:
+            made_by_type.setdefault(type(obj)._leaf_type, []).append(n)
+    for t in spn.leaf_tables.values():
+        lt = type(t)
+        rows = np.flatnonzero(nid[t.node] >= 0)
+        ids = [nid[t.node[rows]]]
+        parts = [(t, rows)]
+        extra = made_by_type.pop(lt, [])
+        if extra:
+            ids.append(nid[extra])
+            parts.append((lt.from_nodes(nid[extra], [leaf_obj[n] for n in extra]), np.arange(len(extra))))
+        tables[t.name] = _gather(lt, ids, parts)
+    for lt, extra in made_by_type.items():     # a leaf type the model did not have yet
+        tables[lt.name] = lt.from_nodes(nid[extra], [leaf_obj[n] for n in extra])
+    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
+    new = SPN.from_arrays(kind, cptr, ch, w, tables, spn.cardinality, var_type=spn.var_type,
+                          var_names=spn.var_names, roots=[new_id[r] for r in roots],
+                          root_weights=spn.root_weights if spn.combine == "mixture" else None,
+                          combine=spn.combine, stats=stats, learner=learner, validate=False)
+    if created is not None:
+        created.extend(new_id[p] for p in made if new_id[p] >= 0)
+    keep = {n: new_id[res[n]] for n in range(len(res)) if res[n] >= 0 and rep[n] == n and new_id[res[n]] >= 0}
+    return new, keep
+
+
+def _gather(lt, ids: list[np.ndarray], parts: list[tuple]):
+    """One table of type ``lt`` from ``parts`` (table, rows) whose leaves get ``ids``,
+    sorted by new id."""
+    allid = np.concatenate(ids)
+    srt = np.argsort(allid, kind="stable")
+    pos = np.empty(len(allid), dtype=np.int64)
+    pos[srt] = np.arange(len(allid))
+    cuts = np.cumsum([0] + [len(i) for i in ids])
+    return lt.gather(allid[srt], [(tb, idx, pos[cuts[k]:cuts[k + 1]]) for k, (tb, idx) in enumerate(parts)])
