@@ -137,3 +137,39 @@ def test_chowliu_check_gives_a_tie_to_the_tree(p, replaced):
     rnd = _Round(Merge(init=spn), X, Xv, 1.0)
     got = rnd.chowliu_check(spn, [int(spn.roots[0])])
     assert (int(spn.roots[0]) in got) == replaced
+
+
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_chowliu_check_judges_each_node_on_its_own_rows(leaves):
+    """Each candidate's tree is learned on the training rows reaching the node and judged
+    against the node on the validation rows reaching it (a one-leaf SPN per tree as the
+    reference); both outcomes occur."""
+    from spnc.chowliu import fit_chow_liu, forest_to_tree
+    from spnc.leaves.cltree import ChowLiuLeaf
+    from spnc.learn import LearnSPN, Merge
+    from spnc.learn._merge_round import _Round
+    from spnc.learn.routing import route, rows_of
+    rng = np.random.default_rng(3)
+    gen = spnc.compile(random_spn(rng, [2] * 8, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(1500, seed=3)
+    X, Xv = X[:1000], X[1000:]
+    spn = LearnSPN(splitter="mi_components", sum_split="observed", leaves=leaves, min_instances=20,
+                   mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
+    cand = [n for n in range(spn.n_nodes) if spn.kind[n] < 2 and len(spn.node_scope(n)) >= 2]
+    got = _Round(Merge(init=spn), X, Xv, 1.0).chowliu_check(spn, cand)
+    R, Rv = route(spn, X), route(spn, Xv)
+    V = spn.node_log_values(Xv)
+    want = set()
+    for n in cand:
+        rows, vrows = rows_of(R, n), rows_of(Rv, n)
+        if rows.size < 2 or vrows.size == 0:
+            continue
+        s = spn.node_scope(n)
+        fit = fit_chow_liu(X[np.ix_(rows, s)].astype(np.int64), spn.cardinality[s], alpha=1.0)
+        one = spnc.compile(ChowLiuLeaf(s.astype(np.int64), *forest_to_tree(fit.parents, fit.cpts)),
+                           n_vars=spn.n_vars, cardinality=spn.cardinality)
+        tree, node = one.log_likelihood(Xv[vrows]).sum(), V[vrows, n].sum()
+        if tree >= node - 1e-9 * abs(node):
+            want.add(n)
+    assert set(got) == want
+    assert 0 < len(want) < len(cand)

@@ -167,14 +167,20 @@ class LeafCache:
             sub.log_prob(XT, out, self.mode, self.n_threads)
             V[:, r0:r1] = out[:, : r1 - r0]
 
-    def evaluate(self, table) -> np.ndarray:
-        """Log-values ``(len(table), n_rows)`` of the leaves of ``table`` (any slots) on
-        these rows, evaluated now and not kept: for leaves that may never join a model."""
+    def evaluate(self, table, rows: np.ndarray | None = None) -> np.ndarray:
+        """Log-values ``(len(table), len(rows))`` of the leaves of ``table`` (any slots) on
+        these rows (``rows`` of them, default all), evaluated now and not kept: for leaves
+        that may never join a model."""
         sub = type(table).gather(table.node, [(table, np.arange(len(table)), np.arange(len(table)))])
         sub.slot = np.arange(len(table), dtype=np.int64)
-        V = np.empty((len(table), self.n))
-        if len(table):
-            self._by_rows(sub, V)
+        if rows is None:
+            V = np.empty((len(table), self.n))
+            if len(table):
+                self._by_rows(sub, V)
+            return V
+        V = np.empty((len(table), len(rows)))
+        if len(table) and len(rows):
+            sub.log_prob(np.ascontiguousarray(self.X[rows].T), V, self.mode, self.n_threads)
         return V
 
     def serves(self, mode: int) -> bool:

@@ -180,12 +180,14 @@ class _Round:
             made[int(n)] = (j, vrows, ChowLiuLeaf(s.astype(np.int64), parents, cpts))
         if not made:
             return {}
-        # the trees on all validation rows in one pass; each is judged on its node's rows
+        # the trees in one pass over the validation rows of their nodes; each is judged
+        # on its node's rows
         table = CLTreeLeafType.from_nodes(np.arange(len(made), dtype=np.int64), [m[2] for m in made.values()])
-        V = self.vcache0.evaluate(table)
+        union = np.unique(np.concatenate([m[1] for m in made.values()]))
+        V = self.vcache0.evaluate(table, union)
         out = {}
         for i, (n, (j, vrows, leaf)) in enumerate(made.items()):
-            tree, node = V[i, vrows].sum(), Lv[vrows, j].sum()
+            tree, node = V[i, np.searchsorted(union, vrows)].sum(), Lv[vrows, j].sum()
             if tree >= node - 1e-9 * abs(node):        # equal up to rounding: the one leaf
                 out[n] = leaf
         return out
