@@ -18,6 +18,9 @@ import os
 SERIAL_WORK = 1 << 20
 #: below this much work per extra thread, extra threads do not pay
 WORK_PER_THREAD = 1 << 19
+#: a positive ``n_threads`` above this is clipped to it: more never pays, each thread holds
+#: per-thread buffers, and OpenMP runtimes crash creating tens of thousands of threads
+MAX_THREADS = max(64, 4 * (os.cpu_count() or 1))
 
 
 def available_threads() -> int:
@@ -37,7 +40,8 @@ def effective_n_threads(n_threads: int | None, work: int = 0) -> int:
 
     ``None``: 1 below ``SERIAL_WORK``, else as many as the work pays for, at most
     :func:`available_threads`. A negative value counts back from all threads (-1 = all).
-    A positive value is taken as given. 0 and non-integers raise ``ValueError``."""
+    A positive value is taken as given, up to ``MAX_THREADS``. 0 and non-integers raise
+    ``ValueError``."""
     if n_threads is None:
         if work < SERIAL_WORK:
             return 1
@@ -49,7 +53,7 @@ def effective_n_threads(n_threads: int | None, work: int = 0) -> int:
         return max(1, available_threads() + 1 + n)
     if n == 0:
         raise ValueError("n_threads must be a positive integer, -1 for all cores, or None")
-    return n
+    return min(n, MAX_THREADS)
 
 
 _blas = None
