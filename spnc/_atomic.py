@@ -107,10 +107,11 @@ def check_writable(path: str | os.PathLike, *, inputs: tuple = ()) -> None:
         return
     if os.path.isdir(path):
         raise SpncError(f"{path}: is a directory, not a file name")
+    from .stream import split_spec
     for src in inputs:
         if src is None or os.fspath(src) == "-":
             continue
-        if same_file(path, os.fspath(src)):
+        if same_file(path, split_spec(os.fspath(src))[0]):     # 'data.h5:/X' is data.h5
             raise SpncError(f"{path}: is also an input file; refusing to overwrite it "
                             "(choose another output name)")
     d = os.path.dirname(os.path.abspath(path))

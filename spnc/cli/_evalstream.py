@@ -150,6 +150,8 @@ def run_blocks(src: stream.BlockSource, outputs: list[tuple[str, list | None, st
                 for o, (_, _, key) in zip(outs, outputs):
                     o.write(res[key])
                 prog.update(done=r0 + len(b))
+            if stats.n == 0:        # inside the writes: an existing output stays as it was
+                raise DataError(f"{src.name}: no data rows")
         finally:
             for o in outs:
                 with contextlib.suppress(Exception):

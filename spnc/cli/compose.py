@@ -50,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .._atomic import check_writable
     from ..compose import mixture, product
     from ..io import importers
+    check_writable(args.output, inputs=(*args.inputs, args.data, args.valid))
+    importers.check_save_format(args.output, args.to_format)
     models = [importers.load_any(p) for p in args.inputs]
     if args.how == "em":
         out = _em(args, models)

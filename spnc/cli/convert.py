@@ -24,6 +24,16 @@ exit status: 0 success, 2 bad input (one line "spnc-convert: error: ...")
 """
 
 
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Convert spnc model files between .h5/.hdf5 and .json, or "
@@ -38,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="output format (default: from the extension), as for --from")
     p.add_argument("--validate-only", action="store_true",
                    help="check the input (format, structure, parameters) and write nothing")
-    p.add_argument("--max-nodes", type=int, default=500, help="DOT: draw at most this many nodes (default 500)")
-    p.add_argument("--max-depth", type=int, default=None, help="DOT: draw nodes at most this deep below a root")
+    p.add_argument("--max-nodes", type=_positive, default=500, help="DOT: draw at most this many nodes (default 500)")
+    p.add_argument("--max-depth", type=_positive, default=None, help="DOT: draw nodes at most this deep below a root")
     p.add_argument("--show-counts", action="store_true", help="DOT: add n=<count> from /stats/count")
     add_common(p, threads=False, json_summary=False)
     return p
@@ -61,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.output:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")
-    check_writable(args.output)
+    check_writable(args.output, inputs=(args.input,))
     ext = os.path.splitext(args.output)[1].lower()
     if ext in (".dot", ".gv", ".svg", ".png", ".pdf"):
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,

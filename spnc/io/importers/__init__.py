@@ -137,6 +137,14 @@ def load_any(path: str | os.PathLike, fmt: str | None = None) -> SPN:
     return model_from_validated(read_validated_any(path, fmt))
 
 
+def check_save_format(path: str | os.PathLike, fmt: str | None = None) -> None:
+    """Raise :class:`FormatError` now if :func:`save_any` could not write ``path`` (unknown
+    format or extension), before any work is done."""
+    from .. import format_of
+    if (None if fmt in NATIVE else format_for(path, fmt)) is None:
+        format_of(path, fmt)
+
+
 def save_any(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
     """Save natively (.h5/.hdf5/.json) or in a foreign format, by extension or ``fmt``."""
     from .. import save as native_save
@@ -147,5 +155,5 @@ def save_any(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
         save(spn, path, f.name)
 
 
-__all__ = ["Format", "register", "formats", "format_for", "load", "save", "load_any", "save_any",
+__all__ = ["Format", "register", "formats", "format_for", "load", "save", "load_any", "save_any", "check_save_format",
            "read_validated_any", "write_tree_any"]
