@@ -176,8 +176,9 @@ def _open_path(path: str, block_rows: int | None) -> BlockSource:
             raise DataError(f"{file}: no dataset {ds!r}")
         d = f[ds]
         if d.dtype.kind not in "iufb" or d.ndim != 2:
+            what = f"{d.dtype} {d.shape}"       # read before closing the file
             f.close()
-            raise DataError(f"{path}: need a 2-D numeric dataset, got {d.dtype} {d.shape}")
+            raise DataError(f"{path}: need a 2-D numeric dataset, got {what}")
         return ArraySource(d, block_rows, path, owner=f)
     if ext == ".zarr":
         try:

@@ -92,6 +92,7 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse
     file, memory exhaustion) becomes one line ``PROG: error: ...`` on stderr and exit code 2.
     SIGTERM/SIGINT/SIGHUP unwind (temporary files are removed) and exit 128 + N; a closed
     stdout pipe exits 141 silently. Anything else is a bug and keeps its traceback."""
+    _one_line_errors(prog, parser)
     args = parser.parse_args(argv)
     handler = cli_logging(prog, bool(getattr(args, "quiet", False)))
     try:
@@ -117,6 +118,21 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse
         return 130
     finally:
         cli_logging_done(handler)
+
+
+def _one_line_errors(prog: str, parser: argparse.ArgumentParser) -> None:
+    """Argument errors as the one line ``PROG: error: ...`` (exit 2) that docs/cli.md
+    promises, not argparse's usage block; ``--help`` still shows the usage."""
+    def error(message: str):
+        print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
+        sys.exit(2)
+    parsers = [parser]
+    while parsers:
+        p = parsers.pop()
+        p.error = error
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                parsers.extend(a.choices.values())
 
 
 def _broken_pipe() -> int:

@@ -234,11 +234,15 @@ def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list
         return False, types, []
     discrete = not real
     if args.learner == "learnspn" and args.leaves == "bernoulli" and (real or cat):
-        j = (real + cat)[0]
-        v = X[:, j]
-        r = int(np.flatnonzero((v != 0) & (v != 1))[0])
-        raise DataError(f"{tab.where(r, j)} has value {_num(v[r])}: --leaves bernoulli needs 0/1 data "
-                        "(use --leaves univariate for categorical data)")
+        for j in real + cat:
+            off = np.flatnonzero((X[:, j] != 0) & (X[:, j] != 1))
+            if off.size:
+                r = int(off[0])
+                raise DataError(f"{tab.where(r, j)} has value {_num(X[r, j])}: --leaves bernoulli needs 0/1 "
+                                "data (use --leaves univariate for categorical data)")
+        if real:        # 0/1 values, declared real by --types
+            raise DataError(f"{path}: {col(real[0])} is declared real (--types) but --leaves bernoulli "
+                            "models 0/1 columns: declare it b or c, or use --leaves univariate")
     if args.learner in ("learnspn", "prometheus") and real and cat:
         raise DataError(f"{path}: {col(cat[0])} is categorical and {col(real[0])} real: "
                         f"{'LearnSPN' if args.learner == 'learnspn' else 'Prometheus'} learns "
