@@ -230,15 +230,18 @@ class SPN:
     def conditional(self, X_query, X_evidence, *, n_threads: int | None = None) -> np.ndarray:
         """log p(query | evidence) per row: ``X_query`` holds the query and evidence values
         (NaN elsewhere), ``X_evidence`` only the evidence values."""
-        q = self.log_likelihood(X_query, n_threads=n_threads)
-        e = self.log_likelihood(X_evidence, n_threads=n_threads)
         Xq = self._check_X(X_query, "X_query")
         Xe = self._check_X(X_evidence, "X_evidence")
+        if Xq.shape[0] != Xe.shape[0]:
+            raise DataError(f"X_query has {Xq.shape[0]} rows and X_evidence {Xe.shape[0]}: one evidence "
+                            "row per query row")
+        q = self.log_likelihood(Xq, n_threads=n_threads)
+        e = self.log_likelihood(Xe, n_threads=n_threads)
         both = ~np.isnan(Xe)
         if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
             r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]
             raise DataError(f"X_query[{r}, {c}] must repeat the evidence value {float(Xe[r, c])!r}")
-        return q - e
+        return log_conditional(q, e)
 
     def mpe(self, X, *, log_likelihood: bool = False,
             n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -263,8 +266,13 @@ class SPN:
         of ``evidence`` (NaN marks what to sample). Reproducible for a given ``seed``,
         whatever ``n_threads``."""
         self._need_single_root("sample")
+        whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
+        if n is not None and not whole(n):
+            raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
+        if seed is not None and not whole(seed):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}")
         if evidence is None:
-            if n is None or not float(n).is_integer() or int(n) < 0:
+            if n is None or int(n) < 0:
                 raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
             X = np.full((int(n), self.n_vars), np.nan)
         else:
@@ -398,6 +406,31 @@ class SPN:
         root (or a list of roots for multi-root models)."""
         from .compile import to_nodes
         return to_nodes(self)
+
+
+#: the largest rounding error a conditional may carry, relative to max(1, |value|)
+CONDITIONAL_TOL = 1e-6
+
+
+def log_conditional(joint: np.ndarray, evidence: np.ndarray) -> np.ndarray:
+    """``joint - evidence`` (log p(query, evidence) - log p(evidence)) per row. Raises
+    :class:`DataError` for a row whose evidence has probability zero, or whose two
+    log-likelihoods are so large (an outlying real value) that rounding them, about 16 ulp
+    each, could move the difference by more than ``CONDITIONAL_TOL``."""
+    zero = np.flatnonzero(np.isneginf(evidence))
+    if zero.size:
+        raise DataError(f"row {int(zero[0])}: the evidence has probability zero; its conditional is "
+                        "undefined")
+    out = joint - evidence
+    with np.errstate(invalid="ignore"):      # an impossible query (joint -inf) is exact
+        err = np.where(np.isfinite(joint), 16 * np.finfo(np.float64).eps * (np.abs(joint) + np.abs(evidence)), 0.0)
+    bad = np.flatnonzero(err > CONDITIONAL_TOL * np.maximum(1.0, np.abs(out)))
+    if bad.size:
+        r = int(bad[0])
+        raise DataError(f"row {r}: log p(query, evidence) = {joint[r]:.6g} and log p(evidence) = "
+                        f"{evidence[r]:.6g} are too large for their difference to be accurate (rounding "
+                        f"error up to {err[r]:.2g}); an outlying value, or data to rescale")
+    return out
 
 
 def _rebuild(state: dict, tables: dict) -> SPN:
