@@ -10,7 +10,7 @@ each leaf type's sufficient statistics.
 """
 from cython.parallel cimport prange
 from spnc._kinds cimport MARGINAL, MAX
-from libc.math cimport INFINITY, NAN, isnan, log, sqrt, M_PI
+from libc.math cimport INFINITY, NAN, isinf, isnan, log, sqrt, M_PI
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
 
@@ -100,15 +100,17 @@ def gaussian_log_prob(const double[:, ::1] XT, const int32_t[::1] var, const dou
                       int mode, int n_threads):
     cdef Py_ssize_t L = var.shape[0], m = XT.shape[1], i, r
     cdef double x, z, c, inv
+    cdef bint tiny
     for i in prange(L, nogil=True, num_threads=n_threads, schedule="static"):
         c = -log(std[i]) - HALF_LOG_2PI
         inv = 1.0 / std[i]
+        tiny = isinf(inv)      # a subnormal std: 1/std overflows, so divide
         for r in range(m):
             x = XT[var[i], r]
             if isnan(x):
                 out[slot[i], r] = 0.0 if mode == MARGINAL else c
             else:
-                z = (x - mean[i]) * inv
+                z = (x - mean[i]) / std[i] if tiny else (x - mean[i]) * inv
                 out[slot[i], r] = c - 0.5 * z * z
 
 
