@@ -63,6 +63,8 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
         raise FormatError(msg if msg.startswith(name) else f"{name}: {msg}") from None
     except (RecursionError, MemoryError):
         raise FormatError(f"{name}: file structure is too large or too deep") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:    # not the file's fault
+        raise type(e)(e.errno, e.strerror, name) from None
     except Exception as e:  # noqa: BLE001  (h5py raises OSError, KeyError, RuntimeError, ...)
         raise FormatError(f"{name}: damaged file ({type(e).__name__}: {str(e)[:300]})") from None
 
@@ -85,6 +87,11 @@ def save(model: Any, path: str | os.PathLike, *, fmt: str | None = None,
     The file is written to a temporary name in the same directory, flushed to disk and
     renamed over ``path``, so an existing file survives any failure. ``provenance`` adds
     root attributes such as ``{"source_format": "spflow-text"}``."""
+    from ..graph import SPN
+    if not isinstance(model, SPN):
+        hint = " (a fitted estimator's model is its spn_)" if hasattr(model, "spn_") else \
+            " (compile Node objects with spnc.compile first)"
+        raise TypeError(f"spnc.save needs a compiled spnc.SPN, got {type(model).__name__}{hint}")
     kind = format_of(path, fmt)
     if kind == "dot":
         text = to_dot(model).encode("utf-8")

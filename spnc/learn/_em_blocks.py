@@ -44,6 +44,8 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
     w = np.asarray(sample_weight, dtype=np.float64)
     if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
         raise DataError(f"sample_weight must be {n} finite non-negative values")
+    if not w.sum() > 0:
+        raise DataError("sample_weight is zero for every row; nothing to fit")
     return src, w, float(w.sum())
 
 

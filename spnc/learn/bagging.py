@@ -70,7 +70,9 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool) -> list:
 
 
 def _is_dist_table(v) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) for k in v)
+    """Names -> a distribution (``rvs``), a callable, a non-empty list or a fixed value."""
+    return isinstance(v, dict) and all(isinstance(k, str) for k in v) and \
+        not any(isinstance(d, (list, tuple, np.ndarray)) and len(d) == 0 for d in v.values())
 
 
 class BaggedSPN(DensityEstimator):
@@ -109,7 +111,8 @@ class BaggedSPN(DensityEstimator):
     _parameter_constraints = {
         "base_learner": [Instance(DensityEstimator, name="an spnc estimator")],
         "n_bags": [Interval(int, 1)],
-        "param_distributions": [Constraint(_is_dist_table, "a dict of parameter name -> values"), None],
+        "param_distributions": [Constraint(_is_dist_table, "a dict of parameter name -> values (no empty list)"),
+                                None],
         "weights": [Options("train", "uniform", "valid")],
         "oob_valid": [BOOL],
         "merge": [Instance(Merge), None],
@@ -167,6 +170,7 @@ class BaggedSPN(DensityEstimator):
             raise DataError('weights="valid" needs X_valid')
         t0 = time.perf_counter()
         X = np.asarray(X, dtype=np.float64)
+        self._check_valid(X_valid, n_cols=X.shape[1] if X.ndim == 2 else None)
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
         plans = self._bag_plans(X)
@@ -225,6 +229,7 @@ class BaggedSPN(DensityEstimator):
             params["init"] = ens
             self.merge_ = Merge(**params).fit(X, X_valid=X_valid)
             spn = self.merge_.spn_
+        self._check_valid(X_valid, spn)
         self.spn_ = spn
         self.fit_seconds_ = time.perf_counter() - t0
         return self

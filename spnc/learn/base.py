@@ -76,6 +76,22 @@ class DensityEstimator:
             raise DataError(f"{type(self).__name__}.fit got a 2-D y, but density estimators take no "
                             "target; pass validation rows as X_valid=...")
 
+    @staticmethod
+    def _check_valid(X_valid, spn: SPN | None = None, n_cols: int | None = None) -> None:
+        """Refuse validation rows that cannot be scored: before learning, a 2-D array with
+        another number of columns than ``n_cols`` (DataFrames are matched by name later);
+        after it, anything ``spn`` refuses, and no rows."""
+        if X_valid is None:
+            return
+        if spn is None:
+            shape = np.shape(X_valid) if isinstance(X_valid, (np.ndarray, list, tuple)) else None
+            if shape is not None and len(shape) == 2 and n_cols is not None and shape[1] != n_cols:
+                raise DataError(f"X_valid has {shape[1]} columns, the training data {n_cols}")
+            return
+        from ..stream import is_streamed
+        if not is_streamed(X_valid) and spn._check_X(X_valid, "X_valid").shape[0] == 0:
+            raise DataError("X_valid has no rows")
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._param_names()}
 

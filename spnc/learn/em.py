@@ -174,7 +174,11 @@ class EM(DensityEstimator):
             if w.shape != (X.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0):
                 raise DataError(f"sample_weight must be {X.shape[0]} finite non-negative values")
             wsum = float(w.sum())
+            if not wsum > 0:
+                raise DataError("sample_weight is zero for every row; nothing to fit")
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
+        if Xv is not None and Xv.shape[0] == 0:
+            raise DataError("X_valid has no rows")
         spn = model.copy()
         self._setup(spn)
         hist_t: list[float] = []

@@ -317,15 +317,18 @@ class LearnSPN(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
+        self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
         try:
             if auto_names(self):
                 fit_auto(self, X, sample=rows.data, X_valid=X_valid)
                 self.spn_ = with_names(self.spn_, names)
-                return self
-            return self._fit(rows, names, X_valid)
+            else:
+                self._fit(rows, names, X_valid)
         finally:
             close(rows, X)
+        self._check_valid(X_valid, self.spn_)
+        return self
 
     def _fit(self, rows, names, X_valid) -> "LearnSPN":
         data, card, continuous = self._prepare(rows.data)
