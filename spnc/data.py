@@ -25,7 +25,8 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
 
     DataFrame columns must be numeric or boolean (missing values become NaN). With
     ``var_names`` (a model's variables) the columns are taken by name in the model's order;
-    a missing variable is an error naming it. Integer columns stay integer (learners treat
+    a missing variable or a column that is no variable is an error naming them (the CLI's
+    rule, docs/cli.md). Integer columns stay integer (learners treat
     integer data as discrete) unless some column is real or has missing values."""
     if not is_frame(X):
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None
@@ -35,8 +36,12 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
         raise DataError(f"{name}: column name {dup!r} appears twice")
     if var_names is not None:
         missing = [v for v in var_names if v not in cols]
+        extra = [c for c in cols if c not in set(var_names)]
+        if extra and not missing:
+            raise DataError(f"{name}: column{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra[:5]))} "
+                            f"{'are' if len(extra) > 1 else 'is'} not among the model's variables (select "
+                            "df[model.var_names] to drop them)")
         if missing:
-            extra = [c for c in cols if c not in set(var_names)]
             raise DataError(f"{name}: the model's variable{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(map(repr, missing[:5]))} {'are' if len(missing) > 1 else 'is'} "
                             f"not among the DataFrame's columns"

@@ -1,0 +1,180 @@
+"""Inputs a new user may give by mistake end in a clear error, an exact answer, or an
+untouched file (the bugs of a bad-input hunt, session 18)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import spnc
+from spnc import DataError, ParameterError
+from spnc._threads import MAX_THREADS, effective_n_threads
+from spnc.cli import compose, convert, evaluate, learn, merge
+from spnc.learn import EM, BaggedSPN, LearnSPN
+from spnc.leaves.univariate import Bernoulli, Gaussian
+from spnc.nodes import Product, Sum
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("guards")
+    X = (np.random.default_rng(0).random((200, 6)) < 0.4).astype(float)
+    np.savetxt(d / "tr.csv", X, fmt="%d", delimiter=",")
+    assert learn.main([str(d / "tr.csv"), "-o", str(d / "m.h5"), "-q"]) == 0
+    return d, X
+
+
+def _same_bytes(path: Path, before: bytes) -> bool:
+    return path.read_bytes() == before
+
+
+def test_thread_counts_are_capped():
+    assert effective_n_threads(10 ** 5) == MAX_THREADS and effective_n_threads(3) == 3
+    code = ("import numpy as np, spnc; from spnc.nodes import Product; from spnc.leaves.univariate import "
+            "Bernoulli; m = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])); "
+            "X = np.zeros((4096, 2)); print(m.log_likelihood(X, n_threads=100000)[0], "
+            "m.sample(3, seed=1, n_threads=100000).shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == repr(float(np.log(0.7) + np.log(0.4)))[:len(out.stdout.split()[0])]
+
+
+def test_outputs_that_are_inputs_are_refused_before_any_work(files, tmp_path, capsys):
+    d, X = files
+    before = (d / "m.h5").read_bytes()
+    x = tmp_path / "x.h5"
+    x.write_bytes(before)
+    assert convert.main([str(x), str(x), "--to", "json"]) == 2
+    assert _same_bytes(x, before)
+    assert compose.main(["mix", str(x), str(d / "m.h5"), "-o", str(x), "--weights", "1,1"]) == 2
+    assert _same_bytes(x, before)
+    assert "is also an input" in capsys.readouterr().err
+    # a bad output is refused before EM runs
+    assert compose.main(["em", str(x), "-o", str(tmp_path / "out.csv"), "--data", str(d / "tr.csv")]) == 2
+    assert "unknown extension" in capsys.readouterr().err
+    # 'data.h5:/X' names data.h5
+    h = tmp_path / "d.h5"
+    with h5py.File(h, "w") as f:
+        f["X"] = X
+    data = h.read_bytes()
+    assert learn.main([f"{h}:/X", "-o", str(h), "-q"]) == 2
+    assert merge.main([str(d / "m.h5"), f"{h}:/X", "-o", str(h)]) == 2
+    assert _same_bytes(h, data) and "is also an input" in capsys.readouterr().err
+
+
+def test_empty_streamed_data_leaves_an_existing_output(files, tmp_path, capsys):
+    d, _ = files
+    e = tmp_path / "e.npy"
+    np.save(e, np.zeros((0, 6)))
+    out = tmp_path / "ll.csv"
+    out.write_text("precious\n")
+    assert evaluate.main([str(d / "m.h5"), str(e), "--out-ll", str(out)]) == 2
+    assert out.read_text() == "precious\n" and "no data rows" in capsys.readouterr().err
+
+
+def test_a_non_numeric_dataset_is_one_line(files, tmp_path, capsys):
+    d, _ = files
+    s = tmp_path / "s.h5"
+    with h5py.File(s, "w") as f:
+        f["S"] = np.array([b"a", b"b"])
+    assert evaluate.main([str(d / "m.h5"), f"{s}:/S"]) == 2
+    err = capsys.readouterr().err
+    assert "need a 2-D numeric dataset" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bernoulli_leaves_and_declared_types(files, tmp_path, capsys):
+    d, _ = files
+    assert learn.main([str(d / "tr.csv"), "-o", str(tmp_path / "c.h5"), "--leaves", "bernoulli",
+                       "--types", "c", "-q"]) == 0
+    assert learn.main([str(d / "tr.csv"), "-o", str(tmp_path / "r.h5"), "--leaves", "bernoulli",
+                       "--types", "r", "-q"]) == 2
+    assert "declared real" in capsys.readouterr().err
+
+
+def test_argument_errors_are_one_line(files, capsys):
+    d, _ = files
+    for tool, argv in ((evaluate, [str(d / "m.h5"), str(d / "tr.csv"), "--n-threads", "abc"]),
+                       (convert, [str(d / "m.h5"), "o.dot", "--max-nodes", "-5"]),
+                       (compose, ["bogus", str(d / "m.h5"), "-o", "x.h5"])):
+        with pytest.raises(SystemExit) as e:
+            tool.main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and ": error: " in err, err
+
+
+def test_a_missing_model_file_is_not_called_damaged(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        spnc.load(tmp_path / "nothing.h5")
+
+
+_MIX = Sum([Product([Bernoulli(0, .3), Gaussian(1, 0., 1.)]), Product([Bernoulli(0, .9), Gaussian(1, 2., .5)])],
+           [.4, .6])
+
+
+def test_conditionals_refuse_what_rounding_would_decide():
+    spn = spnc.compile(_MIX)
+    got = spn.conditional([[1, 0.5]], [[np.nan, 0.5]])
+    p = np.array([.4 * np.exp(-0.125), .6 / 0.5 * np.exp(-0.5 * 9)])          # N(0.5) of each part
+    want = np.log((p * [.3, .9]).sum() / p.sum())
+    np.testing.assert_allclose(got, [want], rtol=1e-12)
+    for v in (1e6, 1e9):                     # log-likelihoods near -5e11 and -5e17
+        with pytest.raises(DataError, match="too large"):
+            spn.conditional([[1, v]], [[np.nan, v]])
+    with pytest.raises(DataError, match="rows"):
+        spn.conditional([[1, .5]] * 2, [[np.nan, .5]])
+    zero = spnc.compile(Product([Bernoulli(0, 1.0), Bernoulli(1, .5)]))
+    with pytest.raises(DataError, match="probability zero"):
+        zero.conditional([[0, 1]], [[0, np.nan]])
+    assert zero.conditional([[1, 0]], [[1, np.nan]])[0] == pytest.approx(np.log(.5))
+
+
+def test_a_subnormal_std_is_evaluated_exactly():
+    spn = spnc.compile(Gaussian(0, 0.0, 1e-310))
+    want = -np.log(1e-310) - 0.5 * np.log(2 * np.pi)
+    assert spn.log_likelihood([[0.0]])[0] == pytest.approx(want, rel=1e-14)
+    assert spn.log_likelihood([[1e-310]])[0] == pytest.approx(want - 0.5, rel=1e-14)
+    assert spn.log_likelihood([[1.0]])[0] == -np.inf
+
+
+def test_learners_check_weights_candidates_and_validation_rows(files):
+    _, X = files
+    m = LearnSPN(min_instances=50).fit(X).spn_
+    with pytest.raises(DataError, match="zero for every row"):
+        EM(init=m, max_iter=2).fit(X, sample_weight=np.zeros(len(X)))
+    with pytest.raises(DataError, match="no rows"):
+        EM(init=m, max_iter=2).fit(X, X_valid=X[:0])
+    with pytest.raises(ParameterError, match="param_distributions"):
+        BaggedSPN(LearnSPN(min_instances=50), n_bags=2, param_distributions={"max_depth": []}).fit(X)
+    for bad, msg in ((X[:, :3], "3 columns"), (np.full((3, 6), 2.0), "state"), (X[:0], "no rows")):
+        with pytest.raises(DataError, match=msg):
+            LearnSPN(min_instances=50).fit(X, X_valid=bad)
+    with pytest.raises(DataError, match="3 columns"):
+        BaggedSPN(LearnSPN(min_instances=50), n_bags=2).fit(X, X_valid=X[:, :3])
+
+
+def test_save_and_sample_name_what_is_wrong(tmp_path):
+    spn = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]))
+    with pytest.raises(TypeError, match="compiled spnc.SPN"):
+        spnc.save("hello", tmp_path / "x.h5")
+    with pytest.raises(TypeError, match="spn_"):
+        spnc.save(type("Fitted", (), {"spn_": spn})(), tmp_path / "x.h5")
+    for kw in (dict(n=True), dict(n=2.5), dict(n=3, seed=1.7)):
+        with pytest.raises(ValueError):
+            spn.sample(**kw)
+    with pytest.raises(ValueError):
+        spn.sample(2.5, evidence=[[np.nan, 1], [0, np.nan]])
+
+
+def test_dataframe_columns_follow_the_cli_rule():
+    pd = pytest.importorskip("pandas")
+    spn = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]), var_names=["a", "b"])
+    ok = pd.DataFrame({"b": [1, 0], "a": [0, 0]})
+    np.testing.assert_allclose(spn.log_likelihood(ok), spn.log_likelihood([[0, 1], [0, 0]]))
+    with pytest.raises(DataError, match="'c' is not among the model's variables"):
+        spn.log_likelihood(pd.DataFrame({"a": [0], "b": [1], "c": [5]}))
