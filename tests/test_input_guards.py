@@ -178,3 +178,9 @@ def test_dataframe_columns_follow_the_cli_rule():
     np.testing.assert_allclose(spn.log_likelihood(ok), spn.log_likelihood([[0, 1], [0, 0]]))
     with pytest.raises(DataError, match="'c' is not among the model's variables"):
         spn.log_likelihood(pd.DataFrame({"a": [0], "b": [1], "c": [5]}))
+
+
+def test_oslrau_refuses_data_without_columns():
+    from spnc.learn import OSLRAU
+    with pytest.raises(DataError, match="no columns"):
+        OSLRAU().fit(np.zeros((10, 0)))

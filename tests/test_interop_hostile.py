@@ -180,6 +180,7 @@ CASES = {
         ("(1.0*(Bernoulli(V0|p=0.5)) + -0.0*(Gaussian(V0|mean=0.0;stdev=1.0)))", "discrete and real"),
         ("Gaussian(V0|mean=0.0;stdev=0.0)", "not positive"), ("Bernoulli(V0|p=1e999)", "finite"),
         ("(" * 100000, "nested deeper"), ("Bernoulli(V0|q=0.5)", "parameters"),
+        ("Gaussian(V0|mean=0.0;mean=1.0;stdev=1.0)", "given twice"),
     ],
     "deeprob-json": [
         ('{"nodes": [], "links": []}', "root"),

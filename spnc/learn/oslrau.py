@@ -323,6 +323,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise DataError(f"X must be numeric (float64 convertible): {exc}") from None
         if A.ndim != 2:
             raise DataError(f"X must be 2-D (n_rows, n_vars), got shape {A.shape}")
+        if A.shape[1] == 0:
+            raise DataError("X has no columns")
         if A.size and not np.all(np.isfinite(A)):
             r, c = np.argwhere(~np.isfinite(A))[0]
             raise DataError(f"X[{r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")

@@ -100,6 +100,8 @@ def _leaf(lx: _Lexer, name: str, b: Builder, key: int, variables: dict[str, int]
             break
         if k != "name":
             raise lx.error(f"{label}: expected a parameter name, found {pname!r}")
+        if pname in params:
+            raise lx.error(f"{label}: parameter {pname!r} given twice")
         lx.expect("=")
         if lx.peek() == ("sym", "["):
             lx.take()
