@@ -229,7 +229,9 @@ class SPN:
 
     def conditional(self, X_query, X_evidence, *, n_threads: int | None = None) -> np.ndarray:
         """log p(query | evidence) per row: ``X_query`` holds the query and evidence values
-        (NaN elsewhere), ``X_evidence`` only the evidence values."""
+        (NaN elsewhere), ``X_evidence`` only the evidence values, one row per query row.
+        Evidence of probability zero, or log-likelihoods too large for their difference
+        to be accurate, raise :class:`DataError` (:func:`log_conditional`)."""
         Xq = self._check_X(X_query, "X_query")
         Xe = self._check_X(X_evidence, "X_evidence")
         if Xq.shape[0] != Xe.shape[0]:
