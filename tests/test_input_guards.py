@@ -184,3 +184,12 @@ def test_oslrau_refuses_data_without_columns():
     from spnc.learn import OSLRAU
     with pytest.raises(DataError, match="no columns"):
         OSLRAU().fit(np.zeros((10, 0)))
+
+
+def test_learners_name_real_values_too_large_for_gaussian_statistics():
+    from spnc.learn import OSLRAU, Prometheus
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    X[5, 1] = 1e200
+    for est in (LearnSPN(), OSLRAU(), Prometheus()):
+        with pytest.raises(DataError, match=r"X\[5, 1\] = 1e\+200"):
+            est.fit(X)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._atomic import check_writable
 from ..errors import DataError, ParameterError, SpncError
+from ..learn._training import MAX_REAL
 from . import _data
 from . import add_common, add_data_options, finite, print_json, run_tool
 from ._mixed import bernoulli_for_binary
@@ -23,7 +24,6 @@ SUM_SPLITS = ("latent", "observed")
 LEAVES = ("univariate", "bernoulli", "chowliu")
 CRITERIA = ("info_gain", "mi_score")
 DATA_TYPES = ("auto", "discrete", "continuous")
-MAX_REAL = 1e150
 
 EXAMPLES = """\
 data: CSV/TSV, .npy, HDF5 (--dataset NAME), Parquet, or - for CSV on stdin. A header is

@@ -8,6 +8,18 @@ from .. import _budget
 from ..chowliu import check_codes
 from ..errors import DataError, ParameterError
 
+#: real training values beyond this would overflow the squares of Gaussian statistics
+MAX_REAL = 1e150
+
+
+def check_real_range(F: np.ndarray) -> None:
+    """Refuse real training values whose squares Gaussian statistics cannot hold."""
+    big = np.argwhere(np.abs(F) > MAX_REAL)
+    if big.size:
+        r, c = big[0]
+        raise DataError(f"X[{r}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for Gaussian "
+                        "statistics (rescale the column)")
+
 
 def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(data, cardinality, continuous)``. ``data_type="auto"``: float data with a
@@ -32,4 +44,5 @@ def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, n
     if bad.size:
         r, c = bad[0]
         raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+    check_real_range(F)
     return F, np.zeros(d, dtype=np.int64), True

@@ -43,6 +43,7 @@ from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from ..data import as_data, with_names
 from ..errors import DataError
+from ._training import check_real_range
 from ..graph import SPN
 from . import _oslrau_model as _model
 from ._oslrau_edit import StructureEdits
@@ -328,6 +329,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         if A.size and not np.all(np.isfinite(A)):
             r, c = np.argwhere(~np.isfinite(A))[0]
             raise DataError(f"X[{r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
+        check_real_range(A)
         return A
 
     # ------------------------------------------------------------------ queries
