@@ -18,6 +18,7 @@ are added in block order. The same block functions run on a Dask cluster
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -235,7 +236,9 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
 # ------------------------------------------------------------------ outputs to files
 class _Writer:
     """Rows appended block by block to ``out.npy`` or ``out.h5[:/dataset]`` through a
-    temporary file in the same directory, renamed over ``out`` only when complete."""
+    temporary file in the same directory, renamed over ``out`` only when complete. An
+    existing HDF5 file keeps its other objects: the temporary file starts as its copy
+    (``dataset`` alone is replaced), so a failure still leaves the old file as it was."""
 
     def __init__(self, out: str, dataset: str = "log_likelihood"):
         file, ds = split_spec(out)
@@ -256,7 +259,18 @@ class _Writer:
                 self.h.write(b"\0" * _NPY_HEADER)
             else:
                 import h5py
-                self.h = h5py.File(self.tmp, "w")
+                if os.path.exists(self.file):
+                    shutil.copyfile(self.file, self.tmp)
+                    try:
+                        self.h = h5py.File(self.tmp, "a")
+                    except OSError:
+                        os.remove(self.tmp)
+                        raise DataError(f"{self.file}: exists and is not an HDF5 file; refusing to replace "
+                                        "it (choose another output name)") from None
+                    if self.ds in self.h:
+                        del self.h[self.ds]
+                else:
+                    self.h = h5py.File(self.tmp, "w")
                 self.dset = self.h.create_dataset(self.ds, shape=(0,) + self.shape1, maxshape=(None,) + self.shape1,
                                                   dtype="f8", chunks=True)
         if self.ext == ".npy":
@@ -296,8 +310,9 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
                 dataset: str = "result") -> int:
     """Write ``fn(block)`` for every block of ``X`` to ``out`` (``.npy`` or
     ``file.h5[:/dataset]``), atomically; returns the number of rows written."""
-    src = open_source(X, block_rows)
     w = _Writer(out, dataset)
+    _not_the_input(X, w)
+    src = open_source(X, block_rows)
     try:
         for _, b in src.blocks():
             w.write(fn(b))
@@ -309,6 +324,23 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
         if src is not X:
             src.close()
     return w.n
+
+
+def _not_the_input(X, w: _Writer) -> None:
+    """Refuse an output that would replace the data being read: the same ``.npy`` file,
+    or the same dataset of the same HDF5 file."""
+    from ._atomic import same_file
+    if isinstance(X, (str, os.PathLike)):
+        file, ds = split_spec(os.fspath(X))
+    elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
+        file, ds = X.file.filename, X.name
+    else:
+        return
+    if not os.path.exists(w.file) or not same_file(w.file, file):
+        return
+    if w.ext == ".npy" or (ds or "").strip("/") == w.ds.strip("/"):
+        raise DataError(f"{w.file}: is also the input data; refusing to overwrite it (choose another "
+                        "output name or dataset)")
 
 
 def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,

@@ -193,3 +193,29 @@ def test_learners_name_real_values_too_large_for_gaussian_statistics():
     for est in (LearnSPN(), OSLRAU(), Prometheus()):
         with pytest.raises(DataError, match=r"X\[5, 1\] = 1e\+200"):
             est.fit(X)
+
+
+def test_streamed_outputs_keep_the_rest_of_their_file(tmp_path):
+    from spnc import stream
+    spn = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]))
+    X = (np.random.default_rng(1).random((50, 2)) < 0.5).astype(float)
+    h = tmp_path / "clicks.h5"
+    with h5py.File(h, "w") as f:
+        f["train"], f["test"] = X, X[:20]
+    assert stream.log_likelihood_to_file(spn, f"{h}:/test", f"{h}:/ll") == 20
+    assert stream.log_likelihood_to_file(spn, f"{h}:/train", f"{h}:/ll") == 50      # replaced
+    with h5py.File(h, "r") as f:
+        assert sorted(f) == ["ll", "test", "train"] and np.array_equal(f["train"][()], X)
+        np.testing.assert_array_equal(f["ll"][()], spn.log_likelihood(X))
+    with pytest.raises(DataError, match="also the input"):
+        stream.log_likelihood_to_file(spn, f"{h}:/test", f"{h}:/test")
+    n = tmp_path / "x.npy"
+    np.save(n, X)
+    with pytest.raises(DataError, match="also the input"):
+        stream.log_likelihood_to_file(spn, str(n), str(n))
+    assert np.array_equal(np.load(n), X)
+    t = tmp_path / "notes.h5"
+    t.write_text("not hdf5")
+    with pytest.raises(DataError, match="not an HDF5 file"):
+        stream.log_likelihood_to_file(spn, f"{h}:/test", f"{t}:/ll")
+    assert t.read_text() == "not hdf5" and not list(tmp_path.glob(".*.tmp"))
