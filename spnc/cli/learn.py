@@ -355,7 +355,7 @@ def _run(args: argparse.Namespace) -> int:
         raise _as_data_error(e) from None
     fit_s = time.perf_counter() - t0
     if not model.learner:           # record which learner made the model and how
-        params = {k: v for k, v in est.get_params().items()
+        params = {k: v for k, v in est.get_params(deep=False).items()
                   if v is None or isinstance(v, (bool, int, float, str))}
         model.learner = {"name": args.learner, "version": "1", "params": params,
                          "fit_seconds": float(fit_s), "n_train": int(n)}

@@ -25,7 +25,7 @@ def auto_names(est) -> list[str]:
     """Parameters of ``est`` set to ``"auto"`` that its configuration uses (an estimator
     may name unused ones in ``_auto_unused()``, e.g. a GVS threshold under EBVS)."""
     unused = est._auto_unused() if hasattr(est, "_auto_unused") else set()
-    return [k for k, v in est.get_params().items()
+    return [k for k, v in est.get_params(deep=False).items()
             if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {}) and k not in unused]
 
 
@@ -39,12 +39,12 @@ def fit_auto(est, X, sample=None, **fit_kwargs):
         raise DataError(f"X must be a 2-D array of rows, got shape {A.shape}")
     if A.shape[0] < MIN_ROWS:       # too few rows to hold any out: the first candidates
         first = {k: est._auto_candidates[k][0] for k in names}
-        return _refit(est, est.get_params(), first, [(first, float("nan"))], names, X, fit_kwargs)
+        return _refit(est, est.get_params(deep=False), first, [(first, float("nan"))], names, X, fit_kwargs)
     rng = np.random.default_rng(getattr(est, "random_state", None))
     order = rng.permutation(A.shape[0])
     hold = max(2, A.shape[0] // 10)
     train, valid = A[np.sort(order[hold:])], A[np.sort(order[:hold])]
-    params = est.get_params()
+    params = est.get_params(deep=False)
     scores = []
     for combo in itertools.product(*(est._auto_candidates[k] for k in names)):
         choice = dict(zip(names, combo))

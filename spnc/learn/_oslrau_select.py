@@ -34,7 +34,7 @@ def _specs(est) -> list[dict]:
 def candidates(est) -> list:
     """One fresh learner per candidate: ``est``'s parameters with the candidate's
     overrides."""
-    base = est.get_params()
+    base = est.get_params(deep=False)
     base["select"] = None
     return [type(est)(**{**base, **spec}) for spec in _specs(est)]
 

@@ -58,7 +58,7 @@ class DensityEstimator:
 
     def _json_params(self, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
         """The hyper-parameters as JSON values, for ``spn_.learner["params"]``."""
-        return {k: json_value(v) for k, v in self.get_params().items() if k not in exclude}
+        return {k: json_value(v) for k, v in self.get_params(deep=False).items() if k not in exclude}
 
     def __sklearn_tags__(self):
         # called by scikit-learn only, so it is installed; spnc itself does not need it
@@ -93,18 +93,38 @@ class DensityEstimator:
             raise DataError("X_valid has no rows")
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self._param_names()}
+        """The constructor parameters; with ``deep``, also ``name__sub`` for the parameters
+        of parameters that are estimators (scikit-learn's convention)."""
+        out = {k: getattr(self, k) for k in self._param_names()}
+        if deep:
+            for k, v in list(out.items()):
+                if hasattr(v, "get_params") and not isinstance(v, type):
+                    out.update((f"{k}__{s}", x) for s, x in v.get_params(deep=True).items())
+        return out
 
     def set_params(self, **params: Any):
+        """Set constructor parameters; ``name__sub`` sets ``sub`` of the estimator
+        ``name``."""
         valid = self._param_names()
+        nested: dict[str, dict[str, Any]] = {}
         for k, v in params.items():
-            if k not in valid:
+            head, sep, rest = k.partition("__")
+            if head not in valid:
                 raise ParameterError(k, f"invalid parameter {k!r} for {type(self).__name__}; valid: {valid}")
-            setattr(self, k, v)
+            if sep:
+                nested.setdefault(head, {})[rest] = v
+            else:
+                setattr(self, k, v)
+        for head, sub in nested.items():
+            est = getattr(self, head)
+            if not hasattr(est, "set_params"):
+                raise ParameterError(head, f"{type(self).__name__}: {head} is not an estimator; cannot set "
+                                           f"{', '.join(map(repr, sub))} of it")
+            est.set_params(**sub)
         return self
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()) + ")"
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items()) + ")"
 
     def _model(self) -> SPN:
         if not hasattr(self, "spn_"):

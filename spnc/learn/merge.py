@@ -245,7 +245,7 @@ class Merge(DensityEstimator):
         self.epsilon_ = best_eps
         self.n_params_before_ = n_parameters(init)
         self.n_params_after_ = n_parameters(best)
-        params = {k: v for k, v in self.get_params().items() if k not in ("init", "routing")}
+        params = {k: v for k, v in self.get_params(deep=False).items() if k not in ("init", "routing")}
         params["epsilon"] = [float(e) for e in grid]
         params["routing"] = "model" if R0 is None else "given"
         params["alpha"] = float(alpha)

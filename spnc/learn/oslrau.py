@@ -281,7 +281,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
     def _cfg(self) -> dict:
         """The settings in force: the parameters, with the selected candidate's overrides
         after ``select`` (read at every call, so ``set_params`` between calls applies)."""
-        cfg = {k: v for k, v in self.get_params().items() if k != "select"}
+        cfg = {k: v for k, v in self.get_params(deep=False).items() if k != "select"}
         cfg.update(getattr(self, "_overrides", {}))
         return cfg
 
@@ -333,6 +333,11 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         return A
 
     # ------------------------------------------------------------------ queries
+    def __sklearn_is_fitted__(self) -> bool:
+        """Fitted once ``fit`` or ``partial_fit`` has seen data (the model lives behind
+        properties, which scikit-learn's attribute check does not see)."""
+        return getattr(self, "_d", None) is not None
+
     def _need_fit(self) -> None:
         if getattr(self, "_d", None) is None:
             raise AttributeError("this OSLRAU instance is not fitted yet; call fit or partial_fit first")

@@ -150,7 +150,7 @@ class TreeSPN(DensityEstimator):
         spn = em.spn_
         learner = dict(spn.learner)
         learner["name"] = "treespn"
-        learner["params"] = dict(ls._json_params(), **{k: v for k, v in self.get_params().items()
+        learner["params"] = dict(ls._json_params(), **{k: v for k, v in self.get_params(deep=False).items()
                                                        if isinstance(v, (int, float, str, type(None)))})
         learner["params"]["sum_split"] = f"tree_mixture(n_trees={self.n_trees})"
         spn.learner = learner
