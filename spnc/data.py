@@ -29,6 +29,9 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     rule, docs/cli.md). Integer columns stay integer (learners treat
     integer data as discrete) unless some column is real or has missing values."""
     if not is_frame(X):
+        if hasattr(X, "tocsr") and hasattr(X, "nnz"):       # scipy.sparse: an object array otherwise
+            raise DataError(f"{name} is a sparse matrix; spnc reads dense rows (pass {name}.toarray(), "
+                            "or blocks of it)")
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None
     cols = [str(c) for c in X.columns]
     if len(set(cols)) != len(cols):

@@ -171,6 +171,9 @@ class SPN:
 
     def _check_X(self, X, name: str = "X") -> np.ndarray:
         """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell."""
+        if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
+            raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
+                            "spnc.stream.load, or use the spnc.stream functions that stream")
         X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
         if getattr(getattr(X, "dtype", None), "kind", "") == "c":
             raise DataError(f"{name} has complex values; the model's variables are real")

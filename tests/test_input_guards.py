@@ -219,3 +219,60 @@ def test_streamed_outputs_keep_the_rest_of_their_file(tmp_path):
     with pytest.raises(DataError, match="not an HDF5 file"):
         stream.log_likelihood_to_file(spn, f"{h}:/test", f"{t}:/ll")
     assert t.read_text() == "not hdf5" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_dataframe_names_reach_every_learner_and_x_valid():
+    pd = pytest.importorskip("pandas")
+    from spnc.learn import Prometheus
+    X = (np.random.default_rng(2).random((300, 5)) < 0.4).astype(float)
+    df = pd.DataFrame(X, columns=list("abcde"))
+    rev = df[list("edcba")]
+    for est in (Prometheus(random_state=0), BaggedSPN(LearnSPN(min_instances=30), n_bags=2, random_state=0)):
+        est.fit(df)
+        assert est.spn_.var_names == list("abcde")
+        np.testing.assert_array_equal(est.score_samples(rev), est.score_samples(df))
+    # validation rows are matched by name, whatever their column order
+    for make in (lambda: LearnSPN(sample_rows=150, refine_iter=3, random_state=0), lambda: Prometheus(random_state=0)):
+        a = make().fit(df, X_valid=df.iloc[:80]).spn_
+        b = make().fit(df, X_valid=rev.iloc[:80]).spn_
+        np.testing.assert_array_equal(a.weight, b.weight)
+        with pytest.raises(DataError, match="not among"):
+            make().fit(df, X_valid=pd.DataFrame(X[:20], columns=list("uvwxy")))
+
+
+def test_streamed_inputs_where_rows_must_be_in_memory(tmp_path):
+    X = (np.random.default_rng(3).random((200, 4)) < 0.5).astype(float)
+    h = tmp_path / "d.h5"
+    with h5py.File(h, "w") as f:
+        f["X"], f["V"] = X, X[:50]
+    spn = LearnSPN(sample_rows=100, random_state=0).fit(f"{h}:/X", X_valid=f"{h}:/V").spn_   # validation read whole
+    with pytest.raises(DataError, match="in memory"):
+        BaggedSPN(LearnSPN(min_instances=30), n_bags=2).fit(f"{h}:/X")
+    with pytest.raises(DataError, match="file name"):
+        spn.log_likelihood(f"{h}:/X")
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(DataError, match="sparse"):
+        LearnSPN().fit(sparse.csr_matrix(X))
+
+
+def test_nested_parameters_and_fitted_checks():
+    from spnc.learn import OSLRAU, Merge
+    b = BaggedSPN(LearnSPN(min_instances=50), n_bags=2, merge=Merge(epsilon=0.1))
+    deep = b.get_params(deep=True)
+    assert deep["base_learner__min_instances"] == 50 and deep["merge__epsilon"] == 0.1
+    assert "base_learner__min_instances" not in b.get_params(deep=False)
+    b.set_params(base_learner__min_instances=30, n_bags=3)
+    assert b.base_learner.min_instances == 30 and b.n_bags == 3
+    with pytest.raises(ParameterError):
+        b.set_params(n_bags__x=1)
+    o = OSLRAU()
+    assert not o.__sklearn_is_fitted__()
+    o.fit(np.random.default_rng(0).normal(size=(50, 3)))
+    assert o.__sklearn_is_fitted__()
+    sk = pytest.importorskip("sklearn.model_selection")
+    from sklearn.utils.validation import check_is_fitted
+    check_is_fitted(o)
+    X = (np.random.default_rng(4).random((240, 5)) < 0.4).astype(float)
+    grid = sk.GridSearchCV(BaggedSPN(LearnSPN(min_instances=50), n_bags=2, random_state=0),
+                           {"base_learner__min_instances": [30, 100]}, cv=2).fit(X)
+    assert grid.best_params_["base_learner__min_instances"] in (30, 100)

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..compose import fit_weights
+from ..data import as_data, is_frame
 from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
+from ..stream import is_streamed
 from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
 from .base import DensityEstimator
 from .merge import Merge
@@ -139,7 +141,7 @@ class BaggedSPN(DensityEstimator):
 
     def _bag_plans(self, X: np.ndarray) -> list[tuple[dict, np.ndarray]]:
         base = self.base_learner
-        names = set(base.get_params())
+        names = set(base.get_params(deep=False))
         dists = self.param_distributions or {}
         for k in dists:
             if k not in names:
@@ -149,7 +151,7 @@ class BaggedSPN(DensityEstimator):
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
             rng = np.random.default_rng(ss)
-            params = dict(base.get_params())
+            params = dict(base.get_params(deep=False))
             for k in sorted(dists):
                 params[k] = _draw(dists[k], rng)
             if "random_state" in names:
@@ -169,10 +171,19 @@ class BaggedSPN(DensityEstimator):
         if self.weights == "valid" and X_valid is None:
             raise DataError('weights="valid" needs X_valid')
         t0 = time.perf_counter()
-        X = np.asarray(X, dtype=np.float64)
-        self._check_valid(X_valid, n_cols=X.shape[1] if X.ndim == 2 else None)
+        if is_streamed(X):
+            raise DataError("BaggedSPN draws bootstrap samples in memory: read the rows first "
+                            "(spnc.stream.load) or bag a sample of them")
+        X, names = as_data(X)
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise DataError(f"X must be a numeric 2-D array: {e}") from None
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+        if names is not None and X_valid is not None and is_frame(X_valid):
+            X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names
+        self._check_valid(X_valid, n_cols=X.shape[1])
         plans = self._bag_plans(X)
         cls = type(self.base_learner)
         oob = bool(self.oob_valid)
@@ -210,7 +221,7 @@ class BaggedSPN(DensityEstimator):
         card = np.max(np.stack([m.cardinality for m in models]), axis=0)
         roots = [m.to_nodes() for m in models]
         ens = _compile(Sum(roots, w) if len(roots) > 1 else roots[0], n_vars=first.n_vars, cardinality=card,
-                       var_names=first.var_names)
+                       var_names=names if names is not None else first.var_names)
         self.bag_params_ = [{k: v for k, v in p.items() if k in (self.param_distributions or {})} for p, _ in plans]
         self.bag_weights_ = w
         self.bag_seconds_ = np.array([r[2] for r in results])
@@ -225,7 +236,7 @@ class BaggedSPN(DensityEstimator):
         self.merge_ = None
         spn = ens
         if self.merge is not None:
-            params = dict(self.merge.get_params())
+            params = dict(self.merge.get_params(deep=False))
             params["init"] = ens
             self.merge_ = Merge(**params).fit(X, X_valid=X_valid)
             spn = self.merge_.spn_

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..chowliu import resolve_threads
 from .._progress import Progress
-from ..data import as_data, with_names
+from ..data import as_data, is_frame, with_names
 from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
@@ -317,6 +317,8 @@ class LearnSPN(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
+        if names is not None and is_frame(X_valid):
+            X_valid = as_data(X_valid, names, "X_valid")[0]      # the training columns' order
         self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
         try:

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from ..chowliu import resolve_threads
+from ..data import as_data
 from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
@@ -164,13 +165,17 @@ class Prometheus(DensityEstimator):
         picks the best refinement pass."""
         self._no_target(y)
         self._validate_params()
+        X, names = as_data(X)
+        self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
         try:
-            return self._fit(rows, X_valid)
+            self._fit(rows, X_valid, names)
         finally:
             close(rows, X)
+        self._check_valid(X_valid, self.spn_)
+        return self
 
-    def _fit(self, rows, X_valid) -> "Prometheus":
+    def _fit(self, rows, X_valid, names=None) -> "Prometheus":
         data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus")
         if self.affinity == "mi" and continuous:
             raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
@@ -189,7 +194,7 @@ class Prometheus(DensityEstimator):
                        self.share)
         builder = Builder(ctx, splitter, cfg)
         root = builder.build()
-        spn = _compile(root, n_vars=d, cardinality=card)
+        spn = _compile(root, n_vars=d, cardinality=card, var_names=names)
         self.structure_seconds_ = time.perf_counter() - t0
         if self.verbose:
             print(f"[Prometheus] structure: {spn.n_nodes} nodes, {spn.n_edges} edges, "
