@@ -327,6 +327,10 @@ static SPNC_INLINE void spnc_lin_from_log(double *restrict out, const double *re
         double e = floor(l * 1.4426950408889634) + 1.0;
         double r = l - e * 0.6931471805599453;
         r = r > 0.0 ? 0.0 : r;
+        /* beyond |l| ~ 1e18, e * ln2 keeps fewer bits than l: r lands far outside [-ln2, 0)
+           and exp(r) would be 0 (a finite value read as -inf). Any r in range is then as
+           exact as l itself; take the middle. Inputs in range keep every bit. */
+        r = r < -1.0 ? -0.34657359027997264 : r;
         double fin = l > -INFINITY;
         out[j] = fin ? spnc_exp_nonpos(fin ? r : 0.0) : 0.0;
         out[SPNC_B + j] = fin ? e : SPNC_NOEXP;

@@ -28,6 +28,20 @@ MAX_CHUNK_ROWS = 16 * 1024
 #: chunks of at most this many rows give their matrix leaves a compact copy of the real
 #: columns: the padding (up to 2 * BLOCK - 1 columns) is a large share of a small chunk
 COMPACT_ROWS = 1024
+#: beyond this |log p| the scaled sweeps' power-of-two exponents (doubles) are no longer
+#: exact integers: log-likelihoods stay right to their own rounding, but ratios of node
+#: values (posteriors, edge counts) can be off by powers of two
+EXACT_LOG_RANGE = 1e15
+
+
+def check_posterior_range(ll: np.ndarray, row0: int = 0) -> None:
+    """Refuse rows whose posteriors the backward pass cannot compute exactly."""
+    from .errors import DataError
+    bad = np.flatnonzero(np.isfinite(ll) & (ll < -EXACT_LOG_RANGE))
+    if bad.size:
+        r = int(bad[0])
+        raise DataError(f"row {row0 + r}: log p = {float(ll[r]):.3g} is below -{EXACT_LOG_RANGE:g}, beyond which "
+                        "the backward pass's posteriors are not exact (a value far outside every leaf's mass)")
 
 
 def graph_of(spn) -> _graph.Graph:

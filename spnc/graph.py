@@ -15,7 +15,7 @@ import numpy as np
 from . import _data, _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
-from ._sweep import Sweep, leaf_states
+from ._sweep import Sweep, check_posterior_range, leaf_states
 from .data import as_data
 from .errors import DataError, StructureError
 from .leaves import base as _lb
@@ -382,6 +382,7 @@ class SPN:
             _infer.backward(sw.graph, sw.states, XT, L, self.roots, rlw, rw, llc,
                             edge_acc, node_acc, lr, ap, nt, sw.ws, rows=sw.rows(r0, r1))
             ll[r0:r1] = llc[: r1 - r0]
+            check_posterior_range(llc[: r1 - r0], r0)
             if post is not None:
                 post[r0:r1] = ap[:, : r1 - r0].T
             if resp is not None:

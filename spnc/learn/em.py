@@ -29,6 +29,7 @@ from .._kinds import SUM
 from . import _em_blocks
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
+from .._sweep import check_posterior_range
 from .._threads import effective_n_threads
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
@@ -292,6 +293,7 @@ class EM(DensityEstimator):
             if np.any(ll == -np.inf):
                 r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it")
+            check_posterior_range(ll, r0)
             # not np.dot: above ~10^4 rows numpy's BLAS wakes its own threads for a dot
             # product (then spins), whatever n_threads says
             obj += float(np.einsum("i,i->", rw[: len(ll)], ll))
