@@ -236,6 +236,7 @@ class Model:
         need(fv is not None and len(fv) == 3 and fv[0] == 1 and not t["@format_version"].scalar, "V2")
         m = int(fv[1])
         known, strict = ROOT[min(m, r)], m <= r
+        self.strict = strict
         need(not strict or all(k in known or k.lstrip("@").startswith("x_") for k in t), "V4: unknown name")
         req, opt = A("@required_features"), (A("@optional_features") if "@optional_features" in t and "@optional_features" in known else [])
         need(req is not None and opt is not None and not t["@required_features"].scalar, "V3: features")
@@ -358,6 +359,8 @@ class Model:
             if name[0] == "@" or (name.startswith("x_") and name not in kn) or name in [kn[c] for c in self.fb_codes]:
                 continue
             need(name in LEAF and isinstance(g, dict), f"P3: unknown leaf table {name}")
+            need(not self.strict or all(k[1:].startswith("x_") for k in g if k[0] == "@"), f"V4: /leaves/{name}@")
+            g = {k: v for k, v in g.items() if k[0] != "@"}     # attributes: x_* are free (§9)
             need(set(g) == {"node", *LEAF[name]} and g["node"].code == "i8"
                  and all(g[k].code == c for k, c in LEAF[name].items()), f"T2/P3: /leaves/{name} datasets")
             p = {k: v.data for k, v in g.items()}

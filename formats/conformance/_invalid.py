@@ -16,7 +16,8 @@ from make_suite import (M, m_bernoulli, m_categorical_dag, m_cltree, m_gaussian,
                         m_mvgaussian, rehash, insert_vendor, t_vendor_fallback, tree_of, write_h5)
 
 #: 1.1 rules a 1.0 reader does not apply (it ignores members of a newer minor version)
-ACCEPTED_BY_1_0 = {"V4_unknown_member", "V4_unknown_attr", "H1_mismatch", "H1_syntax", "H1_missing"}
+ACCEPTED_BY_1_0 = {"V4_unknown_member", "V4_unknown_attr", "V4_unknown_leaf_attr", "H1_mismatch", "H1_syntax",
+                   "H1_missing"}
 
 BASES: dict[str, Callable[[], Group]] = {
     "cat": lambda: tree_of(m_categorical_dag()), "bern": lambda: tree_of(m_bernoulli()),
@@ -163,6 +164,8 @@ TREE_CASES: list[tuple[str, str, str, str, Callable[[Group], None]]] = [
     ("V3_feature_syntax", "V3", "required feature not of the form leaf:<name>", "cat", _attr("/", "required_features", ["hypercube-v3"])),
     ("V4_unknown_member", "V4", "unknown member /notes in a 1.1 file", "cat", lambda t: t.members.__setitem__("notes", Group())),
     ("V4_unknown_attr", "V4", "unknown attribute /roots@order in a 1.1 file", "cat", _attr("roots", "order", "any")),
+    ("V4_unknown_leaf_attr", "V4", "unknown attribute /leaves/categorical@note in a 1.1 file", "cat",
+     _attr("leaves/categorical", "note", "any")),
     ("V4_1_1_in_1_0", "V4", "content_hash in a file that says 1.0", "cat", _attr("/", "format_version", np.array([1, 0, 0], np.uint32))),
     ("T2_child_f8", "T2", "/edges/child stored as f8", "cat", lambda t: _set(t, "edges/child", M(t, "edges", "child").astype(np.float64))),
     ("T2_p_f4", "T2", "/leaves/bernoulli/p stored as f4", "bern", lambda t: _set(t, "leaves/bernoulli/p", M(t, "leaves", "bernoulli", "p").astype(np.float32))),

@@ -258,6 +258,7 @@ def t_extensions():
     t.attrs["x_codes"] = np.array([1, 2, 250], dtype=np.uint8)
     t.attrs["x_empty"] = []
     M(t, "leaves").attrs["x_hint"] = np.int16(-7)
+    M(t, "leaves", "gaussian").attrs["x_note"] = "leaf-table extension attribute"
     M(t, "nodes").attrs["x_big"] = np.array([2**63 - 1], dtype=np.int64)
     deep = Group({"level": np.uint16(8)}, {"v": np.array([1.5, -0.0], dtype=np.float32)})
     for i in range(6, 0, -1):             # /x_acme/deep/g1/.../g6: depth 8, the limit

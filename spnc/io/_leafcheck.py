@@ -56,7 +56,8 @@ def _kind_map(kind: np.ndarray, kind_names: list[str], required: list[str],
 
 def _leaf_tables(c: _Checker, gl: Group, ol: Group, kind: np.ndarray, mkind: np.ndarray,
                  kind_names: list[str], fallback_codes: set[int], card: np.ndarray,
-                 scope_ptr: np.ndarray, scope: np.ndarray, slen: np.ndarray, N: int) -> dict:
+                 scope_ptr: np.ndarray, scope: np.ndarray, slen: np.ndarray, N: int,
+                 unknown: Any = None) -> dict:
     listed = np.zeros(N, dtype=np.int64)
     tables: dict[str, Any] = {}
     skip = {kind_names[k] for k in fallback_codes}
@@ -148,7 +149,12 @@ def _leaf_tables(c: _Checker, gl: Group, ol: Group, kind: np.ndarray, mkind: np.
         except (ValueError, IndexError, TypeError, ArithmeticError, KeyError) as e:
             raise err(tpath, str(e) or type(e).__name__) from None
         tables[lname] = table
-        ol.members[lname] = Group(members={"node": node, **arrays})
+        attrs = {}
+        for an in tg.attrs:                  # x_* attributes are kept (§9); others are V4's
+            if not an.startswith("x_") and unknown is not None:
+                unknown(f"{tpath}@{an}", "attribute")
+            attrs[an] = c.free_attrs({an: tg.attrs[an]}, tpath)[an]
+        ol.members[lname] = Group(attrs=attrs, members={"node": node, **arrays})
     unknown = np.isin(kind, sorted(fallback_codes))
     missing = (kind >= LEAF) & ~unknown & (listed == 0)
     if missing.any():

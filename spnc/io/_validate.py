@@ -244,7 +244,7 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
 
     # ---- leaves (P3-P9) -------------------------------------------------------------------
     tables = _leaf_tables(c, tree.members["leaves"], known_group("leaves"), kind, mkind,
-                          on.attrs["kind_names"], fallback_codes, card, scope_ptr, scope, slen, N)
+                          on.attrs["kind_names"], fallback_codes, card, scope_ptr, scope, slen, N, unknown)
 
     # ---- roots (G6) ---------------------------------------------------------------------
     gr = tree.members["roots"]
