@@ -164,6 +164,8 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
         raise StructureError(f"var_names has {len(var_names)} names for {V} variables")
     if var_names is not None and len(set(var_names)) != V:
         raise StructureError("var_names has duplicate names")
+    if var_names is not None and any("\x00" in str(s) for s in var_names):
+        raise StructureError("var_names holds a NUL character (model files cannot store it)")
     bad = (var_type > 2) | ((var_type == VAR_REAL) != (cardinality == 0)) | \
         ((var_type == VAR_BINARY) & (cardinality != 2))
     if bad.any():

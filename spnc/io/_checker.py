@@ -93,6 +93,8 @@ class _Checker:
             data = list(data)
             if not all(isinstance(s, str) for s in data):
                 raise err(path, "string dataset holds non-string values")
+            if any("\x00" in s for s in data):        # §2: UTF-8 without NUL (HDF5 could not hold it)
+                raise err(path, "string holds a NUL character")
             return data
         data = np.ascontiguousarray(data, dtype=np_dtype(dc))
         if data.shape != (n,):
