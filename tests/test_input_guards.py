@@ -276,3 +276,43 @@ def test_nested_parameters_and_fitted_checks():
     grid = sk.GridSearchCV(BaggedSPN(LearnSPN(min_instances=50), n_bags=2, random_state=0),
                            {"base_learner__min_instances": [30, 100]}, cv=2).fit(X)
     assert grid.best_params_["base_learner__min_instances"] in (30, 100)
+
+
+def test_far_out_real_values():
+    """log densities of -1e19 stay finite (not -inf); the backward pass and EM refuse rows
+    beyond the range where their posteriors are exact, instead of losing their counts."""
+    g = spnc.compile(Gaussian(0, 0.0, 1.0))
+    x = np.array([[1e9], [1e10], [1e15]])
+    want = -0.5 * x[:, 0] ** 2 - 0.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(g.log_likelihood(x), want, rtol=1e-12)
+    m = spnc.compile(Sum([Gaussian(0, 0.0, 1.0), Gaussian(0, 5.0, 2.0)], [.5, .5]))
+    np.testing.assert_allclose(m.log_likelihood([[1e10]]), [np.log(.5) - 0.5 * np.log(2 * np.pi * 4)
+                                                           - (1e10 - 5) ** 2 / 8], rtol=1e-12)
+    with pytest.raises(DataError, match="row 0: log p"):
+        m.backward(np.array([[1e10], [0.0]]))
+    with pytest.raises(DataError, match="row 50: log p"):
+        EM(init=m, max_iter=2).fit(np.r_[np.random.default_rng(0).normal(size=(50, 1)), [[1e10]]])
+    b = m.backward(np.array([[1e7], [0.0]]))          # -1.25e13: still exact
+    np.testing.assert_allclose(b["edge_counts"].sum(), 2.0, rtol=1e-12)
+
+
+def test_nul_in_variable_names_is_refused_everywhere(tmp_path):
+    import json
+    leaf = Product([Bernoulli(0, .3), Bernoulli(1, .6)])
+    with pytest.raises(spnc.StructureError, match="NUL"):
+        spnc.compile(leaf, var_names=["a\x00b", "c"])
+    spn = spnc.compile(leaf, var_names=["ab", "c"])
+    spnc.save(spn, tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    text = json.dumps(doc).replace('"ab"', '"a\\u0000b"')
+    (tmp_path / "nul.json").write_text(text)
+    with pytest.raises(spnc.FormatError, match="NUL"):
+        spnc.load(tmp_path / "nul.json")
+
+
+def test_oslrau_on_discrete_columns_needs_types_r(files, tmp_path, capsys):
+    d, _ = files
+    assert learn.main([str(d / "tr.csv"), "-o", str(tmp_path / "o.h5"), "--learner", "oslrau"]) == 2
+    assert "give --types r" in capsys.readouterr().err
+    assert learn.main([str(d / "tr.csv"), "-o", str(tmp_path / "o.h5"), "--learner", "oslrau", "--types", "r",
+                       "-q"]) == 0

@@ -227,7 +227,7 @@ def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list
     if args.learner == "chowliu" and real:
         raise DataError(f"{path}: {col(real[0])} is real-valued: --learner chowliu needs discrete columns")
     if args.learner == "oslrau":
-        if real and (cat or binary) and args.types is None:
+        if (cat or binary) and args.types is None:
             j = (binary + cat)[0]
             raise DataError(f"{path}: {col(j)} is {_data.TYPE_NAMES[types[j]]} but oSLRAU models every "
                             "column as real (Gaussian): give --types r to accept that")
