@@ -114,3 +114,12 @@ def chain_data(rng, n, card, flip=0.25):
         noise = rng.random(n) < flip
         X[:, j] = np.where(noise, rng.integers(0, card[j], n), src)
     return X
+
+
+def learned_trees(X: np.ndarray) -> dict:
+    """LearnSPN trees of ``X`` for each sum split (observed, latent) and leaf type
+    (univariate, chowliu), as the merge tests use them."""
+    from spnc.learn import LearnSPN
+    return {(split, leaves): LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves, min_instances=15,
+                                      mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
+            for split in ("observed", "latent") for leaves in ("univariate", "chowliu")}

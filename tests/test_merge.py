@@ -13,7 +13,7 @@ from spnc.learn.merge import identical_merge, node_marginals
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, random_spn, shared_data
+from conftest import all_states, learned_trees, random_spn, shared_data
 
 
 def _data(seed=0, n=900, d=7):
@@ -27,13 +27,7 @@ def _data(seed=0, n=900, d=7):
 @pytest.fixture(scope="module")
 def trees():
     X, Xv = _data()
-    out = {}
-    for split in ("observed", "latent"):
-        for leaves in ("univariate", "chowliu"):
-            out[split, leaves] = LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves,
-                                          min_instances=15, mi_threshold=0.001, alpha=1.0,
-                                          random_state=0).fit(X).spn_
-    return X, Xv, out
+    return X, Xv, learned_trees(X)
 
 
 def _brute_ll(spn, card):

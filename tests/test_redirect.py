@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import spnc
-from spnc.learn import LearnSPN
 from spnc.learn._graphedit import hash_cons, rebuild
 from spnc.learn._redirect import _normalise, redirect
 from spnc.learn._similarity import _scope_groups
@@ -13,7 +12,7 @@ from spnc.learn.routing import observed_sums
 from spnc.leaves.univariate import Bernoulli, Indicator
 from spnc.nodes import Product, Sum
 
-from conftest import random_spn
+from conftest import learned_trees, random_spn
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +20,7 @@ def models():
     rng = np.random.default_rng(0)
     gen = spnc.compile(random_spn(rng, [2] * 7, depth=3, share=0.0, leaf="bernoulli"))
     X = gen.sample(600, seed=0)
-    out = {}
-    for split in ("observed", "latent"):
-        for leaves in ("univariate", "chowliu"):
-            out[split, leaves] = LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves,
-                                          min_instances=15, mi_threshold=0.001, alpha=1.0,
-                                          random_state=0).fit(X).spn_
-    return X, out
+    return X, learned_trees(X)
 
 
 def _same(got, want, X):

@@ -221,11 +221,7 @@ def _make_sum(kids: list[Node], w: np.ndarray, var: int, card: int, made: list) 
                     nk.append(uk[g[0]])
                     nw.append(uw[g[0]])
                     continue
-                tot = sum(uw[j] for j in g)
-                probs = np.zeros(card)
-                for j in g:
-                    probs[vals[j]] = uw[j] / tot
-                dist = Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)
+                dist, tot = group_distribution(uw, vals, g, var, card)
                 _, rest = _split_indicator(uk[g[0]], var)
                 nk.append(Product([dist] + rest))
                 made.append(nk[-1])
@@ -235,6 +231,16 @@ def _make_sum(kids: list[Node], w: np.ndarray, var: int, card: int, made: list) 
             uk, uw = nk, nw
     ws = np.asarray(uw)
     return Sum(uk, ws / ws.sum())
+
+
+def group_distribution(uw: list, vals: list, g: list, var: int, card: int):
+    """Fig. 3(a): children ``g`` of an observed sum on ``var`` (indicator values ``vals``,
+    weights ``uw``) as one distribution over ``var``, and their total weight."""
+    tot = sum(uw[j] for j in g)
+    probs = np.zeros(card)
+    for j in g:
+        probs[vals[j]] = uw[j] / tot
+    return (Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)), tot
 
 
 def _split_indicator(c: Node, var: int):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
-from ..leaves.univariate import Bernoulli, Categorical
+from ._graphedit import group_distribution
 
 
 def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learner: dict | None = None,
@@ -103,11 +103,7 @@ def _fig3a(uk, uw, var, card, gkind, kids, ivar, ival, leaf_obj, made):
             nk.append(uk[g[0]])
             nw.append(uw[g[0]])
             continue
-        tot = sum(uw[j] for j in g)
-        probs = np.zeros(card)
-        for j in g:
-            probs[vals[j]] = uw[j] / tot
-        dist = Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)
+        dist, tot = group_distribution(uw, vals, g, var, card)
         _, rest = _split_indicator(uk[g[0]], var, gkind, kids, ivar, ival)
         d = len(gkind)
         gkind.append(type(dist)._leaf_type.code)
