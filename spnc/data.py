@@ -29,6 +29,8 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     rule, docs/cli.md). Integer columns stay integer (learners treat
     integer data as discrete) unless some column is real or has missing values."""
     if not is_frame(X):
+        if isinstance(X, np.ma.MaskedArray):       # masked cells are missing values, not their data
+            X = np.ma.asarray(X, dtype=np.float64).filled(np.nan)
         if hasattr(X, "tocsr") and hasattr(X, "nnz"):       # scipy.sparse: an object array otherwise
             raise DataError(f"{name} is a sparse matrix; spnc reads dense rows (pass {name}.toarray(), "
                             "or blocks of it)")
@@ -37,6 +39,8 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     if len(set(cols)) != len(cols):
         dup = next(c for c in cols if cols.count(c) > 1)
         raise DataError(f"{name}: column name {dup!r} appears twice")
+    if list(X.columns) != cols:                  # names are strings from here on (0 -> "0")
+        X = X.set_axis(cols, axis=1)
     if var_names is not None:
         missing = [v for v in var_names if v not in cols]
         extra = [c for c in cols if c not in set(var_names)]

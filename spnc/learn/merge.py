@@ -73,8 +73,9 @@ def single_root(spn: SPN) -> SPN:
 
 
 def _epsilon_ok(v) -> bool:
+    """A number >= 0 or a flat, non-empty list of them."""
     if isinstance(v, (list, tuple, np.ndarray)):
-        return len(v) > 0 and all(_epsilon_ok(x) for x in v)
+        return np.ndim(v) == 1 and len(v) > 0 and all(Interval(float, 0).ok(x) for x in v)
     return Interval(float, 0).ok(v)
 
 
@@ -197,6 +198,7 @@ class Merge(DensityEstimator):
         alpha = self.alpha
         if alpha is None:
             alpha = float((init.learner.get("params") or {}).get("alpha", 0.1) or 0.1)
+        alpha = float(alpha)                     # a numpy integer scalar would overflow in counts
         base = identical_merge(single_root(init))
         R0 = None
         if self.routing is not None:

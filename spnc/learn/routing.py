@@ -184,9 +184,14 @@ def decisive_leaves(spn: SPN) -> np.ndarray:
 def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:
     """Check a routing given by a caller and return it as a boolean CSC matrix."""
     from ..errors import DataError
-    M = sp.csc_matrix(routing) if sp.issparse(routing) else sp.csc_matrix(np.asarray(routing))
+    A = routing if sp.issparse(routing) else np.asarray(routing)
+    if A.ndim != 2 or A.dtype.kind not in "biuf":
+        raise DataError(f"routing must be a 2-D 0/1 (or boolean) matrix, got {A.ndim}-D {A.dtype}")
+    M = sp.csc_matrix(A)
     if M.shape != (n_rows, n_nodes):
         raise DataError(f"routing must have shape (n_rows, n_nodes) = ({n_rows}, {n_nodes}), got {M.shape}")
+    if M.nnz and not np.all((M.data == 0) | (M.data == 1)):
+        raise DataError("routing must hold only 0 and 1 (or booleans); found other values (NaN, -1, 0.5, ...)")
     return M.astype(bool)
 
 
