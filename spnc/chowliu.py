@@ -49,6 +49,17 @@ class ChowLiuFit(NamedTuple):
     mi: np.ndarray
 
 
+def _finite(v) -> bool:
+    """A real number within the float range (a huge int is not: numpy cannot test it)."""
+    try:
+        return bool(np.isfinite(float(v)))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+#: weight totals above this overflow weighted statistics (squares, products of counts)
+MAX_WEIGHT_SUM = 1e150
+
 def resolve_threads(n_threads: int | None, work: float) -> int:
     """The thread count for ``work`` (spnc's one policy, :func:`spnc._threads.effective_n_threads`)."""
     if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer, type(None))):
@@ -133,6 +144,9 @@ def check_weights(sample_weight, n: int) -> np.ndarray | None:
         raise DataError(f"sample_weight[{bad[0]}] = {w[bad[0]]!r}: weights must be finite and non-negative")
     if not w.sum() > 0:
         raise DataError("sample_weight is zero for every row; nothing to fit")
+    if not w.sum() <= MAX_WEIGHT_SUM:
+        raise DataError(f"sample_weight sums to {w.sum():.3g}, above {MAX_WEIGHT_SUM:g}: weighted statistics "
+                        "would overflow; rescale the weights")
     return w
 
 
@@ -264,9 +278,9 @@ def fit_chow_liu(X, cardinality=None, sample_weight=None, *, alpha: float = 0.1,
     codes, card, bits = check_codes(X, cardinality)
     n, d = codes.shape
     w = check_weights(sample_weight, n)
-    if not (np.isfinite(alpha) and alpha >= 0):
+    if not (_finite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    if not (np.isfinite(mi_threshold) and mi_threshold >= 0):
+    if not (_finite(mi_threshold) and mi_threshold >= 0):
         raise ValueError(f"mi_threshold must be a finite number >= 0, got {mi_threshold!r}")
     if w is not None and np.any(w == 0):
         keep = w > 0

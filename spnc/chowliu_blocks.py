@@ -123,9 +123,9 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
                         block_rows: int | None = None) -> _cl.ChowLiuFit:
     """:func:`spnc.chowliu.fit_chow_liu` over a block source or a Dask array (``X`` as
     in :mod:`spnc.stream`); ``sample_weight`` is an in-memory array, one weight per row."""
-    if not (np.isfinite(alpha) and alpha >= 0):
+    if not (_cl._finite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    if not (np.isfinite(mi_threshold) and mi_threshold >= 0):
+    if not (_cl._finite(mi_threshold) and mi_threshold >= 0):
         raise ValueError(f"mi_threshold must be a finite number >= 0, got {mi_threshold!r}")
     w = None
     if sample_weight is not None:

@@ -21,12 +21,21 @@ class Constraint:
         self.ok, self.text = ok, text
 
 
+#: integer parameters go to C ints in the kernels: larger values are refused here
+MAX_INT = 2**31 - 1
+
+
 def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and abs(int(v)) <= MAX_INT
 
 
 def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:                        # an int beyond the float range
+        return False
 
 
 def Interval(kind: type, lo=None, hi=None, closed: str = "both") -> Constraint:
