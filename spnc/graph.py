@@ -12,9 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _data, _infer
+from . import _budget, _data, _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
+from ._conditional import log_conditional
 from ._sweep import Sweep, check_posterior_range, leaf_states
 from .data import as_data
 from .errors import DataError, StructureError
@@ -279,6 +280,7 @@ class SPN:
         if evidence is None:
             if n is None or int(n) < 0:
                 raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
+            _budget.check(16.0 * int(n) * self.n_vars, f"{int(n)} samples of {self.n_vars} variables")
             X = np.full((int(n), self.n_vars), np.nan)
         else:
             X = self._check_X(evidence, "evidence")
@@ -369,6 +371,7 @@ class SPN:
         ll = np.empty(n)
         edge_acc = np.zeros((nt, self.n_edges))
         node_acc = np.zeros((nt, self.n_nodes))
+        _budget.check(8.0 * n * (self.n_nodes * node_posteriors + self.n_leaves * leaf_responsibilities), "posteriors")
         post = np.empty((n, self.n_nodes)) if node_posteriors else None
         resp = np.empty((n, self.n_leaves)) if leaf_responsibilities else None
         rlw = self._root_logw()
@@ -398,6 +401,7 @@ class SPN:
         """log S_n(x) of every node for every row, shape (n, n_nodes); ``mode=MAX`` for
         max-product values. Memory grows with n x n_nodes: meant for learners and tests."""
         X = self._check_X(X)
+        _budget.check(16.0 * X.shape[0] * self.n_nodes, f"node values of {X.shape[0]} rows x {self.n_nodes} nodes")
         vals = np.empty((X.shape[0], self.n_nodes))
         sw = Sweep(self, X, mode, n_threads, workspace="all")
         for r0, r1, XT, L in sw:
@@ -412,31 +416,6 @@ class SPN:
         root (or a list of roots for multi-root models)."""
         from .compile import to_nodes
         return to_nodes(self)
-
-
-#: the largest rounding error a conditional may carry, relative to max(1, |value|)
-CONDITIONAL_TOL = 1e-6
-
-
-def log_conditional(joint: np.ndarray, evidence: np.ndarray) -> np.ndarray:
-    """``joint - evidence`` (log p(query, evidence) - log p(evidence)) per row. Raises
-    :class:`DataError` for a row whose evidence has probability zero, or whose two
-    log-likelihoods are so large (an outlying real value) that rounding them, about 16 ulp
-    each, could move the difference by more than ``CONDITIONAL_TOL``."""
-    zero = np.flatnonzero(np.isneginf(evidence))
-    if zero.size:
-        raise DataError(f"row {int(zero[0])}: the evidence has probability zero; its conditional is "
-                        "undefined")
-    out = joint - evidence
-    with np.errstate(invalid="ignore"):      # an impossible query (joint -inf) is exact
-        err = np.where(np.isfinite(joint), 16 * np.finfo(np.float64).eps * (np.abs(joint) + np.abs(evidence)), 0.0)
-    bad = np.flatnonzero(err > CONDITIONAL_TOL * np.maximum(1.0, np.abs(out)))
-    if bad.size:
-        r = int(bad[0])
-        raise DataError(f"row {r}: log p(query, evidence) = {joint[r]:.6g} and log p(evidence) = "
-                        f"{evidence[r]:.6g} are too large for their difference to be accurate (rounding "
-                        f"error up to {err[r]:.2g}); an outlying value, or data to rescale")
-    return out
 
 
 def _rebuild(state: dict, tables: dict) -> SPN:

@@ -224,7 +224,7 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None) -> np.ndar
     if not ev:
         return joint
     Xe = np.where(keep_e, X, np.nan)
-    from ..graph import log_conditional
+    from .._conditional import log_conditional
     return log_conditional(joint, run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _budget
 from ..compose import fit_weights
 from ..data import as_data, is_frame
 from ..errors import DataError, ParameterError
@@ -148,6 +149,8 @@ class BaggedSPN(DensityEstimator):
                 raise ParameterError("param_distributions", f"BaggedSPN: param_distributions names {k!r}, "
                                                            f"which {type(base).__name__} does not have")
         n = X.shape[0]
+        _budget.check(8.0 * n * int(self.n_bags), f"{int(self.n_bags)} bootstrap samples of {n} rows",
+                      "use fewer bags")
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
             rng = np.random.default_rng(ss)

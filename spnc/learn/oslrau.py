@@ -38,6 +38,7 @@ from typing import Iterable
 import numpy as np
 
 from . import _oslrau
+from .. import _budget
 from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
@@ -166,6 +167,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
     def _init_state(self, d: int) -> None:
         """The fully factorised start: a product over d unit Gaussians (count 0)."""
         self._validate_params()
+        # the root's covariance, its Cholesky factor and the doubling buffers: ~4 d^2 floats
+        _budget.check(32.0 * d * d, f"oSLRAU statistics over {d} real variables", "use fewer columns")
         self._d = d
         self._preq = np.zeros(1)
         if self.random_state is None:
