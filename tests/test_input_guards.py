@@ -316,3 +316,38 @@ def test_oslrau_on_discrete_columns_needs_types_r(files, tmp_path, capsys):
     assert "give --types r" in capsys.readouterr().err
     assert learn.main([str(d / "tr.csv"), "-o", str(tmp_path / "o.h5"), "--learner", "oslrau", "--types", "r",
                        "-q"]) == 0
+
+
+def test_fourth_hunt_inputs(monkeypatch, tmp_path):
+    """Integer-named nullable frames, masked arrays, huge or overflowing parameters, Merge's
+    epsilon and routing, bag and sample sizes beyond the memory budget, weight overflow."""
+    from spnc.learn import OSLRAU, ChowLiuTree, Merge
+    pd = pytest.importorskip("pandas")
+    spn = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]))
+    df = pd.DataFrame({0: pd.array([1, 0], dtype="Int64"), 1: pd.array([0, pd.NA], dtype="Int64")})
+    np.testing.assert_array_equal(spn.log_likelihood(df), spn.log_likelihood([[1, 0], [0, np.nan]]))
+    masked = np.ma.array([[1.0, 0.0]], mask=[[False, True]])
+    np.testing.assert_array_equal(spn.log_likelihood(masked), spn.log_likelihood([[1, np.nan]]))
+    X = (np.random.default_rng(5).random((80, 2)) < 0.5).astype(float)
+    for est in (ChowLiuTree(alpha=10 ** 400), LearnSPN(n_iter=2 ** 31), OSLRAU(batch_size=2 ** 70)):
+        with pytest.raises(ParameterError):
+            est.fit(X)
+    ChowLiuTree(alpha=2 ** 70).fit(X)                     # a huge but representable pseudo-count
+    tree = LearnSPN(min_instances=20, sum_split="observed").fit(X).spn_
+    with pytest.raises(ParameterError, match="epsilon"):
+        Merge(init=tree, epsilon=[[0.1]]).fit(X[:60], X_valid=X[60:])
+    Merge(init=tree, epsilon=0.1, alpha=np.uint8(1)).fit(X[:60], X_valid=X[60:])
+    for bad in (np.full((60, tree.n_nodes), 0.5), -np.ones((60, tree.n_nodes)), np.zeros((60, tree.n_nodes, 1))):
+        with pytest.raises(DataError, match="routing"):
+            Merge(init=tree, epsilon=0.1, routing=bad).fit(X[:60], X_valid=X[60:])
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "1M")
+    with pytest.raises(DataError, match="memory budget"):
+        spn.sample(10 ** 6)
+    with pytest.raises(DataError, match="memory budget"):
+        BaggedSPN(LearnSPN(), n_bags=10 ** 6).fit(X)
+    with pytest.raises(DataError, match="memory budget"):
+        OSLRAU().fit(np.random.default_rng(0).normal(size=(5, 400)))
+    monkeypatch.delenv("SPNC_MEMORY_BUDGET")
+    for est in (EM(init=tree, max_iter=2), ChowLiuTree()):
+        with pytest.raises(DataError, match="rescale the weights"):
+            est.fit(X, sample_weight=np.full(len(X), 1e300))

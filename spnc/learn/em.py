@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import stream as _stream
 from .._kinds import SUM
+from ..chowliu import MAX_WEIGHT_SUM
 from . import _em_blocks
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
@@ -177,6 +178,9 @@ class EM(DensityEstimator):
             wsum = float(w.sum())
             if not wsum > 0:
                 raise DataError("sample_weight is zero for every row; nothing to fit")
+            if not float(w.sum()) <= MAX_WEIGHT_SUM:
+                raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
+                                "statistics would overflow; rescale the weights")
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
