@@ -204,43 +204,45 @@ def _make_sum(kids: list[Node], w: np.ndarray, var: int, card: int, made: list) 
             uw[j] += float(wc)
     if len(uk) == 1:                                   # Fig. 3(b)
         return uk[0]
-    if var >= 0:                                       # Fig. 3(a)
-        groups: dict[tuple, list[int]] = {}
-        vals = []
-        for j, c in enumerate(uk):
-            val, rest = _split_indicator(c, var)
-            vals.append(val)
-            if val is None:
-                groups = {}
-                break
-            groups.setdefault(tuple(sorted(id(r) for r in rest)), []).append(j)
-        if groups and any(len(g) > 1 for g in groups.values()):
-            nk, nw = [], []
-            for g in groups.values():
-                if len(g) == 1:
-                    nk.append(uk[g[0]])
-                    nw.append(uw[g[0]])
-                    continue
-                dist, tot = group_distribution(uw, vals, g, var, card)
-                _, rest = _split_indicator(uk[g[0]], var)
-                nk.append(Product([dist] + rest))
-                made.append(nk[-1])
-                nw.append(tot)
-            if len(nk) == 1:
-                return nk[0]
-            uk, uw = nk, nw
+    plan = fig3a_groups(uk, uw, var, card, lambda c: _split_indicator(c, var), id) if var >= 0 else None
+    if plan is not None:                               # Fig. 3(a)
+        nk = [uk[a] if dist is None else Product([dist] + a) for a, dist, _ in plan]
+        made.extend(c for c, (_, dist, _) in zip(nk, plan) if dist is not None)
+        if len(nk) == 1:
+            return nk[0]
+        uk, uw = nk, [w for _, _, w in plan]
     ws = np.asarray(uw)
     return Sum(uk, ws / ws.sum())
 
 
-def group_distribution(uw: list, vals: list, g: list, var: int, card: int):
-    """Fig. 3(a): children ``g`` of an observed sum on ``var`` (indicator values ``vals``,
-    weights ``uw``) as one distribution over ``var``, and their total weight."""
-    tot = sum(uw[j] for j in g)
-    probs = np.zeros(card)
-    for j in g:
-        probs[vals[j]] = uw[j] / tot
-    return (Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs)), tot
+def fig3a_groups(uk: list, uw: list, var: int, card: int, split, key) -> list | None:
+    """Fig. 3(a) for the children ``uk`` (weights ``uw``) of an observed sum on ``var``;
+    ``split(c)`` gives ``(value, rest)`` of a child ``[V=value] x rest`` (value None for
+    any other child), ``key`` a hashable of a rest member. Children with the same rest
+    form a group. Returns, group by group in order of first member, ``(j, None, weight)``
+    for a lone child ``uk[j]`` and ``(rest, distribution, weight)`` for a group that
+    becomes ``distribution x rest``; None when no two children share their rest."""
+    vals, rests, groups = [], [], {}
+    for j, c in enumerate(uk):
+        val, rest = split(c)
+        if val is None:
+            return None
+        vals.append(val)
+        rests.append(rest)
+        groups.setdefault(tuple(sorted(map(key, rest))), []).append(j)
+    if all(len(g) == 1 for g in groups.values()):
+        return None
+    out = []
+    for g in groups.values():
+        if len(g) == 1:
+            out.append((g[0], None, uw[g[0]]))
+            continue
+        tot = sum(uw[j] for j in g)
+        probs = np.zeros(card)
+        for j in g:
+            probs[vals[j]] = uw[j] / tot
+        out.append((rests[g[0]], Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs), tot))
+    return out
 
 
 def _split_indicator(c: Node, var: int):

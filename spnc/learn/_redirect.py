@@ -13,7 +13,7 @@ import numpy as np
 
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
-from ._graphedit import group_distribution
+from ._graphedit import fig3a_groups
 
 
 def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learner: dict | None = None,
@@ -87,35 +87,23 @@ def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learn
 
 def _fig3a(uk, uw, var, card, gkind, kids, ivar, ival, leaf_obj, made):
     """Children of an observed sum on ``var`` that share their rest ``R`` (``[V=v] x R``)
-    become one child ``P(V | group) x R``: the new children and weights."""
-    vals, groups = [], {}
-    for j, c in enumerate(uk):
-        val, rest = _split_indicator(c, var, gkind, kids, ivar, ival)
-        if val is None:
-            return uk, uw
-        vals.append(val)
-        groups.setdefault(tuple(sorted(rest)), []).append(j)
-    if all(len(g) == 1 for g in groups.values()):
+    become one child ``P(V | group) x R`` (:func:`._graphedit.fig3a_groups`): the new
+    children and weights."""
+    plan = fig3a_groups(uk, uw, var, card, lambda c: _split_indicator(c, var, gkind, kids, ivar, ival), int)
+    if plan is None:
         return uk, uw
-    nk, nw = [], []
-    for g in groups.values():
-        if len(g) == 1:
-            nk.append(uk[g[0]])
-            nw.append(uw[g[0]])
+    nk = []
+    for a, dist, _ in plan:
+        if dist is None:
+            nk.append(uk[a])
             continue
-        dist, tot = group_distribution(uw, vals, g, var, card)
-        _, rest = _split_indicator(uk[g[0]], var, gkind, kids, ivar, ival)
-        d = len(gkind)
-        gkind.append(type(dist)._leaf_type.code)
-        kids.append(None)
+        d = len(gkind)                     # the distribution, then its product with the rest
+        gkind.extend([type(dist)._leaf_type.code, PRODUCT])
+        kids.extend([None, [d] + a])
         leaf_obj[d] = dist
-        p = len(gkind)
-        gkind.append(PRODUCT)
-        kids.append([d] + rest)
-        made.append(p)
-        nk.append(p)
-        nw.append(tot)
-    return nk, nw
+        made.append(d + 1)
+        nk.append(d + 1)
+    return nk, [w for _, _, w in plan]
 
 
 def _split_indicator(c: int, var: int, gkind, kids, ivar, ival):
