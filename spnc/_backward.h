@@ -175,16 +175,21 @@ static SPNC_INLINE void spnc_push_product(const spnc_net *g, int64_t n, double *
     }
 }
 
-/* What every node of a backward sweep adds once its posterior pn is complete: its expected
- * count (a node sharing its parent's slot reuses the parent's dot product), and its
- * posterior rows when all_post is given. */
-static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
-                                       const double *restrict wt, double *dotc, double *node_acc,
-                                       double *all_post)
+/* A leaf sharing its product parent's slot, with nothing asked of it but its expected
+ * count (its alias chain's, copied by the caller). */
+static SPNC_INLINE int spnc_leaf_idle(const spnc_net *g, int64_t n, const double *leaf_resp,
+                                      const double *all_post, const double *state_acc)
 {
-    const int64_t ps = g->pslot[n];
-    if (!g->alias[n]) dotc[ps] = spnc_wdot(pn, wt);
-    node_acc[n] += dotc[ps];
+    return g->kind[n] >= 2 && g->alias[n] && !leaf_resp && !all_post && !(state_acc && g->var[n] >= 0);
+}
+
+/* What every node of a backward sweep adds once its posterior pn is complete: its expected
+ * count, and its posterior rows when all_post is given. A node sharing its parent's slot
+ * has the count of its alias chain's head, which the caller copies after the sweep. */
+static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
+                                       const double *restrict wt, double *node_acc, double *all_post)
+{
+    if (!g->alias[n]) node_acc[n] += spnc_wdot(pn, wt);
     if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
 }
 
@@ -197,7 +202,7 @@ static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col
  * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
 SPNC_CLONES
 static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
-                          int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                          int domain, const double *wt, double *edge_acc, double *node_acc,
                           double *leaf_resp, double *all_post, double *state_acc)
 {
     int64_t n;
@@ -207,6 +212,7 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         const int64_t ps = g->pslot[n];
         const double *restrict pn = P + ps * SPNC_B;
         int64_t e;
+        if (spnc_leaf_idle(g, n, leaf_resp, all_post, state_acc)) continue;
         if (g->kind[n] == 0) {
             const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
             double q[SPNC_B], v[SPNC_B];
@@ -236,7 +242,7 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         } else {
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
-        spnc_node_done(g, n, col0, pn, wt, dotc, node_acc, all_post);
+        spnc_node_done(g, n, col0, pn, wt, node_acc, all_post);
     }
 }
 

@@ -55,7 +55,7 @@ static SPNC_INLINE void spnc_gather_sums(const spnc_net *g, int64_t n, const dou
  * go to sacc in spar order (the caller adds them to the edges). */
 SPNC_CLONES
 static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
-                                 const double *wt, double *sacc, double *node_acc, double *dotc,
+                                 const double *wt, double *sacc, double *node_acc,
                                  double *leaf_resp, double *all_post, double *state_acc)
 {
     int64_t n;
@@ -64,6 +64,7 @@ static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, con
         const int64_t ps = g->pslot[n];
         double *restrict pn = P + ps * SPNC_B;
         const double *restrict S = W + n * SPNC_B;
+        if (spnc_leaf_idle(g, n, leaf_resp, all_post, state_acc)) continue;
         if (g->spar_ptr[n + 1] > g->spar_ptr[n])
             spnc_gather_sums(g, n, Q, S, pn, g->pbase[n], sacc);
         else if (!g->pbase[n])
@@ -80,7 +81,7 @@ static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, con
         } else {
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
-        spnc_node_done(g, n, col0, pn, wt, dotc, node_acc, all_post);
+        spnc_node_done(g, n, col0, pn, wt, node_acc, all_post);
     }
 }
 

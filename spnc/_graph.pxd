@@ -48,7 +48,7 @@ cdef struct StatesC:
 cdef class Graph:
     """The compiled structure every kernel takes (see spnc/_graph.pyx)."""
     cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_, w_
-    cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_
+    cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_, group_
     cdef readonly object spar_ptr_, spar_edge_, spar_node_, pfirst_, pbase_
     cdef GraphC c
     cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone

@@ -93,7 +93,8 @@ cdef class Graph:
         self.c.n_sum_edges = int(sum_deg.sum())
         self.c.n_sums = int(is_sum.sum())
         self.c.shares = self.c.n_sum_edges <= SHARES_PER_NODE * self.c.n_nodes and self.c.n_nodes > VALUES_NODES
-        self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.c.n_pslots = plan_backward(
+        (self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.group_,
+         self.c.n_pslots) = plan_backward(
             self.kind_, self.child_ptr_, self.child_[:n_edges], np.ascontiguousarray(keep, dtype=np.int64))
         cdef const int64_t[::1] to = self.toff_
         cdef const int64_t[::1] si = self.sidx_
@@ -345,7 +346,8 @@ def plan_backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const i
     (pslot int32[N], first uint8[E] (the edge's parent is the child's first writer), alias
     uint8[N], start int64[] (roots and parentless nodes: their slots are zeroed before the
     sweep), prod_only uint8[N] (the node has parents, all of them products, and is no
-    root), n_slots)."""
+    root), group int64[N] (the highest node of n's chain of aliases: n's posterior is its
+    posterior), n_slots)."""
     cdef Py_ssize_t N = kind.shape[0], E = child.shape[0], n, e, c
     maxpar_arr = np.full(N, -1, dtype=np.int64)
     indeg_arr = np.zeros(N, dtype=np.int64)
@@ -404,7 +406,7 @@ def plan_backward(const uint8_t[::1] kind, const int64_t[::1] child_ptr, const i
                 free_[nfree] = pslot[n]
                 nfree += 1
     start = np.flatnonzero((indeg_arr == 0) | (is_root_arr == 1)).astype(np.int64)
-    return pslot_arr, first_arr, alias_arr, start, prod_arr, max(int(nslots), 1)
+    return pslot_arr, first_arr, alias_arr, start, prod_arr, grp_arr, max(int(nslots), 1)
 
 
 def plan_slots(const int64_t[::1] child_ptr, const int32_t[::1] child, const int64_t[::1] keep):

@@ -198,8 +198,8 @@ def backward_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`backward` needs."""
     cdef const GraphC *g = &graph.c
     if g.shares:
-        return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B + g.n_pslots
-    return (2 * g.n_nodes + g.n_pslots + (2 * g.n_sums if g.gather else 0) + 1) * SPNC_B + g.n_pslots
+        return (2 * g.n_slots + g.n_sum_edges + g.n_pslots + 1) * SPNC_B
+    return (2 * g.n_nodes + g.n_pslots + (2 * g.n_sums if g.gather else 0) + 1) * SPNC_B
 
 
 def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -241,7 +241,6 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef double *W
     cdef double *T
     cdef double *P
-    cdef double *dotc
     cdef double *Q
     cdef int dom
     cdef int budget0 = _plain_budget(graph, n_blocks)
@@ -258,8 +257,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         else:
             T = NULL
             P = W + 2 * N * SPNC_B
-        dotc = P + g.n_pslots * SPNC_B
-        Q = dotc + g.n_pslots     # the gathering sweep's q_s and q_s * wt (no shares only)
+        Q = P + g.n_pslots * SPNC_B     # the gathering sweep's q_s and q_s * wt (no shares only)
         col0 = b * SPNC_B
         nb = block_net(&st, &net, t, col0)
         dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget)
@@ -267,16 +265,21 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
         if dom == PLAIN and gather:
-            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &sacc[t, 0], &node_acc[t, 0], dotc,
+            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &sacc[t, 0], &node_acc[t, 0],
                                  &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                                  &state_acc[t, 0] if want_states else NULL)
         else:
-            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0], dotc,
+            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL)
     _plain_record(graph, n_blocks, budget0, budget)
     if gather and g.spar_ptr[N]:
         np.asarray(edge_acc)[:n_threads, graph.spar_edge_[:g.spar_ptr[N]]] += sacc_arr
+    # a node sharing its parent's slot has the posterior, hence the count, of its alias
+    # chain's head (the sweeps count heads only)
+    alias = np.flatnonzero(graph.alias_[:N])
+    acc = np.asarray(node_acc)
+    acc[:, alias] = acc[:, graph.group_[alias]]
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,

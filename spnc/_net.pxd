@@ -50,10 +50,10 @@ cdef extern from "_select.h" nogil:
     int spnc_budget_left(const int *b)
     void spnc_budget_spend(int *b)
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
-                       int domain, const double *wt, double *edge_acc, double *node_acc, double *dotc,
+                       int domain, const double *wt, double *edge_acc, double *node_acc,
                        double *leaf_resp, double *all_post, double *state_acc)
     void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
-                              const double *wt, double *sacc, double *node_acc, double *dotc,
+                              const double *wt, double *sacc, double *node_acc,
                               double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                      const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,

@@ -250,3 +250,26 @@ def test_gathering_backward_agrees_with_pushing(seed):
         one, two = spn.backward(X, n_threads=1), spn.backward(X, n_threads=2)
         np.testing.assert_array_equal(one["log_likelihood"], two["log_likelihood"])
         np.testing.assert_allclose(one["edge_counts"], two["edge_counts"], rtol=1e-13)
+
+
+def test_aliased_nodes_count_as_their_chain_head():
+    """The sweeps count only the heads of alias chains (nodes whose only parent is a
+    product share its posterior) and skip leaves asked nothing else; every node's count
+    still equals the weighted sum of its posteriors, whatever else the pass returns."""
+    rng = np.random.default_rng(5)
+    card = [2, 3, 2, 2, 4, 2]
+    spn = spnc.compile(random_spn(rng, card, depth=4), cardinality=card)
+    from spnc._sweep import graph_of
+    g = graph_of(spn)
+    alias = g.alias_[:spn.n_nodes].astype(bool)
+    assert alias[spn.kind >= 2].any() and alias[spn.kind == 0].any()     # leaves and sums
+    X = rng.integers(0, card, size=(700, len(card))).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    w = rng.uniform(0.1, 2.0, len(X))
+    full = spn.backward(X, sample_weight=w, node_posteriors=True)
+    want = w @ full["node_posteriors"]
+    for kw in ({}, {"leaf_responsibilities": True}, {"node_posteriors": True}):
+        got = spn.backward(X, sample_weight=w, **kw)["node_counts"]
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=str(kw))
+        np.testing.assert_array_equal(got[alias], got[g.group_[alias]])
+
