@@ -10,6 +10,7 @@ leaf is inline, forward, backward and select take the chunk's rows instead (``ro
 each block stages its own rows, transposed, in the thread's cache.
 """
 import numpy as np
+from spnc._buffers import aligned_empty
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, frexp, log, exp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -56,7 +57,7 @@ cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_
     cdef Py_ssize_t n = rows.shape[0], d = rows.shape[1], es = sizeof(double)
     if rows.strides[0] % es or rows.strides[1] % es:
         raise ValueError("staged rows must be aligned to whole doubles")
-    bufs = (np.empty((n_threads, max(d, 1) * SPNC_B)),
+    bufs = (aligned_empty((n_threads, max(d, 1) * SPNC_B)),
             np.empty(2 * n_threads * sizeof(spnc_net), dtype=np.uint8))
     cdef double[:, ::1] b = bufs[0]
     cdef uint8_t[::1] nb = bufs[1]

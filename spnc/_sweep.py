@@ -16,6 +16,7 @@ from typing import Iterator
 import numpy as np
 
 from . import _data, _graph, _infer
+from ._buffers import aligned_empty, whole_lines
 from ._kinds import MAX
 from ._threads import effective_n_threads
 
@@ -116,7 +117,7 @@ def _width(rows: int) -> int:
 def transposed_chunk(X: np.ndarray, r0: int, r1: int, n_threads: int = 1) -> np.ndarray:
     """Rows ``r0:r1`` of ``X`` as a transposed chunk (n_vars, _width(r1 - r0)), padded
     (:func:`pad_columns`)."""
-    XT = np.empty((X.shape[1], _width(r1 - r0)))
+    XT = aligned_empty((X.shape[1], _width(r1 - r0)))
     if X.dtype == np.float64:
         _data.transpose_into(X, r0, r1, XT, n_threads)
     else:
@@ -198,11 +199,11 @@ class Sweep:
         # linear sweeps keep a mantissa and an exponent per value
         per = {"plan": 2 * self.graph.n_slots * BLOCK, "all": spn.n_nodes * BLOCK,
                "backward": _infer.backward_ws(self.graph), "select": _infer.select_ws(self.graph)}[workspace]
-        self.ws = np.empty((nt, max(per, BLOCK)))
+        self.ws = aligned_empty((nt, whole_lines(max(per, BLOCK))))
         # leaf values that are all log 1 need the matrix zeroed once, not per chunk
         self._zero = bool(getattr(leaf_values, "all_zero", False))
-        alloc = np.zeros if self._zero else np.empty
-        self._lbuf = alloc(max(spn.n_leaves, 1) * m_max) if self.matrix and leaf_matrix else np.zeros((1, 1))
+        self._lbuf = aligned_empty(max(spn.n_leaves, 1) * m_max, zero=self._zero) \
+            if self.matrix and leaf_matrix else np.zeros((1, 1))
         self.staged = bool(stage and not self.matrix and X.dtype == np.float64
                            and all(st % X.itemsize == 0 for st in X.strides))
         self._no_XT = np.empty((max(spn.n_vars, 1), 0))   # never read: the kernels stage rows

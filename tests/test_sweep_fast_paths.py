@@ -273,3 +273,22 @@ def test_aliased_nodes_count_as_their_chain_head():
         np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=str(kw))
         np.testing.assert_array_equal(got[alias], got[g.group_[alias]])
 
+
+def test_kernel_buffers_start_on_a_cache_line():
+    from spnc._buffers import aligned_empty, whole_lines
+    from spnc._sweep import Sweep, transposed_chunk
+    for shape in [(3, whole_lines(13)), 17, (2, 64)]:
+        for zero in (False, True):
+            a = aligned_empty(shape, zero=zero)
+            assert a.ctypes.data % 64 == 0 and a.flags.c_contiguous
+            assert a.shape == ((shape,) if np.ndim(shape) == 0 else shape)
+            if zero:
+                assert not a.any()
+            if a.ndim == 2:
+                assert a.strides[0] % 64 == 0
+    rng = np.random.default_rng(0)
+    spn = spnc.compile(random_spn(rng, [2, 2, 3]), cardinality=[2, 2, 3])
+    X = rng.integers(0, 2, size=(100, 3)).astype(float)
+    sw = Sweep(spn, X, 0, 2, workspace="backward")
+    assert sw.ws.ctypes.data % 64 == 0 and sw.ws.strides[0] % 64 == 0
+    assert transposed_chunk(X, 0, 100).ctypes.data % 64 == 0

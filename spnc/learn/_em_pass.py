@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _infer
+from .._buffers import aligned_empty
 from .._kinds import MARGINAL, MAX
 from .._sweep import CHUNK_VALUES, Sweep
 from ..graph import SPN
@@ -65,7 +66,7 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
         rw = np.zeros(m)
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
-        R = np.empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
+        R = aligned_empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
         if hard:
             _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, MAX, True, 0, r0, v, no_active,
                           rw, edge, node, R, nt, sw.ws, acts, rows=sw.rows(r0, r1))
