@@ -55,3 +55,15 @@ def test_merge_tool_errors(tmp_path, capsys):
     assert cli_merge.main(args + ["--epsilon", "0.1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["merged"]["nodes"] > 0
     assert (tmp_path / "g.h5").exists()
+
+
+def test_merge_tool_progress_on_stderr_and_bad_output_refused_first(tmp_path, capsys):
+    _files(tmp_path)
+    base = [str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"), "--valid", str(tmp_path / "valid.csv")]
+    for name, msg in (("g.txt", "unknown extension"), ("g.dot", "saved as .h5, .hdf5 or .json")):
+        assert cli_merge.main(base + ["-o", str(tmp_path / name), "--json"]) == 2
+        got = capsys.readouterr()
+        assert got.out == "" and msg in got.err
+    assert cli_merge.main(base + ["-o", str(tmp_path / "g.h5"), "--epsilon", "0.1", "0.2"]) == 0
+    got = capsys.readouterr()
+    assert "[merge] epsilon=" in got.err and "[merge]" not in got.out and "compression" in got.out

@@ -20,6 +20,7 @@ responsibilities of that table kept for the pass (n x its leaves).
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -98,7 +99,7 @@ class EM(DensityEstimator):
     freeze : node ids whose parameters stay fixed (sum weights or leaf parameters).
     check_leaves : apply the Eq. 12 check to every leaf update.
     random_state : seed of the mini-batch order (online).
-    verbose : print one line per pass when > 0.
+    verbose : one line per pass on stderr when > 0.
     n_threads : threads of the inference kernels (None: automatic).
 
     Attributes after :meth:`fit`: ``spn_`` (a new :class:`spnc.SPN`; the input is untouched),
@@ -246,7 +247,8 @@ class EM(DensityEstimator):
                 best = spn
             vs = f" valid {hist_v[-1]:.6f}" if hist_v else ""
             if self.verbose:
-                print(f"[EM {self.variant}] pass {it}: train {hist_t[-1]:.6f}{vs} ({time.perf_counter() - t0:.2f} s)")
+                print(f"[EM {self.variant}] pass {it}: train {hist_t[-1]:.6f}{vs} ({time.perf_counter() - t0:.2f} s)",
+                      file=sys.stderr)
             else:
                 prog.update(f"pass {it}/{int(self.max_iter)}: train {hist_t[-1]:.6f}{vs}")
             if Xv is not None and since >= int(self.patience):

@@ -33,6 +33,7 @@ included — so merging never lowers the validation log-likelihood.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -121,7 +122,7 @@ class Merge(DensityEstimator):
     routing : None (rows are routed by the model, see :mod:`spnc.learn.routing`) or the
         routing a learner recorded for ``init``: a 0/1 matrix (n_train, init.n_nodes),
         dense or scipy.sparse; it orders the first round's candidates.
-    verbose : one line per threshold and round when > 0.
+    verbose : one line per threshold and round on stderr when > 0.
     n_threads : threads of the inference kernels (None: automatic).
 
     Memory: leaf values are kept between the passes over the same rows, up to 1 GiB on
@@ -231,7 +232,7 @@ class Merge(DensityEstimator):
                 merged += k
                 if self.verbose:
                     print(f"[merge] epsilon={eps:g} round {r + 1}: {k} merged, {model.n_nodes} nodes "
-                          f"({time.perf_counter() - t1:.2f} s)")
+                          f"({time.perf_counter() - t1:.2f} s)", file=sys.stderr)
                 if k == 0:
                     break
             v = valid_ll(model) if merged else self.history_[-1]["valid_ll"]

@@ -3,6 +3,7 @@ decompositions, with no correlation threshold; the structure is in
 :mod:`spnc.learn._prometheus_build`, parameters start from counts and are refined by EM."""
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -80,7 +81,7 @@ class Prometheus(DensityEstimator):
         structure sample may miss a state).
     sample_rows : learn the structure on a uniform sample of this many rows (None: all
         rows); the refinement runs on all rows.
-    random_state, n_threads, verbose : seed, OpenMP threads, progress lines.
+    random_state, n_threads, verbose : seed, OpenMP threads, progress lines (stderr).
 
     ``X`` may be larger than memory: a file spec ``"data.h5:/X"`` (or Zarr, ``.npy``), an
     h5py dataset, an iterable of row blocks or a Dask array. The structure search reads
@@ -198,7 +199,7 @@ class Prometheus(DensityEstimator):
         self.structure_seconds_ = time.perf_counter() - t0
         if self.verbose:
             print(f"[Prometheus] structure: {spn.n_nodes} nodes, {spn.n_edges} edges, "
-                  f"{builder.stats.calls} calls, {self.structure_seconds_:.2f} s")
+                  f"{builder.stats.calls} calls, {self.structure_seconds_:.2f} s", file=sys.stderr)
         mode = refine_mode(self.refine, rows, continuous, "running_average" if continuous else "em")
         if mode != "none":
             spn = refine_params(spn, rows, mode, n_iter=self.refine_iter,
