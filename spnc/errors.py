@@ -27,3 +27,7 @@ class ParameterError(SpncError, ValueError):
     def __init__(self, param: str, message: str):
         super().__init__(message)
         self.param = param
+
+    def __reduce__(self):
+        # both arguments, so the error survives pickling (worker processes, joblib, Dask)
+        return type(self), (self.param, str(self))

@@ -145,3 +145,13 @@ def test_auto_parameters_are_chosen_on_held_out_training_rows():
     assert few.auto_params_ == {"g_factor": 5.0}
     with pytest.raises(ParameterError, match="min_instances"):
         LearnSPN(min_instances="best").fit(X)
+
+
+def test_parameter_errors_survive_worker_processes():
+    import pickle
+    from spnc.learn import BaggedSPN, Prometheus
+    e = pickle.loads(pickle.dumps(ParameterError("affinity", "bad affinity")))
+    assert isinstance(e, ParameterError) and e.param == "affinity" and str(e) == "bad affinity"
+    X = np.random.default_rng(0).normal(size=(60, 3))          # 'mi' needs discrete data
+    with pytest.raises(ParameterError, match="affinity='mi' needs discrete data"):
+        BaggedSPN(Prometheus(affinity="mi", min_instances=20), n_bags=2, n_jobs=2, random_state=0).fit(X)
