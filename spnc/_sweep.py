@@ -35,13 +35,15 @@ COMPACT_ROWS = 1024
 EXACT_LOG_RANGE = 1e15
 
 
-def check_posterior_range(ll: np.ndarray, row0: int = 0) -> None:
-    """Refuse rows whose posteriors the backward pass cannot compute exactly."""
+def check_posterior_range(ll: np.ndarray, row0: int = 0, rows: np.ndarray | None = None) -> None:
+    """Refuse rows whose posteriors the backward pass cannot compute exactly (``rows``:
+    the caller's number of row ``row0 + i``, for the message)."""
     from .errors import DataError
     bad = np.flatnonzero(np.isfinite(ll) & (ll < -EXACT_LOG_RANGE))
     if bad.size:
         r = int(bad[0])
-        raise DataError(f"row {row0 + r}: log p = {float(ll[r]):.3g} is below -{EXACT_LOG_RANGE:g}, beyond which "
+        at = row0 + r if rows is None else int(rows[row0 + r])
+        raise DataError(f"row {at}: log p = {float(ll[r]):.3g} is below -{EXACT_LOG_RANGE:g}, beyond which "
                         "the backward pass's posteriors are not exact (a value far outside every leaf's mass)")
 
 

@@ -415,3 +415,26 @@ def test_validation_stopping_keeps_the_start_when_no_pass_improves_it():
     Xv = spn.sample(300, seed=1)
     em = EM(init=spn, max_iter=10, patience=2).fit(X, X_valid=Xv)
     np.testing.assert_array_equal(em.spn_.log_likelihood(Xv), spn.log_likelihood(Xv))
+
+
+def test_rows_of_weight_zero_play_no_part():
+    """A row of weight 0 may have probability zero under the model (a bootstrap's
+    out-of-bag row): EM fits as if it were absent, in memory and streamed, and a row of
+    positive weight with probability zero is named by its row of X, also in mini-batches."""
+    rng = np.random.default_rng(3)
+    spn = spnc.compile(Sum([Product([spnc.Bernoulli(0, 1.0), spnc.Bernoulli(1, 0.3)]),
+                            Product([spnc.Bernoulli(0, 1.0), spnc.Bernoulli(1, 0.8)])], [0.5, 0.5]))
+    X = np.column_stack([np.ones(300), rng.random(300) < 0.5]).astype(float)
+    X[[17, 250], 0] = 0.0                          # probability zero under the model
+    w = rng.uniform(0.5, 2.0, 300)
+    w[[17, 250]] = 0.0
+    keep = w > 0
+    want = EM(init=spn, max_iter=4).fit(X[keep], sample_weight=w[keep]).spn_
+    for src in (X, [X[:100], X[100:]]):
+        got = EM(init=spn, max_iter=4).fit(src, sample_weight=w).spn_
+        np.testing.assert_allclose(got.weight, want.weight, rtol=1e-12)
+    w[250] = 1.0
+    with pytest.raises(spnc.DataError, match="row 250 has probability zero"):
+        EM(init=spn, max_iter=2).fit(X, sample_weight=w)
+    with pytest.raises(spnc.DataError, match="row 250 has probability zero.*alpha > 0"):
+        EM(init=spn, variant="online", batch_size=32, max_iter=2, random_state=0).fit(X, sample_weight=w)

@@ -167,6 +167,7 @@ class EM(DensityEstimator):
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
+        ids = None      # rows of X kept (error messages name the caller's rows)
         if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
             X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)
         else:
@@ -182,6 +183,9 @@ class EM(DensityEstimator):
             if not float(w.sum()) <= MAX_WEIGHT_SUM:
                 raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
                                 "statistics would overflow; rescale the weights")
+            if not np.all(w > 0):   # rows of weight 0 play no part (the model may give them probability 0)
+                ids = np.flatnonzero(w > 0)
+                X, w = X[ids], w[ids]
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
@@ -206,7 +210,7 @@ class EM(DensityEstimator):
                 order = rng.permutation(X.shape[0])
                 for b0 in range(0, len(order), int(self.batch_size)):
                     rows = np.sort(order[b0:b0 + int(self.batch_size)])
-                    est = self._estep(spn, X[rows], w[rows], hard=False)
+                    est = self._estep(spn, X[rows], w[rows], hard=False, rows=rows if ids is None else ids[rows])
                     if run is not None:
                         for k, st in run["leaf"].items():
                             h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
@@ -223,7 +227,7 @@ class EM(DensityEstimator):
                     hist_t.append(float(np.einsum("i,i->", w, model.log_likelihood(X, n_threads=self.n_threads)))
                                   / wsum)
             else:
-                est = self._estep(spn, X, w, hard=self.variant == "hard")
+                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
                 hist_t.append(est["objective"] / wsum)
                 if it > 1 and hist_t[-1] - hist_t[-2] < float(self.tol):
                     counts = est["node_counts"]
@@ -257,7 +261,8 @@ class EM(DensityEstimator):
                 break
         else:
             if self.variant != "online":  # the objective of the final parameters
-                hist_t.append(self._estep(spn, X, w, hard=self.variant == "hard", stats=False)["objective"] / wsum)
+                hist_t.append(self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=ids)["objective"]
+                              / wsum)
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
@@ -279,9 +284,11 @@ class EM(DensityEstimator):
         self._frozen = frozen
 
     # ------------------------------------------------------------------ E-step
-    def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True) -> dict:
+    def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True,
+               rows: np.ndarray | None = None) -> dict:
         """Edge counts, node counts, leaf statistics and the objective (sum of weighted
-        log-likelihoods; max-product values for hard EM) in one pass over row chunks."""
+        log-likelihoods; max-product values for hard EM) in one pass over row chunks.
+        ``rows``: the caller's row number of each row of ``X`` (for messages)."""
         if not isinstance(X, np.ndarray):   # a block source or a Dask array
             return _em_blocks.estep(self, spn, X, w, hard, stats)
         nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
@@ -298,8 +305,11 @@ class EM(DensityEstimator):
         for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc, need_R, bool(by_states)):
             if np.any(ll == -np.inf):
                 r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
-                raise DataError(f"row {r} has probability zero under the model; EM cannot use it")
-            check_posterior_range(ll, r0)
+                r = r if rows is None else int(rows[r])
+                hint = "" if self.variant != "online" or self.alpha else \
+                    " (online EM's first mini-batches give states they have not seen probability 0: set alpha > 0)"
+                raise DataError(f"row {r} has probability zero under the model; EM cannot use it{hint}")
+            check_posterior_range(ll, r0, rows)
             # not np.dot: above ~10^4 rows numpy's BLAS wakes its own threads for a dot
             # product (then spins), whatever n_threads says
             obj += float(np.einsum("i,i->", rw[: len(ll)], ll))
