@@ -102,3 +102,14 @@ def test_oslrau_reads_a_file_spec(tmp_path):
     a = OSLRAU(random_state=0).fit(X)
     b = OSLRAU(random_state=0).fit(_h5(tmp_path, X))
     assert np.array_equal(a.score_samples(X), b.score_samples(X))
+
+
+def test_learnspn_auto_parameters_from_a_one_shot_generator():
+    """The default g_factor="auto" fits twice (choice, then final fit); a one-shot generator
+    is read once and both fits use its rows, as a list of the same blocks would."""
+    X = (np.random.default_rng(4).random((600, 6)) < 0.4).astype(float)
+    blocks = [X[i:i + 150] for i in range(0, 600, 150)]
+    want = LearnSPN(random_state=0).fit(blocks)
+    got = LearnSPN(random_state=0).fit(b for b in blocks)
+    assert got.auto_params_ == want.auto_params_
+    np.testing.assert_array_equal(got.spn_.log_likelihood(X), want.spn_.log_likelihood(X))

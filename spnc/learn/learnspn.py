@@ -323,7 +323,10 @@ class LearnSPN(DensityEstimator):
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
         try:
             if auto_names(self):
-                fit_auto(self, X, sample=rows.data, X_valid=X_valid)
+                # a one-shot iterator was read whole into rows.data: the final fit reads the
+                # same rows from there, still as streamed blocks
+                again = X if getattr(rows.full, "reiterable", True) else [rows.data]
+                fit_auto(self, again, sample=rows.data, X_valid=X_valid)
                 self.spn_ = with_names(self.spn_, names)
             else:
                 self._fit(rows, names, X_valid)
