@@ -15,6 +15,7 @@ import numpy as np
 from . import _budget, _data, _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
+from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, check_posterior_range, leaf_states
 from .data import as_data
@@ -377,7 +378,7 @@ class SPN:
         rlw = self._root_logw()
         for r0, r1, XT, L in sw:
             m = sw.width(r0, r1, XT)
-            rw = np.zeros(m)
+            rw = aligned_empty(m, zero=True)       # row weights: read with every posterior
             rw[: r1 - r0] = w[r0:r1]
             llc = np.empty(m)
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))

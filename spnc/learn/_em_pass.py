@@ -63,7 +63,7 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     no_active = np.empty((0, 1), dtype=np.uint8)
     for r0, r1, XT, L in sw:
         m = sw.width(r0, r1, XT)
-        rw = np.zeros(m)
+        rw = aligned_empty(m, zero=True)       # row weights: read with every posterior
         rw[: r1 - r0] = w[r0:r1]
         v = np.empty(m)
         R = aligned_empty((max(spn.n_leaves, 1), m)) if need_R else no_resp
