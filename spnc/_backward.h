@@ -86,12 +86,19 @@ static SPNC_INLINE double spnc_push(double *restrict pc, int first, const double
     return spnc_lanes_sum(l);
 }
 
+/* Partial sums kept per state of an inline leaf (EM's state counts): 4 lanes, so the two
+ * states of a binary leaf share one cache line. With 8 lanes per state the 7.6 k leaves of a
+ * plants model kept 1 MB of sums per thread, read and written once per block: the counting
+ * was bound by that traffic, not by its arithmetic. */
+#define SPNC_STATE_LANES 4
+
 #ifdef SPNC_X86_512
-/* The two states' lanes of spnc_leaf_post in 8-row vectors with masked adds: a third of the
- * instructions of the generic form, the same adds in the same lanes (bits equal). */
+/* The two states' lanes of spnc_leaf_post in 8-row vectors with masked adds, each state's
+ * 8 lanes folded to 4 (lane i + lane i + 4) before they are added to sa (state s0's 4 lanes,
+ * then s1's when two), which the generic form does in the same order (bits equal). */
 __attribute__((target("avx512f")))
 static void spnc_state_lanes512(const double *pn, const double *wt, const double *x, double s0, double s1,
-                                double *sa0, double *sa1)
+                                double *sa, int two)
 {
     const __m512d c0 = _mm512_set1_pd(s0), c1 = _mm512_set1_pd(s1);
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
@@ -102,16 +109,20 @@ static void spnc_state_lanes512(const double *pn, const double *wt, const double
         a0 = _mm512_mask_add_pd(a0, _mm512_cmp_pd_mask(xv, c0, _CMP_EQ_OQ), a0, v);
         a1 = _mm512_mask_add_pd(a1, _mm512_cmp_pd_mask(xv, c1, _CMP_EQ_OQ), a1, v);
     }
-    _mm512_storeu_pd(sa0, _mm512_add_pd(_mm512_loadu_pd(sa0), a0));
-    if (sa1) _mm512_storeu_pd(sa1, _mm512_add_pd(_mm512_loadu_pd(sa1), a1));
+    /* [a0 lanes 0-3 | a1 lanes 0-3] + [a0 lanes 4-7 | a1 lanes 4-7] */
+    const __m512d f = _mm512_add_pd(_mm512_shuffle_f64x2(a0, a1, 0x44), _mm512_shuffle_f64x2(a0, a1, 0xEE));
+    if (two)
+        _mm512_storeu_pd(sa, _mm512_add_pd(_mm512_loadu_pd(sa), f));
+    else
+        _mm256_storeu_pd(sa, _mm256_add_pd(_mm256_loadu_pd(sa), _mm512_castpd512_pd256(f)));
 }
 #endif
 
 /* Leaf n's share of the backward pass: its posterior pn to leaf_resp, and with state_acc
  * (inline discrete leaves) its weighted posterior to the count of each observed state.
- * state_acc keeps SPNC_LANES partial sums per state (state s at s * SPNC_LANES), added
- * lane by lane over the blocks and summed by the caller at the end: a sum across the lanes
- * per leaf and block took as long as the counting itself. */
+ * state_acc keeps SPNC_STATE_LANES partial sums per state (state s at s * SPNC_STATE_LANES),
+ * added lane by lane over the blocks and summed by the caller at the end: a sum across the
+ * lanes per leaf and block took as long as the counting itself. */
 static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
                                        const double *restrict wt, double *leaf_resp, double *state_acc)
 {
@@ -119,19 +130,19 @@ static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col
     if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
     if (state_acc && g->var[n] >= 0) {
         const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
-        double *restrict sa = state_acc + g->off[n] * SPNC_LANES;
+        double *restrict sa = state_acc + g->off[n] * SPNC_STATE_LANES;
         const int32_t ns = g->nst[n];
         if (ns <= 8) {   /* two states per pass over the rows (both at once when binary) */
             int32_t st;
             for (st = 0; st < ns; st += 2) {
 #ifdef SPNC_X86_512
                 if (SPNC_HAS_512()) {
-                    spnc_state_lanes512(pn, wt, x, (double)st, (double)(st + 1), sa + st * SPNC_LANES,
-                                        st + 1 < ns ? sa + (st + 1) * SPNC_LANES : NULL);
+                    spnc_state_lanes512(pn, wt, x, (double)st, (double)(st + 1), sa + st * SPNC_STATE_LANES,
+                                        st + 1 < ns);
                     continue;
                 }
 #endif
-                /* 8 lanes as two 4-row vectors (generic vectors of 8 are scalar code on AVX2) */
+                /* 8 rows as two 4-row vectors (generic vectors of 8 are scalar code on AVX2), folded to 4 lanes */
                 const spnc_vd s0 = spnc_splat((double)st), s1 = spnc_splat((double)(st + 1));
                 const spnc_vd zero = spnc_splat(0.0);
                 spnc_vd a0 = zero, b0 = zero, a1 = zero, b1 = zero;
@@ -144,16 +155,13 @@ static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col
                     a1 += spnc_blend(xa == s1, va, zero);
                     b1 += spnc_blend(xb == s1, vb, zero);
                 }
-                spnc_st(sa + st * SPNC_LANES, spnc_ld(sa + st * SPNC_LANES) + a0);
-                spnc_st(sa + st * SPNC_LANES + SPNC_VL, spnc_ld(sa + st * SPNC_LANES + SPNC_VL) + b0);
-                if (st + 1 < ns) {
-                    spnc_st(sa + (st + 1) * SPNC_LANES, spnc_ld(sa + (st + 1) * SPNC_LANES) + a1);
-                    spnc_st(sa + (st + 1) * SPNC_LANES + SPNC_VL, spnc_ld(sa + (st + 1) * SPNC_LANES + SPNC_VL) + b1);
-                }
+                spnc_st(sa + st * SPNC_STATE_LANES, spnc_ld(sa + st * SPNC_STATE_LANES) + (a0 + b0));
+                if (st + 1 < ns)
+                    spnc_st(sa + (st + 1) * SPNC_STATE_LANES, spnc_ld(sa + (st + 1) * SPNC_STATE_LANES) + (a1 + b1));
             }
         } else {
             for (j = 0; j < SPNC_B; j++)
-                if (x[j] == x[j]) sa[(int64_t)x[j] * SPNC_LANES + (j & (SPNC_LANES - 1))] += pn[j] * wt[j];
+                if (x[j] == x[j]) sa[(int64_t)x[j] * SPNC_STATE_LANES + (j & (SPNC_STATE_LANES - 1))] += pn[j] * wt[j];
         }
     }
 }

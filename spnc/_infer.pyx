@@ -18,12 +18,13 @@ from libc.string cimport memcpy, memset
 
 from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
-from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, spnc_forward_log, spnc_forward_lin,
+from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, SPNC_STATE_LANES, spnc_forward_log, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
                        spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
+STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
 HAVE_OPENMP = bool(SPNC_OPENMP)
 
 
@@ -217,10 +218,10 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
     slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
     instead of the shares, and gather from them or push (``Graph.gather``). With
-    ``state_acc`` (threads, 8 * n_states), inline discrete leaves add their weighted
-    posterior to the count of the observed state (EM's sufficient statistics, no
-    responsibilities matrix needed), in 8 partial sums per state (state s at 8 s .. 8 s +
-    7) that the caller adds up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for
+    ``state_acc`` (threads, STATE_LANES * n_states), inline discrete leaves add their
+    weighted posterior to the count of the observed state (EM's sufficient statistics, no
+    responsibilities matrix needed), in STATE_LANES partial sums per state (state s at
+    STATE_LANES s onwards) that the caller adds up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for
     :func:`forward`."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
@@ -232,8 +233,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
     cdef bint linear = g.linear
     cdef bint want_states = state_acc is not None
-    if want_states and state_acc.shape[1] < 8 * len(states.logp_):
-        raise ValueError("backward: state_acc needs 8 columns per state")
+    if want_states and state_acc.shape[1] < STATE_LANES * len(states.logp_):
+        raise ValueError(f"backward: state_acc needs {STATE_LANES} columns per state")
     cdef const int64_t[::1] start = graph.start_
     cdef bint shares = g.shares
     cdef bint gather = g.gather and not shares

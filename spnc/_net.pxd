@@ -4,6 +4,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 cdef extern from "_select.h" nogil:
     int SPNC_B
+    int SPNC_STATE_LANES
     ctypedef struct spnc_net:
         int64_t n_nodes
         const uint8_t *kind

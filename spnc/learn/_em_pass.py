@@ -32,10 +32,9 @@ def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.nd
 
 
 def lane_totals(acc: np.ndarray) -> np.ndarray:
-    """(threads, 8 k) partial sums -> (threads, k) totals, lanes added in a fixed tree."""
-    lane = acc.reshape(acc.shape[0], -1, 8)
-    pairs = lane[..., 0::2] + lane[..., 1::2]                     # (0+1), (2+3), (4+5), (6+7)
-    return (pairs[..., 0] + pairs[..., 1]) + (pairs[..., 2] + pairs[..., 3])
+    """(threads, 4 k) partial sums -> (threads, k) totals, lanes added in a fixed tree."""
+    lane = acc.reshape(acc.shape[0], -1, _infer.STATE_LANES)
+    return (lane[..., 0] + lane[..., 1]) + (lane[..., 2] + lane[..., 3])
 
 
 def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads: int | None, acc: dict,
@@ -53,8 +52,8 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
                stage=not need_R)
     nt = sw.n_threads
     n_states = max((b for _, b in sw.spans.values()), default=0)
-    # 8 partial sums per state, added up after the pass (see _infer.backward)
-    states = np.zeros((nt, 8 * max(n_states, 1))) if count_states else None
+    # STATE_LANES partial sums per state, added up after the pass (see _infer.backward)
+    states = aligned_empty((nt, _infer.STATE_LANES * max(n_states, 1)), zero=True) if count_states else None
     no_resp = np.empty((0, 1))
     rlw = spn._root_logw()
     edge = np.zeros((nt, spn.n_edges))
