@@ -165,10 +165,14 @@ def test_merge_accepts_recorded_routing(trees):
     X, Xv, models = trees
     tree = identical_merge(models["observed", "univariate"])
     R = route(tree, X)
-    a = Merge(init=tree, epsilon=0.2, routing=R).fit(X, X_valid=Xv)
-    b = Merge(init=tree, epsilon=0.2).fit(X, X_valid=Xv)
+    a = Merge(init=tree, epsilon=0.2, routing=R).fit(X)
+    b = Merge(init=tree, epsilon=0.2).fit(X)
     assert a.spn_.learner["params"]["routing"] == "given"
     assert a.spn_.n_nodes == b.spn_.n_nodes       # the model's own routing of a tree is the learner's
+    # with validation rows, their routing orders the candidates: the given one is unused, and said so
+    with pytest.warns(UserWarning, match="given routing is not used: X_valid"):
+        c = Merge(init=tree, epsilon=0.2, routing=R).fit(X, X_valid=Xv)
+    assert c.spn_.learner["params"]["routing"] == "model"
     with pytest.raises(spnc.DataError, match="routing must have shape"):
         Merge(init=tree, epsilon=0.2, routing=np.zeros((3, 3))).fit(X, X_valid=Xv)
 
@@ -415,3 +419,19 @@ def test_replacing_nodes_by_leaves_equals_rebuild(trees, split, leaves):
             assert np.array_equal(g.node, t.node) and sorted(g.params) == sorted(t.params)
             assert all(np.array_equal(g.params[p], t.params[p]) for p in t.params)
         assert np.allclose(got.log_likelihood(X[:50]), want.log_likelihood(X[:50]), rtol=0, atol=0)
+
+
+def test_merge_keeps_a_recorded_alpha_of_zero_and_saves_numpy_params(trees, tmp_path):
+    X, Xv, models = trees
+    tree = models["observed", "univariate"]
+    tree0 = spnc.SPN.from_arrays(tree.kind, tree.child_ptr, tree.child, tree.weight, tree.leaf_tables,
+                                 tree.cardinality, learner={"name": "x", "params": {"alpha": 0.0}})
+    a = Merge(init=tree0, epsilon=0.2).fit(X, X_valid=Xv)
+    assert a.spn_.learner["params"]["alpha"] == 0.0
+    b = Merge(init=tree0, epsilon=0.2, alpha=0.0).fit(X, X_valid=Xv)
+    np.testing.assert_array_equal(a.spn_.log_likelihood(Xv), b.spn_.log_likelihood(Xv))
+    m = Merge(init=tree, epsilon=0.2, max_rounds=np.int64(2), n_threads=np.int64(1)).fit(X, X_valid=Xv)
+    spnc.save(m.spn_, tmp_path / "m.json")
+    assert spnc.load(tmp_path / "m.json").learner["params"]["max_rounds"] == 2
+    with pytest.raises(spnc.DataError, match="X_valid has no rows"):
+        Merge(init=tree, epsilon=0.2).fit(X, X_valid=X[:0])

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -121,7 +122,9 @@ class Merge(DensityEstimator):
         +0.16, test -0.12 nats).
     routing : None (rows are routed by the model, see :mod:`spnc.learn.routing`) or the
         routing a learner recorded for ``init``: a 0/1 matrix (n_train, init.n_nodes),
-        dense or scipy.sparse; it orders the first round's candidates.
+        dense or scipy.sparse; without ``X_valid`` it orders the first round's candidates
+        (with ``X_valid`` the validation rows' routing does, and a warning says the given one
+        is unused, as it does when identical merging renumbered the nodes).
     verbose : one line per threshold and round on stderr when > 0.
     n_threads : threads of the inference kernels (None: automatic).
 
@@ -193,19 +196,26 @@ class Merge(DensityEstimator):
         if np.isnan(X).any():
             raise DataError("X must be complete (no NaN): merging re-estimates parameters from it")
         Xv = None if X_valid is None else init._check_X(X_valid, "X_valid")
+        if Xv is not None and Xv.shape[0] == 0:
+            raise DataError("X_valid has no rows")
         grid = list(np.atleast_1d(np.asarray(self.epsilon, dtype=np.float64)))
         if Xv is None and len(grid) > 1:
             raise DataError("choosing epsilon from a grid needs X_valid; pass X_valid or one epsilon")
         alpha = self.alpha
-        if alpha is None:
-            alpha = float((init.learner.get("params") or {}).get("alpha", 0.1) or 0.1)
+        if alpha is None:       # the learner's (0 included), else 0.1
+            alpha = (init.learner.get("params") or {}).get("alpha")
+            alpha = 0.1 if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0 else alpha
         alpha = float(alpha)                     # a numpy integer scalar would overflow in counts
         base = identical_merge(single_root(init))
         R0 = None
         if self.routing is not None:
             R0 = _routing.as_routing(self.routing, X.shape[0], init.n_nodes)
-            if base.n_nodes != init.n_nodes or init.combine != "single":
-                R0 = None   # ids changed by identical merging: route by the model
+            why = ("X_valid is given (its rows' routing orders the candidates)" if Xv is not None else
+                   "identical merging renumbered the nodes" if base.n_nodes != init.n_nodes or init.combine != "single"
+                   else None)
+            if why:
+                warnings.warn(f"Merge: the given routing is not used: {why}", UserWarning, stacklevel=2)
+                R0 = None
         rnd = _Round(self, X, Xv, alpha)
 
         def valid_ll(m: SPN) -> float:     # the root's value, with the leaf values kept so far
@@ -248,7 +258,7 @@ class Merge(DensityEstimator):
         self.epsilon_ = best_eps
         self.n_params_before_ = n_parameters(init)
         self.n_params_after_ = n_parameters(best)
-        params = {k: v for k, v in self.get_params(deep=False).items() if k not in ("init", "routing")}
+        params = self._json_params(exclude=("init", "routing"))
         params["epsilon"] = [float(e) for e in grid]
         params["routing"] = "model" if R0 is None else "given"
         params["alpha"] = float(alpha)
