@@ -17,8 +17,8 @@ hard assignment, top-down from the root:
 No decision through products and observed sums reads a leaf's value, so leaves that no
 latent sum has below it are not evaluated: for an O-SPN (observed sums only) routing
 complete rows costs one look at each row's observed values, not a pass over the leaves.
-(A row the model gives probability zero under an observed sum still follows its observed
-value there.) When every sum of two or more children is an observed sum and the model is
+(A row the model gives probability zero at a sum, every child's value being zero, goes to
+the sum's first child, observed sums included, as max-product routing does.) When every sum of two or more children is an observed sum and the model is
 not a mixture, no sweep runs at all: each row's decisions follow from which leaves give it
 probability zero, as bit operations on one bit per (node, row) (:func:`_route_observed`).
 
