@@ -52,7 +52,10 @@ def _block(block: np.ndarray, r0: int, ctx: dict):
 
 
 def _binary_block(block: np.ndarray, r0: int, ctx: dict):
-    """(card, C or None, total weight, kept rows, rows): co-occurrences when the block is binary."""
+    """(card, C or None, total weight, kept rows, rows): co-occurrences when the block is binary;
+    None for a block without rows (it adds nothing)."""
+    if len(block) == 0:
+        return None
     codes, card, bits, wb, raw = _block(block, r0, ctx)
     m = codes.shape[0]
     total = float(m) if wb is None else float(wb.sum())
@@ -69,15 +72,17 @@ def _binary_block(block: np.ndarray, r0: int, ctx: dict):
 
 
 def _combine_binary(a, b):
-    if a is None:
-        return b
+    if a is None or b is None:
+        return b if a is None else a
     C = None if a[1] is None or b[1] is None else a[1] + b[1]
     return np.maximum(a[0], b[0]), C, a[2] + b[2], a[3] + b[3], a[4] + b[4]
 
 
 def _onehot_block(block: np.ndarray, r0: int, ctx: dict):
     """(C, total weight, kept rows, rows): one-hot co-occurrences (upper triangle, indicator layout
-    ``off``) of one block."""
+    ``off``) of one block; None for a block without rows."""
+    if len(block) == 0:
+        return None
     codes, card, _, wb, raw = _block(block, r0, ctx)
     off, n_ind = ctx["off"], int(ctx["off"][-1])
     m = codes.shape[0]
@@ -185,8 +190,8 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
             src.close()
 
 
-def _card_block(block: np.ndarray, r0: int, ctx) -> np.ndarray:
-    return _codes(block, r0, None)[1]
+def _card_block(block: np.ndarray, r0: int, ctx) -> np.ndarray | None:
+    return None if len(block) == 0 else _codes(block, r0, None)[1]
 
 
 def _max(a, b):

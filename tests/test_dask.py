@@ -26,6 +26,15 @@ def test_local_scheduler_without_client():
     _same_fit(fit_chow_liu(X), fit_chow_liu(da.from_array(X, chunks=(300, -1))), exact=True)
 
 
+def test_zero_row_chunks_add_nothing():
+    from spnc.chowliu_blocks import pairwise_gtest
+    X = _tree_data(np.random.default_rng(7), 900, [2, 3, 2, 2]).astype(np.uint8)
+    D = da.from_array(X, chunks=((300, 0, 600, 0), (4,)))
+    _same_fit(fit_chow_liu(X), fit_chow_liu(D), exact=True)
+    assert np.array_equal(ChowLiuTree().fit(X).score_samples(X), ChowLiuTree().fit(D).score_samples(X))
+    assert all(np.array_equal(a, b) for a, b in zip(pairwise_gtest(X), pairwise_gtest(D)))
+
+
 def test_bagging_dask_backend_needs_a_client():
     from spnc.errors import ParameterError
     from spnc.learn import LearnSPN

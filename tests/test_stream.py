@@ -121,6 +121,20 @@ def test_chow_liu_blocks_equal_in_memory(tmp_path, card, weights):
     _same_fit(fit_chow_liu(X, card, alpha=0.1), fit_chow_liu(_blocks(X, 777), card, alpha=0.1), exact=True)
 
 
+@pytest.mark.parametrize("card", [[2] * 5, [2, 3, 2, 4]])
+def test_empty_blocks_add_nothing(card):
+    from spnc.chowliu_blocks import pairwise_gtest
+    rng = np.random.default_rng(8)
+    X = _tree_data(rng, 900, card).astype(np.uint8)
+    w = rng.random(900)
+    parts = [X[:0], X[:400], X[:0], X[400:], X[:0]]
+    for kw, exact in (({}, True), ({"sample_weight": w}, False), ({"cardinality": card}, True)):
+        _same_fit(fit_chow_liu(X, **kw), fit_chow_liu(parts, **kw), exact)
+    assert all(np.array_equal(a, b) for a, b in zip(pairwise_gtest(X), pairwise_gtest(parts)))
+    with pytest.raises(DataError, match="no rows"):
+        fit_chow_liu([X[:0], X[:0]])
+
+
 def test_chow_liu_tree_estimator_on_file(tmp_path):
     X = _tree_data(np.random.default_rng(5), 2000, [2, 3, 2, 3])
     a = ChowLiuTree(alpha=1.0).fit(X)
