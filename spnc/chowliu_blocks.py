@@ -149,7 +149,7 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
     scale = 1.0 if w is None else float(wp[0])
     ctx = {"card": card, "w": w, "const": const, "n_threads": n_threads}
     run = dict(client=client, block_rows=block_rows)
-    src = X if _stream.is_dask(X) else _stream.open_source(X, block_rows)
+    src = _stream.open_rows(X, block_rows)
     try:
         C = None
         if card is None or np.all(card == 2):
@@ -205,7 +205,7 @@ def pairwise_gtest(X, cardinality=None, *, n_threads: int | None = None, client=
     (:meth:`spnc.learn.structure.Context.gtest`) on the whole data. One-hot pair counts are
     summed over blocks (over Dask chunks on the workers); only the counts reach the caller.
     Without ``cardinality`` a first pass finds it."""
-    src = X if _stream.is_dask(X) else _stream.open_source(X, block_rows)
+    src = _stream.open_rows(X, block_rows)
     run = dict(client=client, block_rows=block_rows)
     try:
         if cardinality is None:

@@ -42,11 +42,20 @@ def current_client(client=None):
         return None
 
 
+def check_array(X, name: str = "X"):
+    """``X``, a Dask array, if it is 2-D and its chunk sizes are known; else DataError."""
+    if X.ndim != 2:
+        raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {X.shape}")
+    if any(s != s for s in X.shape):     # NaN: unknown chunk sizes
+        raise DataError(f"{name} is a Dask array whose chunk sizes are unknown (shape {X.shape}, as after "
+                        f"boolean indexing); call {name}.compute_chunk_sizes() first")
+    return X
+
+
 def row_chunks(X) -> tuple[list, np.ndarray]:
     """The row chunks of a 2-D Dask array as delayed blocks (whole rows: column chunks are
     merged) and the first row of each."""
-    if X.ndim != 2:
-        raise DataError(f"X must be 2-D (n_rows, n_vars), got shape {X.shape}")
+    check_array(X)
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})
     rows = np.asarray(X.chunks[0], dtype=np.int64)

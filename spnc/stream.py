@@ -154,6 +154,15 @@ def open_source(X, block_rows: int | None = None, name: str = "X") -> BlockSourc
                     f"blocks; got {type(X).__name__}")
 
 
+def open_rows(X, block_rows: int | None = None, name: str = "X"):
+    """The rows of ``X`` for a pass: a Dask array as it is (checked by
+    :func:`spnc.dask.check_array`), anything else as :func:`open_source`."""
+    if is_dask(X):
+        from .dask import check_array
+        return check_array(X, name)
+    return open_source(X, block_rows, name)
+
+
 def _open_path(path: str, block_rows: int | None) -> BlockSource:
     file, ds = split_spec(path)
     ext = os.path.splitext(file)[1].lower()

@@ -35,6 +35,23 @@ def test_zero_row_chunks_add_nothing():
     assert all(np.array_equal(a, b) for a, b in zip(pairwise_gtest(X), pairwise_gtest(D)))
 
 
+def test_unknown_chunk_sizes_are_named():
+    from spnc.chowliu_blocks import pairwise_gtest
+    from spnc.errors import DataError
+    from spnc.learn import LearnSPN
+    X = _tree_data(np.random.default_rng(8), 900, [2, 2, 2, 2]).astype(np.float64)
+    spn = spnc.compile(random_spn(np.random.default_rng(1), [2, 2, 2, 2], depth=2))
+    D = da.from_array(X, chunks=(300, -1))
+    U = D[D[:, 0] >= 0]                       # boolean mask: chunk sizes unknown
+    for run in (lambda: sd.log_likelihood(spn, U), lambda: EM(init=spn, max_iter=1).fit(U),
+                lambda: fit_chow_liu(U), lambda: pairwise_gtest(U),
+                lambda: LearnSPN(sample_rows=100).fit(U)):
+        with pytest.raises(DataError, match=r"chunk sizes are unknown.*compute_chunk_sizes\(\)"):
+            run()
+    U.compute_chunk_sizes()
+    _same_fit(fit_chow_liu(X), fit_chow_liu(U), exact=True)
+
+
 def test_bagging_dask_backend_needs_a_client():
     from spnc.errors import ParameterError
     from spnc.learn import LearnSPN

@@ -54,12 +54,10 @@ def structure_rows(X, sample_rows: int | None, random_state, learner: str) -> Ro
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
         idx = sample_index(A.shape[0], sample_rows, random_state)
         return Rows(A if idx is None else A[idx], A, A.shape[0], False)
-    if _stream.is_dask(X):
-        if X.ndim != 2:
-            raise DataError(f"X must be 2-D (n_rows, n_vars), got shape {X.shape}")
-        idx = sample_index(X.shape[0], sample_rows, random_state)
-        return Rows(np.asarray((X if idx is None else X[idx]).compute()), X, X.shape[0], True)
-    src = _stream.open_source(X)
+    src = _stream.open_rows(X)
+    if _stream.is_dask(src):
+        idx = sample_index(src.shape[0], sample_rows, random_state)
+        return Rows(np.asarray((src if idx is None else src[idx]).compute()), src, src.shape[0], True)
     n = src.n_rows
     if n is None and sample_rows is not None:      # an iterable of blocks: count them first
         if not src.reiterable:
