@@ -7,9 +7,11 @@ one. Work runs on the current ``dask.distributed`` client when there is one (``C
 for a local cluster, ``Client("tcp://scheduler:8786")`` for a real one; or pass
 ``client=``), else on Dask's local scheduler.
 
-Per pass, the compiled model and the other read-only context are scattered once to every
-worker (``broadcast=True``); each task reduces one row chunk to small arrays (counts, the
-expected counts of EM, log-likelihoods) with the same kernels as the in-memory path; the
+Per pass, the compiled model and the other read-only context are one key of the task
+graph, copied once to every worker (:func:`shared`; not scattered data, which Dask cannot
+recompute: a pass survives a transient loss of workers as plain Dask computations do);
+each task reduces one row chunk to small arrays (counts, the expected counts of EM,
+log-likelihoods) with the same kernels as the in-memory path; the
 partial results are added on the workers in a fixed binary tree over the chunk order, so
 the result does not depend on the number of workers or on which finishes first. Only the
 totals reach the client, which does the cheap parts (spanning tree, M-step).
@@ -22,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, ParameterError, SpncError
 from .stream import add, is_dask
 
 
@@ -34,6 +36,9 @@ def _require():
 def current_client(client=None):
     """``client``, else the default ``dask.distributed`` client if one exists, else None."""
     if client is not None:
+        if getattr(client, "status", None) in ("closing", "closed"):
+            raise ParameterError("client", f"client={client!r} is closed; pass an open dask.distributed "
+                                           "Client, or none to use the current one")
         return client
     try:
         from distributed import default_client
@@ -63,24 +68,43 @@ def row_chunks(X) -> tuple[list, np.ndarray]:
     return list(X.to_delayed()[:, 0]), offs
 
 
-def _tasks(fn: Callable, X, ctx: Any, client):
+def shared(obj: Any, client=None, name: str = "spnc-ctx"):
+    """``obj`` as one key of the task graph, for tasks to take as an argument. On ``client``
+    it is computed and copied to every worker first (else the scheduler crowds the tasks
+    onto its holder). Unlike scattered data, the scheduler recomputes it when the workers
+    holding it die, as it recomputes lost chunks."""
+    import dask
+    d = dask.delayed(obj, name=f"{name}-{uuid.uuid4().hex}", traverse=False)
+    if client is None:
+        return d
+    fut = client.compute(d)
+    client.replicate([fut])
+    return fut
+
+
+def _tasks(fn: Callable, X, ctx: Any, client) -> list:
+    """One task ``fn(block, row0, ctx)`` per row chunk of ``X``, ``ctx`` :func:`shared`."""
     import dask
     blocks, offs = row_chunks(X)
-    if client is not None:
-        # once per worker; in a list, since scatter would split a dict into its values
-        c = client.scatter([ctx], broadcast=True, hash=False)[0]
-    else:
-        c = dask.delayed(ctx, name=f"spnc-ctx-{uuid.uuid4().hex}", traverse=False)
+    ends = np.append(offs[1:], int(X.shape[0]))
+    c = shared(ctx, client)
     f = dask.delayed(fn, pure=False)
-    return [f(b, int(r0), c) for b, r0 in zip(blocks, offs)], c   # keep c: it holds the scattered data
+    tok = uuid.uuid4().hex
+    # keys that say what failed, should a task fail; the chunk number keeps empty chunks apart
+    return [f(b, int(r0), c, dask_key_name=f"spnc-{fn.__name__}-chunk-{i}-rows-{r0}:{r1}-{tok}")
+            for i, (b, r0, r1) in enumerate(zip(blocks, offs, ends))]
 
 
-def _compute(objs, client):
+def _compute(objs, client, what: str):
     import dask
-    if client is not None:
-        futs = client.compute(objs)
-        return client.gather(futs)
-    return dask.compute(*objs)
+    if client is None:
+        return dask.compute(*objs)
+    try:
+        return client.gather(client.compute(objs))
+    except Exception as e:
+        if not isinstance(e, SpncError):      # a failed worker or connection, not bad data
+            e.add_note(f"spnc.dask: while computing {what} on {client!r}")
+        raise
 
 
 def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, client=None) -> Any:
@@ -89,16 +113,14 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
     _require()
     import dask
     cl = current_client(client)
-    parts, keep = _tasks(fn, X, ctx, cl)
+    parts = _tasks(fn, X, ctx, cl)
     if not parts:
         return None
     comb = dask.delayed(combine, pure=False)
     while len(parts) > 1:
         parts = [comb(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
-    out = _compute(parts, cl)[0]
-    del keep
-    return out
+    return _compute(parts, cl, f"{fn.__name__} over the {len(X.chunks[0])} row chunks of X")[0]
 
 
 def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:
@@ -108,19 +130,17 @@ def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:
 
 def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: bool = True):
     """``spn.log_likelihood`` of the rows of the Dask array ``X``, one task per row chunk
-    (the model shipped once per worker). ``compute=False`` returns a lazy Dask array
-    (compute it with the same client)."""
+    (the model shipped once per worker). ``compute=False`` returns a lazy Dask array,
+    whose graph holds the model."""
     _require()
     import dask.array as da
     if not is_dask(X):
         raise DataError("X must be a dask.array (use spnc.stream for files and iterables)")
     cl = current_client(client)
-    parts, keep = _tasks(_ll_block, X, (spn, n_threads), cl)
     rows = X.chunks[0]
-    if not compute:   # the lazy array's tasks reference the scattered model by key: pin it
-        lazy = da.concatenate([da.from_delayed(p, shape=(m,), dtype=np.float64) for p, m in zip(parts, rows)])
-        lazy._spnc_context = keep
-        return lazy
-    out = _compute(parts, cl)
-    del keep
+    if not compute:     # the graph holds the model: any scheduler can compute it later
+        parts = _tasks(_ll_block, X, (spn, n_threads), None)
+        return da.concatenate([da.from_delayed(p, shape=(m,), dtype=np.float64) for p, m in zip(parts, rows)])
+    parts = _tasks(_ll_block, X, (spn, n_threads), cl)
+    out = _compute(parts, cl, f"log-likelihoods of the {len(rows)} row chunks of X")
     return np.concatenate(out) if out else np.zeros(0)

@@ -141,3 +141,62 @@ def test_bagging_and_cross_validation_as_dask_tasks(client):
     with joblib.parallel_backend("dask"):
         got = model_selection.cross_val_score(LearnSPN(min_instances=50, random_state=0), X, cv=3, n_jobs=-1)
     assert np.array_equal(ref, got)
+
+
+def test_a_closed_client_is_named(client):
+    from spnc.errors import ParameterError
+    with distributed.Client(client.scheduler.address, set_as_default=False) as closed:
+        pass
+    X = np.zeros((10, 2))
+    with pytest.raises(ParameterError, match="is closed"):
+        sd.log_likelihood(spnc.compile(random_spn(np.random.default_rng(2), [2, 2], depth=1)),
+                          da.from_array(X, chunks=(5, -1)), client=closed)
+    with pytest.raises(ParameterError, match="is closed"):
+        sd.map_reduce(lambda b, r0, ctx: b.sum(), da.from_array(X, chunks=(5, -1)), client=closed)
+
+
+def test_a_pass_survives_the_loss_of_every_worker(client, tmp_path):
+    # the first task kills every worker once (the nannies restart them); the context the
+    # tasks share must be recomputed, as plain Dask recomputes the lost chunks
+    import os
+    import signal
+    spn = spnc.compile(random_spn(np.random.default_rng(2), [2, 3, 2, 2], depth=3))
+    X = spn.sample(4000, seed=2)
+    D = da.from_array(X, chunks=(500, -1))
+    pids = list(client.run(os.getpid).values())
+    mark = str(tmp_path / "killed")
+
+    def ll_sum(block, r0, ctx):
+        if r0 == 0 and not os.path.exists(ctx["mark"]):
+            open(ctx["mark"], "w").close()
+            for p in sorted(ctx["pids"], key=lambda p: p == os.getpid()):
+                os.kill(p, signal.SIGKILL)
+        return ctx["spn"].log_likelihood(block, n_threads=1)
+
+    got = sd.map_reduce(ll_sum, D, {"spn": spn, "pids": pids, "mark": mark}, lambda a, b: np.concatenate([a, b]))
+    assert os.path.exists(mark)
+    assert np.array_equal(got, spn.log_likelihood(X))
+
+
+def test_bags_survive_the_loss_of_every_worker(client, tmp_path):
+    import os
+    import signal
+    from spnc.learn import LearnSPN
+    from spnc.learn.bagging import BaggedSPN
+    from test_learnspn import planted
+
+    class KillOnce(LearnSPN):
+        def fit(self, X, y=None, X_valid=None):
+            if not os.path.exists(self.mark):
+                open(self.mark, "w").close()
+                for p in sorted(self.pids, key=lambda p: p == os.getpid()):
+                    os.kill(p, signal.SIGKILL)
+            return super().fit(X, y, X_valid)
+
+    KillOnce.pids, KillOnce.mark = list(client.run(os.getpid).values()), str(tmp_path / "killed")
+    X = planted(np.random.default_rng(1), n=400).astype(np.float64)
+    kw = dict(n_bags=3, random_state=3)
+    got = BaggedSPN(KillOnce(min_instances=50), backend="dask", **kw).fit(X)
+    assert os.path.exists(KillOnce.mark)
+    ref = BaggedSPN(LearnSPN(min_instances=50), **kw).fit(X)
+    assert np.array_equal(got.spn_.log_likelihood(X), ref.spn_.log_likelihood(X))

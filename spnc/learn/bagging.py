@@ -16,6 +16,7 @@ import inspect
 import multiprocessing
 import os
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -67,9 +68,12 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool) -> list:
     if client is None:
         raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
                                         "(distributed.Client() for a local cluster, or a scheduler address)")
-    Xf = client.scatter(X, broadcast=True, hash=False)
-    futs = [client.submit(_fit_bag, cls, p, Xf, rows, oob, pure=False) for p, rows in plans]
-    return client.gather(futs)
+    import dask
+    Xd = _dask.shared(X, client, "spnc-bag-rows")     # not scattered: recomputable if workers die
+    fit = dask.delayed(_fit_bag, pure=False)
+    tok = uuid.uuid4().hex
+    bags = [fit(cls, p, Xd, rows, oob, dask_key_name=f"spnc-bag-{i + 1}-{tok}") for i, (p, rows) in enumerate(plans)]
+    return list(_dask._compute(bags, client, f"{len(plans)} bags"))
 
 
 def _is_dist_table(v) -> bool:
