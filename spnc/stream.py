@@ -361,9 +361,12 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
                        block_rows=block_rows, dataset="log_likelihood")
 
 
-def load(X, dtype=np.float64) -> np.ndarray:
-    """All rows of a source in one array (for data that fits in memory)."""
-    src = open_source(X)
+def load(X, dtype=np.float64, name: str = "X") -> np.ndarray:
+    """All rows of a source in one array (for data that fits in memory). A Dask array is
+    computed (on the current client, if any) once its size fits the memory budget."""
+    if is_dask(X):
+        return _load_dask(open_rows(X, name=name), dtype, name)
+    src = open_source(X, name=name)
     try:
         parts = [np.asarray(b, dtype=dtype) for _, b in src.blocks()]
     finally:
@@ -372,6 +375,16 @@ def load(X, dtype=np.float64) -> np.ndarray:
     if not parts:
         raise DataError(f"{getattr(src, 'name', 'X')}: no rows")
     return np.concatenate(parts)
+
+
+def _load_dask(X, dtype, name: str) -> np.ndarray:
+    from . import _budget
+    n, d = (int(v) for v in X.shape)
+    _budget.check(float(n) * d * np.dtype(dtype).itemsize, f"{name} in memory ({n} rows x {d} columns)",
+                  "keep it on the cluster (spnc.dask) or raise the budget")
+    if n == 0:
+        raise DataError(f"{name}: no rows")
+    return np.asarray(X.compute(), dtype=dtype)
 
 
 def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.ndarray:

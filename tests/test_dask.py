@@ -52,6 +52,25 @@ def test_unknown_chunk_sizes_are_named():
     _same_fit(fit_chow_liu(X), fit_chow_liu(U), exact=True)
 
 
+def test_dask_validation_rows(monkeypatch):
+    from spnc.errors import DataError
+    from spnc.learn import LearnSPN
+    from spnc.learn.prometheus import Prometheus
+    from test_learnspn import planted
+    from test_stream_learners import same_model
+    X = planted(np.random.default_rng(0), n=2400).astype(np.uint8)
+    D, V = da.from_array(X[:2000], chunks=(700, -1)), X[2000:]
+    DV = da.from_array(V, chunks=(150, -1))
+    for est in (LearnSPN(min_instances=200, sample_rows=1000, refine_iter=2, random_state=0),
+                Prometheus(min_instances=300, sample_rows=1000, refine_iter=2, random_state=0)):
+        same_model(type(est)(**est.get_params()).fit(D, X_valid=V).spn_, est.fit(D, X_valid=DV).spn_, exact=True)
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "10K")     # V is 25 KB as float64
+    for fit in (lambda: LearnSPN(min_instances=200, sample_rows=1000).fit(D, X_valid=DV),
+                lambda: EM(init=est.spn_, max_iter=1).fit(D, X_valid=DV)):
+        with pytest.raises(DataError, match="X_valid in memory.*memory budget"):
+            fit()
+
+
 def test_bagging_dask_backend_needs_a_client():
     from spnc.errors import ParameterError
     from spnc.learn import LearnSPN

@@ -186,6 +186,8 @@ class EM(DensityEstimator):
             if not np.all(w > 0):   # rows of weight 0 play no part (the model may give them probability 0)
                 ids = np.flatnonzero(w > 0)
                 X, w = X[ids], w[ids]
+        if _stream.is_dask(X_valid):      # gathered into memory, within the memory budget
+            X_valid = _stream.load(X_valid, name="X_valid")
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
