@@ -35,16 +35,22 @@ COMPACT_ROWS = 1024
 EXACT_LOG_RANGE = 1e15
 
 
-def check_posterior_range(ll: np.ndarray, row0: int = 0, rows: np.ndarray | None = None) -> None:
-    """Refuse rows whose posteriors the backward pass cannot compute exactly (``rows``:
-    the caller's number of row ``row0 + i``, for the message)."""
+def row_number(row0, r: int) -> int:
+    """Row ``r`` of a block as a row of the whole input; ``row0`` is the input row where the
+    block starts, or an array of the input row of each row of the block."""
+    return int(row0[r]) if isinstance(row0, np.ndarray) else int(row0) + r
+
+
+def check_posterior_range(ll: np.ndarray, row0=0) -> None:
+    """Refuse rows whose posteriors the backward pass cannot compute exactly (``row0`` as
+    in :func:`row_number`)."""
     from .errors import DataError
     bad = np.flatnonzero(np.isfinite(ll) & (ll < -EXACT_LOG_RANGE))
     if bad.size:
         r = int(bad[0])
-        at = row0 + r if rows is None else int(rows[row0 + r])
-        raise DataError(f"row {at}: log p = {float(ll[r]):.3g} is below -{EXACT_LOG_RANGE:g}, beyond which "
-                        "the backward pass's posteriors are not exact (a value far outside every leaf's mass)")
+        raise DataError(f"row {row_number(row0, r)}: log p = {float(ll[r]):.3g} is below -{EXACT_LOG_RANGE:g}, "
+                        "beyond which the backward pass's posteriors are not exact (a value far outside every "
+                        "leaf's mass)")
 
 
 def graph_of(spn) -> _graph.Graph:

@@ -67,14 +67,15 @@ def resolve_threads(n_threads: int | None, work: float) -> int:
     return effective_n_threads(None if n_threads is None else int(n_threads), int(work))
 
 
-def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def check_codes(X, cardinality=None, name: str = "X",
+                row0: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Validate a matrix of discrete codes; return ``(codes, cardinality, bits)``.
 
     ``codes`` is C-contiguous uint8 (all cardinalities <= 256) or int32. Without
     ``cardinality`` each variable gets ``max(2, max value + 1)`` states. For uint8/bool
     input with only binary variables ``bits`` holds the packed columns (see
     ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
-    entry."""
+    entry (its row counted from ``row0``: where a block ``X`` starts in the whole input)."""
     A = np.asarray(X)
     if A.dtype.kind not in "biuf":
         raise DataError(f"{name} must be a real numeric array of discrete codes, got dtype {A.dtype}")
@@ -94,7 +95,7 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
         if cardinality is None:
             card = np.maximum(2, colmax.astype(np.int64) + 1)
         elif np.any(colmax >= card):
-            _raise_bad(A, card, name)
+            _raise_bad(A, card, name, row0)
         _budget.check_pairwise(card)
         if np.all(card == 2):
             return codes, card, bits
@@ -103,16 +104,16 @@ def check_codes(X, cardinality=None, name: str = "X") -> tuple[np.ndarray, np.nd
         return codes, card, None
     if cardinality is None:
         big = np.full(d, np.iinfo(np.int64).max // 2, dtype=np.int64)
-        _raise_bad(A, big, name)
+        _raise_bad(A, big, name, row0)
         card = np.maximum(2, np.asarray(A.max(axis=0), dtype=np.int64) + 1)
     else:
-        _raise_bad(A, card, name)
+        _raise_bad(A, card, name, row0)
     _budget.check_pairwise(card)
     codes = np.ascontiguousarray(A, dtype=np.uint8 if card.max() <= 256 else np.int32)
     return codes, card, None
 
 
-def _raise_bad(A: np.ndarray, card: np.ndarray, name: str) -> None:
+def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0: int = 0) -> None:
     if A.dtype == np.uint8 or A.dtype == np.bool_:
         k = _K.first_bad_code_u8(np.ascontiguousarray(A).view(np.uint8), card)
     else:
@@ -126,7 +127,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str) -> None:
             why = "is not a discrete state (states are integer codes 0, 1, 2, ...)"
         else:
             why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
-        raise DataError(f"{name}[{r}, {c}] = {v!r} {why}")
+        raise DataError(f"{name}[{row0 + r}, {c}] = {v!r} {why}")
 
 
 def check_weights(sample_weight, n: int) -> np.ndarray | None:

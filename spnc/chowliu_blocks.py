@@ -26,10 +26,7 @@ _DENSE_VALUES = 1 << 22
 
 
 def _codes(block: np.ndarray, r0: int, card):
-    try:
-        return _cl.check_codes(block, card)
-    except DataError as e:
-        raise DataError(f"rows from {r0}: {e}") from None
+    return _cl.check_codes(block, card, row0=r0)
 
 
 def _weights(ctx: dict, r0: int, m: int) -> np.ndarray | None:

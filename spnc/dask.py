@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import DataError, ParameterError, SpncError
-from .stream import add, is_dask
+from .stream import add, block_log_likelihood, is_dask
 
 
 def _require():
@@ -125,7 +125,7 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
 
 def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:
     spn, n_threads = ctx
-    return spn.log_likelihood(block, n_threads=n_threads)
+    return block_log_likelihood(spn, block, r0, n_threads)
 
 
 def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: bool = True):

@@ -171,8 +171,9 @@ class SPN:
         st["learner"] = dict(self.learner)
         return SPN.from_arrays(leaf_tables=tables, **st)
 
-    def _check_X(self, X, name: str = "X") -> np.ndarray:
-        """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell."""
+    def _check_X(self, X, name: str = "X", row0: int = 0) -> np.ndarray:
+        """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell (its row
+        counted from ``row0``, the row of the whole input where a block ``X`` starts)."""
         if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
@@ -191,10 +192,11 @@ class SPN:
             raise DataError(f"{name} has {A.shape[1]} columns, the model has {self.n_vars} variables")
         r, c, code = _data.first_bad_value(A, self.cardinality)
         if code == 1:
-            raise DataError(f"{name}[{r}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for missing)")
+            raise DataError(f"{name}[{row0 + r}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for "
+                            "missing)")
         if code == 2:
-            raise DataError(f"{name}[{r}, {c}] = {float(A[r, c])!r} is not a state 0..{self.cardinality[c] - 1} "
-                            f"of discrete variable {c}")
+            raise DataError(f"{name}[{row0 + r}, {c}] = {float(A[r, c])!r} is not a state "
+                            f"0..{self.cardinality[c] - 1} of discrete variable {c}")
         return A
 
     def _root_logw(self) -> np.ndarray:

@@ -319,12 +319,18 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
                 dataset: str = "result") -> int:
     """Write ``fn(block)`` for every block of ``X`` to ``out`` (``.npy`` or
     ``file.h5[:/dataset]``), atomically; returns the number of rows written."""
+    return _blocks_to_file(lambda b, r0: fn(b), X, out, block_rows, dataset)
+
+
+def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
+                    dataset: str) -> int:
+    """:func:`map_to_file` of ``fn(block, row0)``."""
     w = _Writer(out, dataset)
     _not_the_input(X, w)
     src = open_source(X, block_rows)
     try:
-        for _, b in src.blocks():
-            w.write(fn(b))
+        for r0, b in src.blocks():
+            w.write(fn(b, r0))
         w.commit()
     except BaseException:
         w.abort()
@@ -357,8 +363,15 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
     """``spn.log_likelihood`` of every row of ``X`` (any block source) written block by
     block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
     ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
-    return map_to_file(lambda b: spn.log_likelihood(b, n_threads=n_threads), X, out,
-                       block_rows=block_rows, dataset="log_likelihood")
+    return _blocks_to_file(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
+                           "log_likelihood")
+
+
+def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) -> np.ndarray:
+    """``spn.log_likelihood(block)`` for a block that starts at row ``row0`` of the input:
+    an error names the row of the input, not of the block."""
+    from ._kinds import MARGINAL
+    return spn._forward(spn._check_X(block, row0=row0), MARGINAL, n_threads)
 
 
 def load(X, dtype=np.float64, name: str = "X") -> np.ndarray:
@@ -396,8 +409,8 @@ def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.n
     parts = []
     src = open_source(X)
     try:
-        for _, b in src.blocks():
-            parts.append(spn.log_likelihood(b, n_threads=n_threads))
+        for r0, b in src.blocks():
+            parts.append(block_log_likelihood(spn, b, r0, n_threads))
     finally:
         if src is not X:
             src.close()

@@ -71,6 +71,17 @@ def test_dask_validation_rows(monkeypatch):
             fit()
 
 
+def test_errors_name_rows_of_the_whole_input():
+    from spnc.errors import DataError
+    spn = spnc.compile(random_spn(np.random.default_rng(1), [2, 2, 2], depth=2))
+    X = spn.sample(3000, seed=1)
+    X[2345, 2] = 2
+    D = da.from_array(X, chunks=(1000, -1))
+    for run in (lambda: sd.log_likelihood(spn, D), lambda: EM(init=spn, max_iter=1).fit(D)):
+        with pytest.raises(DataError, match=r"^X\[2345, 2\] = 2"):
+            run()
+
+
 def test_bagging_dask_backend_needs_a_client():
     from spnc.errors import ParameterError
     from spnc.learn import LearnSPN

@@ -87,6 +87,33 @@ def test_log_likelihood_to_file(tmp_path, ext):
     assert sorted(p.name for p in tmp_path.iterdir() if "bad" in p.name) == []
 
 
+def test_errors_name_rows_of_the_whole_input(tmp_path):
+    from spnc.learn import OSLRAU
+    spn = spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(0, 1.0), spnc.Bernoulli(1, p)]) for p in (.3, .6)],
+                                [.5, .5]))
+    X = np.ones((3000, 2))
+    bad = X.copy()
+    bad[2345, 1] = 2                               # not a state
+    cell = r"X\[2345, 1\] = 2"
+    for run in (lambda: stream.log_likelihood(spn, _blocks(bad, 1000)),
+                lambda: stream.log_likelihood_to_file(spn, stream.ArraySource(bad, 512), str(tmp_path / "ll.npy")),
+                lambda: EM(init=spn, max_iter=1).fit(_blocks(bad, 1000)),
+                lambda: fit_chow_liu(_blocks(bad, 1000), [2, 2])):
+        with pytest.raises(DataError, match=cell):
+            run()
+    zero = X.copy()
+    zero[2345, 0] = 0                              # probability zero under spn
+    for kw in ({}, {"variant": "hard"}):
+        with pytest.raises(DataError, match="row 2345 has probability zero"):
+            EM(init=spn, max_iter=1, **kw).fit(_blocks(zero, 1000))
+    with pytest.raises(DataError, match="row 2345 has probability zero"):
+        EM(init=spn, max_iter=1, variant="online", batch_size=100, random_state=0).fit(zero)
+    R = np.random.default_rng(0).normal(size=(300, 2))
+    R[150, 1] = np.nan
+    with pytest.raises(DataError, match=r"X\[150, 1\] = nan"):
+        OSLRAU().fit([R[:100], R[100:]])
+
+
 # ---------------------------------------------------------------------- Chow-Liu
 def _same_fit(a, b, exact):
     assert np.array_equal(a.parents, b.parents)
@@ -140,7 +167,7 @@ def test_chow_liu_tree_estimator_on_file(tmp_path):
     a = ChowLiuTree(alpha=1.0).fit(X)
     b = ChowLiuTree(alpha=1.0).fit(_h5(tmp_path, X))
     assert np.array_equal(a.score_samples(X), b.score_samples(X))
-    with pytest.raises(DataError, match="rows from 1000"):
+    with pytest.raises(DataError, match=r"X\[1500, 2\] = -1"):
         Y = X.copy()
         Y[1500, 2] = -1
         fit_chow_liu(_blocks(Y, 1000))
@@ -200,5 +227,5 @@ def test_pairwise_gtest_over_blocks_equals_learnspn_test(tmp_path):
     for src, card in ((_h5(tmp_path, X), None), (_blocks(X, 700), [2, 2, 3, 2, 2, 2, 2, 2])):
         G2, dof2 = pairwise_gtest(src, card)
         assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
-    with pytest.raises(DataError, match="rows from"):
+    with pytest.raises(DataError, match=r"X\[0, 2\] = 2"):
         pairwise_gtest(_blocks(X, 700), [2] * 8)

@@ -60,18 +60,15 @@ def _stats_of(em, table):
 
 def _estep_block(block: np.ndarray, r0: int, ctx: tuple) -> dict:
     em, spn, w, hard, stats = ctx
-    try:
-        Xb = spn._check_X(block)
-        wb = np.ones(Xb.shape[0]) if w is None else w[r0:r0 + Xb.shape[0]]
-        if wb.shape[0] != Xb.shape[0]:
-            raise DataError(f"sample_weight has {len(w)} entries but X has more rows")
-        ids = r0 + np.arange(Xb.shape[0])
-        if not np.all(wb > 0):      # rows of weight 0 play no part (as in memory)
-            ids = ids[wb > 0]
-            Xb, wb = Xb[ids - r0], wb[ids - r0]
-        est = em._estep(spn, Xb, wb, hard, stats, rows=ids)
-    except DataError as e:
-        raise DataError(f"rows from {r0}: {e}") from None
+    Xb = spn._check_X(block, row0=r0)
+    wb = np.ones(Xb.shape[0]) if w is None else w[r0:r0 + Xb.shape[0]]
+    if wb.shape[0] != Xb.shape[0]:
+        raise DataError(f"sample_weight has {len(w)} entries but X has more rows")
+    rows = r0
+    if not np.all(wb > 0):          # rows of weight 0 play no part (as in memory)
+        rows = r0 + np.flatnonzero(wb > 0)
+        Xb, wb = Xb[rows - r0], wb[rows - r0]
+    est = em._estep(spn, Xb, wb, hard, stats, rows=rows)
     est["kept"] = {}
     return est
 

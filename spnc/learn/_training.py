@@ -12,13 +12,14 @@ from ..errors import DataError, ParameterError
 MAX_REAL = 1e150
 
 
-def check_real_range(F: np.ndarray) -> None:
-    """Refuse real training values whose squares Gaussian statistics cannot hold."""
+def check_real_range(F: np.ndarray, row0: int = 0) -> None:
+    """Refuse real training values whose squares Gaussian statistics cannot hold (rows
+    counted from ``row0``, where a block ``F`` starts in the whole input)."""
     big = np.argwhere(np.abs(F) > MAX_REAL)
     if big.size:
         r, c = big[0]
-        raise DataError(f"X[{r}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for Gaussian "
-                        "statistics (rescale the column)")
+        raise DataError(f"X[{row0 + r}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for "
+                        "Gaussian statistics (rescale the column)")
 
 
 def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, np.ndarray, bool]:

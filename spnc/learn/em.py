@@ -31,7 +31,7 @@ from ..chowliu import MAX_WEIGHT_SUM
 from . import _em_blocks
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
-from .._sweep import check_posterior_range
+from .._sweep import check_posterior_range, row_number
 from .._threads import effective_n_threads
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
@@ -229,7 +229,7 @@ class EM(DensityEstimator):
                     hist_t.append(float(np.einsum("i,i->", w, model.log_likelihood(X, n_threads=self.n_threads)))
                                   / wsum)
             else:
-                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
+                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=0 if ids is None else ids)
                 hist_t.append(est["objective"] / wsum)
                 if it > 1 and hist_t[-1] - hist_t[-2] < float(self.tol):
                     counts = est["node_counts"]
@@ -263,8 +263,8 @@ class EM(DensityEstimator):
                 break
         else:
             if self.variant != "online":  # the objective of the final parameters
-                hist_t.append(self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=ids)["objective"]
-                              / wsum)
+                final = self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=0 if ids is None else ids)
+                hist_t.append(final["objective"] / wsum)
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
@@ -286,11 +286,10 @@ class EM(DensityEstimator):
         self._frozen = frozen
 
     # ------------------------------------------------------------------ E-step
-    def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True,
-               rows: np.ndarray | None = None) -> dict:
+    def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True, rows=0) -> dict:
         """Edge counts, node counts, leaf statistics and the objective (sum of weighted
         log-likelihoods; max-product values for hard EM) in one pass over row chunks.
-        ``rows``: the caller's row number of each row of ``X`` (for messages)."""
+        ``rows``: the input row where ``X`` starts, or of each row of ``X`` (for errors)."""
         if not isinstance(X, np.ndarray):   # a block source or a Dask array
             return _em_blocks.estep(self, spn, X, w, hard, stats)
         nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
@@ -305,13 +304,13 @@ class EM(DensityEstimator):
              and spn.leaf_tables[k].state_log_probs(spn.cardinality) is not None}
         need_R = stats and any(k not in by_states for k in handlers)
         for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc, need_R, bool(by_states)):
+            at = rows[r0:] if isinstance(rows, np.ndarray) else rows + r0
             if np.any(ll == -np.inf):
-                r = r0 + int(np.flatnonzero(ll == -np.inf)[0])
-                r = r if rows is None else int(rows[r])
+                r = row_number(at, int(np.flatnonzero(ll == -np.inf)[0]))
                 hint = "" if self.variant != "online" or self.alpha else \
                     " (online EM's first mini-batches give states they have not seen probability 0: set alpha > 0)"
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it{hint}")
-            check_posterior_range(ll, r0, rows)
+            check_posterior_range(ll, at)
             # not np.dot: above ~10^4 rows numpy's BLAS wakes its own threads for a dot
             # product (then spins), whatever n_threads says
             obj += float(np.einsum("i,i->", rw[: len(ll)], ll))

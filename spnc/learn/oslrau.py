@@ -215,7 +215,10 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         if self.select is not None and self.race_after is not None:
             cut = -(-int(self.race_after) // unit) * unit    # a whole batch: batches unchanged
         prog = Progress("oslrau", total=X.shape[0] if len(getattr(X, "shape", ())) == 2 else None, unit=" rows")
+        r0 = 0
         for block in _blocks(X, step, cut):
+            block = self._check_data(block, r0)      # errors name rows of X, not of the block
+            r0 += block.shape[0]
             if self.select is None:
                 self.partial_fit(block)
             else:
@@ -318,7 +321,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                            self._cand, self._cand_corr, g["chol"].view, g["ldet"].view, g["fresh"].view,
                            score)
 
-    def _check_data(self, X) -> np.ndarray:
+    def _check_data(self, X, row0: int = 0) -> np.ndarray:
         if getattr(getattr(X, "dtype", None), "kind", "") == "c":
             raise DataError("X has complex values; oSLRAU needs real ones")
         try:
@@ -331,8 +334,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise DataError("X has no columns")
         if A.size and not np.all(np.isfinite(A)):
             r, c = np.argwhere(~np.isfinite(A))[0]
-            raise DataError(f"X[{r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
-        check_real_range(A)
+            raise DataError(f"X[{row0 + r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
+        check_real_range(A, row0)
         return A
 
     # ------------------------------------------------------------------ queries
