@@ -154,14 +154,20 @@ def test_pairwise_gtest_on_dask(client):
     assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
 
 
-def test_bagging_and_cross_validation_as_dask_tasks(client):
+def test_bagging_and_cross_validation_as_dask_tasks(client, capsys):
     from spnc.learn import LearnSPN
     from spnc.learn.bagging import BaggedSPN
     from test_learnspn import planted
     X = planted(np.random.default_rng(1), n=600).astype(np.float64)
     base = LearnSPN(min_instances=50)
-    kw = dict(n_bags=3, param_distributions={"min_instances": [30, 60]}, random_state=3)
-    a, b = BaggedSPN(base, **kw).fit(X), BaggedSPN(base, backend="dask", **kw).fit(X)
+    kw = dict(n_bags=3, param_distributions={"min_instances": [30, 60]}, random_state=3, verbose=1)
+    a = BaggedSPN(base, **kw).fit(X)
+    here = capsys.readouterr().out.splitlines()
+    b = BaggedSPN(base, backend="dask", **kw).fit(X)
+    there = capsys.readouterr().out.splitlines()      # one line per bag, as in-process
+    assert len(here) == len(there) == 3
+    assert sorted(s.split(":")[0] for s in there) == [s.split(":")[0] for s in here] == \
+        [f"[bagging] bag {i}/3" for i in (1, 2, 3)]
     assert a.bag_params_ == b.bag_params_
     assert np.array_equal(a.spn_.log_likelihood(X), b.spn_.log_likelihood(X))
     # cross-validation folds: scikit-learn's joblib, on the cluster through joblib's Dask backend

@@ -61,7 +61,12 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
     return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
 
 
-def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool) -> list:
+def _report(verbose, i: int, n: int, result: tuple) -> None:
+    if verbose:
+        print(f"[bagging] bag {i + 1}/{n}: {result[2]:.2f} s, train LL {result[1]:.4f}")
+
+
+def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) -> list:
     """The bags as tasks on the current ``dask.distributed`` client, in plan order."""
     from .. import dask as _dask
     client = _dask.current_client()
@@ -69,11 +74,19 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool) -> list:
         raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
                                         "(distributed.Client() for a local cluster, or a scheduler address)")
     import dask
+    from distributed import as_completed
     Xd = _dask.shared(X, client, "spnc-bag-rows")     # not scattered: recomputable if workers die
     fit = dask.delayed(_fit_bag, pure=False)
     tok = uuid.uuid4().hex
-    bags = [fit(cls, p, Xd, rows, oob, dask_key_name=f"spnc-bag-{i + 1}-{tok}") for i, (p, rows) in enumerate(plans)]
-    return list(_dask._compute(bags, client, f"{len(plans)} bags"))
+    futs = client.compute([fit(cls, p, Xd, rows, oob, dask_key_name=f"spnc-bag-{i + 1}-{tok}")
+                           for i, (p, rows) in enumerate(plans)])
+    where = {f.key: i for i, f in enumerate(futs)}
+    results: list = [None] * len(plans)
+    for f in as_completed(futs):
+        i = where[f.key]
+        results[i] = f.result()
+        _report(verbose, i, len(plans), results[i])
+    return results
 
 
 def _is_dist_table(v) -> bool:
@@ -108,7 +121,7 @@ class BaggedSPN(DensityEstimator):
         ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
         per worker; ``n_jobs`` is then ignored.
     random_state : seed of the samples, the draws and the bags' own seeds.
-    verbose : one line per bag when > 0.
+    verbose : one line per bag (on stdout, as each finishes) when > 0, with any backend.
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
@@ -200,12 +213,11 @@ class BaggedSPN(DensityEstimator):
         jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
         results: list = [None] * len(plans)
         if self.backend == "dask":
-            results = _fit_bags_dask(cls, plans, X, oob)
+            results = _fit_bags_dask(cls, plans, X, oob, self.verbose)
         elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
                 results[i] = _fit_bag(cls, p, X, rows, oob)
-                if self.verbose:
-                    print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s, train LL {results[i][1]:.4f}")
+                _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
             with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
@@ -213,8 +225,7 @@ class BaggedSPN(DensityEstimator):
                 for f in cf.as_completed(futs):
                     i = futs[f]
                     results[i] = f.result()
-                    if self.verbose:
-                        print(f"[bagging] bag {i + 1}/{len(plans)}: {results[i][2]:.2f} s")
+                    _report(self.verbose, i, len(plans), results[i])
         models = [r[0] for r in results]
         if self.weights == "valid":
             w = fit_weights(models, X_valid)
