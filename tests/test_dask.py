@@ -162,9 +162,9 @@ def test_bagging_and_cross_validation_as_dask_tasks(client, capsys):
     base = LearnSPN(min_instances=50)
     kw = dict(n_bags=3, param_distributions={"min_instances": [30, 60]}, random_state=3, verbose=1)
     a = BaggedSPN(base, **kw).fit(X)
-    here = capsys.readouterr().out.splitlines()
+    here = capsys.readouterr().err.splitlines()
     b = BaggedSPN(base, backend="dask", **kw).fit(X)
-    there = capsys.readouterr().out.splitlines()      # one line per bag, as in-process
+    there = capsys.readouterr().err.splitlines()      # one line per bag, as in-process
     assert len(here) == len(there) == 3
     assert sorted(s.split(":")[0] for s in there) == [s.split(":")[0] for s in here] == \
         [f"[bagging] bag {i}/3" for i in (1, 2, 3)]

@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import inspect
 import multiprocessing
 import os
+import sys
 import time
 import uuid
 from typing import Any
@@ -63,7 +64,7 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
 
 def _report(verbose, i: int, n: int, result: tuple) -> None:
     if verbose:
-        print(f"[bagging] bag {i + 1}/{n}: {result[2]:.2f} s, train LL {result[1]:.4f}")
+        print(f"[bagging] bag {i + 1}/{n}: {result[2]:.2f} s, train LL {result[1]:.4f}", file=sys.stderr)
 
 
 def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) -> list:
