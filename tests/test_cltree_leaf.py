@@ -353,3 +353,20 @@ def test_all_leaves_check_agrees_with_the_per_leaf_check(monkeypatch):
         assert t._all_valid(card) == loop_verdict(t)
         n_bad += not loop_verdict(t)
     assert n_bad > 100       # the corruptions do break tables
+
+
+def test_state_counts_survive_copies_when_cpt_rows_end_in_zeros(tmp_path):
+    """Files hold no per-variable state counts; a copy must take them from the model, not
+    guess them from CPT sizes (rows ending in zeros made the guess decode 3 states as 2)."""
+    import pickle
+    cpts = [np.array([[0.5, 0.5]]), np.array([[0.3, 0.7, 0.0], [1.0, 0.0, 0.0]]),
+            np.array([[0.4, 0.6, 0.0], [0.2, 0.3, 0.5]])]
+    spn = spnc.compile(ChowLiuLeaf([0, 1, 2], np.array([-1, 0, 0]), cpts), cardinality=[2, 3, 3])
+    X = np.array(list(itertools.product(range(2), range(3), range(3))), dtype=float)
+    want = spn.log_likelihood(X)
+    assert np.exp(want).sum() == pytest.approx(1.0)
+    spnc.save(spn, tmp_path / "m.h5")
+    spnc.save(spn, tmp_path / "m.json")
+    for other in (spnc.load(tmp_path / "m.h5"), spnc.load(tmp_path / "m.json"), pickle.loads(pickle.dumps(spn)),
+                  spn.copy()):
+        np.testing.assert_array_equal(other.log_likelihood(X), want)

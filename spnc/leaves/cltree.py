@@ -171,6 +171,10 @@ class CLTreeLeafType(LeafType):
             if len(ptr) != L + 1 or ptr[0] != 0 or ptr[-1] != total or np.any(np.diff(ptr) < 0):
                 raise _err(self, 0, f"{key} must have {L + 1} entries, start at 0, not decrease and end at {total}")
         if self._all_valid(cardinality):
+            # the state counts the CPT sizes were checked against: files store no per-variable
+            # counts, and guessing them from the CPTs is ambiguous (rows ending in zeros)
+            self._card = (np.asarray(cardinality)[np.concatenate(self.scopes)].astype(np.int64) if L
+                          else np.zeros(0, np.int64))
             return
         for i in range(L):     # something is wrong: find the first leaf at fault, and say what
             scope = self.scopes[i]
