@@ -57,3 +57,14 @@ def test_em_stats_match_per_leaf_weighted_moments():
                      + np.einsum("nk,kj,nj->n", diff, np.linalg.inv(C), diff))
         ref = w @ ll - 0.5 * w.sum() * 0.01 * np.trace(np.linalg.inv(C))
         np.testing.assert_allclose(got[i], ref, rtol=1e-9)
+
+
+def test_an_in_place_covariance_edit_takes_effect():
+    import spnc
+    from scipy.stats import multivariate_normal
+    spn = spnc.compile(MultivariateGaussian([0, 1], [0.0, 0.0], [[1.0, 0.5], [0.5, 1.0]]))
+    X = np.array([[0.3, -0.2], [0.3, np.nan]])
+    spn.log_likelihood(X)                                             # factors the covariance
+    spn.leaf_tables["mvgaussian"].params["cov"][:] = [4.0, 1.0, 1.0, 2.0]
+    want = [multivariate_normal.logpdf([0.3, -0.2], [0, 0], [[4, 1], [1, 2]]), multivariate_normal.logpdf(0.3, 0, 4)]
+    np.testing.assert_allclose(spn.log_likelihood(X), want, rtol=1e-12)

@@ -99,7 +99,12 @@ class MVGaussianLeaves(LeafType):
         _ = cardinality
 
     def chol(self):
+        # keyed by the covariances' contents: an in-place edit of them must take effect
+        key = hash(np.asarray(self.params["cov"]).tobytes())
+        if self._chol is not None and getattr(self, "_chol_key", None) != key:
+            self._chol = None
         if self._chol is None:
+            self._chol_key = key
             p = self.params
             chol = np.empty(len(p["cov"]))
             bad = K.cholesky_all(np.diff(self.var_ptr), p["cov_ptr"], p["cov"].astype(np.float64, copy=False), chol)
