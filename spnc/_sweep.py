@@ -6,8 +6,11 @@ sizes chunks of rows so that the leaf matrix stays in cache, transposes each chu
 contiguous row per variable, NaN = missing) and lets the leaf tables that the sweep does
 not evaluate itself fill their rows of the leaf matrix. Discrete univariate leaves (those
 whose table has ``state_log_probs``) are evaluated inside the compiled sweep; a model with
-no other leaves needs no transposed chunk at all, as its blocks stage their own rows. Results
-never depend on the chunking or the thread count.
+no other leaves needs no transposed chunk at all, as its blocks stage their own rows. Per-row
+results (log-likelihoods, marginals, MPE, samples, posteriors) never depend on the chunking
+or the thread count. Totals over rows (the backward pass's counts, EM's statistics) are
+added per thread, then across threads, so they can differ in the last bits (about 1e-16
+relative) between thread counts.
 """
 from __future__ import annotations
 
