@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -136,3 +137,13 @@ def test_spnc_compose_command(tmp_path, capsys):
                      str(tmp_path / "p.json")]) == 0
     assert spnc.load(tmp_path / "p.json").var_names == ["x", "y", "z"]
     assert cli.main(["product", str(tmp_path / "a.h5"), str(tmp_path / "a.h5"), "-o", str(tmp_path / "q.h5")]) == 2
+    # the common options of every tool: --json, -q, --n-threads
+    capsys.readouterr()
+    assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "b.h5"), "-o", str(tmp_path / "j.h5"),
+                     "--data", str(tmp_path / "d.csv"), "--json", "-q", "--n-threads", "1"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["nodes"] == spnc.load(tmp_path / "j.h5").n_nodes and "mixture" in got["mean_ll"]
+    assert cli.main(["em", str(tmp_path / "a.h5"), "-o", str(tmp_path / "e.h5"), "--data", str(tmp_path / "d.csv"),
+                     "--json", "--max-iter", "2"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["em_passes"] >= 1 and len(got["mean_ll_before_after"]["train"]) == 2

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import DataError
 from . import _data
-from . import run_tool
+from . import add_common, print_json, run_tool
 
 PROG = "spnc-compose"
 EXAMPLES = """\
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-iter", type=int, default=30, help="em: at most this many passes (default 30)")
     p.add_argument("--alpha", type=float, default=0.0, help="em: Dirichlet pseudo-count (default 0)")
     p.add_argument("--to", dest="to_format", metavar="FMT", help="output format if not from the extension")
+    add_common(p)
     return p
 
 
@@ -56,8 +57,9 @@ def _run(args: argparse.Namespace) -> int:
     check_writable(args.output, inputs=(*args.inputs, args.data, args.valid))
     importers.check_save_format(args.output, args.to_format)
     models = [importers.load_any(p) for p in args.inputs]
+    summary: dict = {"how": args.how, "inputs": list(args.inputs)}
     if args.how == "em":
-        out = _em(args, models)
+        out = _em(args, models, summary)
     elif args.how == "product":
         if args.data or args.weights:
             raise DataError("--data and --weights apply to mix only")
@@ -74,30 +76,44 @@ def _run(args: argparse.Namespace) -> int:
             X = _read(args.data, args, models[0])
         out = mixture(models, weights=w, X=X)
         ws = out.weight[out.child_ptr[out.root]:out.child_ptr[out.root + 1]]
-        print(f"{PROG}: weights " + " ".join(f"{x:.4f}" for x in ws))
+        summary["weights"] = [float(x) for x in ws]
         if X is not None:
-            for path, m in zip(args.inputs, models):
-                print(f"{PROG}: {path}: mean LL {_mean_ll(m, X, out.var_names):.4f}")
-            print(f"{PROG}: mixture: mean LL {_mean_ll(out, X, out.var_names):.4f}")
+            summary["mean_ll"] = {path: _mean_ll(m, X, out.var_names, args.n_threads)
+                                  for path, m in zip(args.inputs, models)}
+            summary["mean_ll"]["mixture"] = _mean_ll(out, X, out.var_names, args.n_threads)
     importers.save_any(out, args.output, args.to_format)
+    summary.update(output=args.output, nodes=out.n_nodes, n_vars=out.n_vars)
+    em_line = summary.pop("em", None)
+    if args.json:
+        print_json(summary)
+        return 0
+    if "weights" in summary:
+        print(f"{PROG}: weights " + " ".join(f"{x:.4f}" for x in summary["weights"]))
+    for name, v in summary.get("mean_ll", {}).items():
+        print(f"{PROG}: {name}: mean LL {v:.4f}")
+    if em_line:
+        print(em_line)
     print(f"{PROG}: wrote {args.output} ({out.n_nodes} nodes, {out.n_vars} variables)")
     return 0
 
 
-def _em(args: argparse.Namespace, models: list):
+def _em(args: argparse.Namespace, models: list, summary: dict):
     from ..learn import EM
     if len(models) != 1 or not args.data:
         raise DataError("em takes one model and --data")
     m = models[0]
     X = _read(args.data, args, m)
     Xv = _read(args.valid, args, m) if args.valid else None
-    em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha).fit(X, X_valid=Xv)
+    nt = args.n_threads
+    em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha, n_threads=nt).fit(X, X_valid=Xv)
     out = em.spn_
-    msg = (f"{PROG}: EM {em.n_iter_} passes; train mean LL {m.log_likelihood(X).mean():.4f} -> "
-           f"{out.log_likelihood(X).mean():.4f}")
+    ll = {"train": [float(np.mean(s.log_likelihood(X, n_threads=nt))) for s in (m, out)]}
     if Xv is not None:
-        msg += f"; valid {m.log_likelihood(Xv).mean():.4f} -> {out.log_likelihood(Xv).mean():.4f} (best pass kept)"
-    print(msg)
+        ll["valid"] = [float(np.mean(s.log_likelihood(Xv, n_threads=nt))) for s in (m, out)]
+    summary.update(em_passes=int(em.n_iter_), mean_ll_before_after=ll)
+    summary["em"] = (f"{PROG}: EM {em.n_iter_} passes; train mean LL {ll['train'][0]:.4f} -> {ll['train'][1]:.4f}"
+                     + (f"; valid {ll['valid'][0]:.4f} -> {ll['valid'][1]:.4f} (best pass kept)" if Xv is not None
+                        else ""))
     return out
 
 
@@ -106,10 +122,10 @@ def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
     return _data.match_columns(_data.read_table(path, dataset=args.dataset), model.var_names, model.n_vars).X
 
 
-def _mean_ll(model, X: np.ndarray, names: list[str] | None) -> float:
+def _mean_ll(model, X: np.ndarray, names: list[str] | None, n_threads: int | None = None) -> float:
     if names is not None and model.var_names is not None:   # X is in the mixture's column order
         X = X[:, [names.index(n) for n in model.var_names]]
-    return float(np.mean(model.log_likelihood(X)))
+    return float(np.mean(model.log_likelihood(X, n_threads=n_threads)))
 
 
 if __name__ == "__main__":  # pragma: no cover
