@@ -155,3 +155,23 @@ def test_parameter_errors_survive_worker_processes():
     X = np.random.default_rng(0).normal(size=(60, 3))          # 'mi' needs discrete data
     with pytest.raises(ParameterError, match="affinity='mi' needs discrete data"):
         BaggedSPN(Prometheus(affinity="mi", min_instances=20), n_bags=2, n_jobs=2, random_state=0).fit(X)
+
+
+def test_bagging_models_that_are_mixtures_of_roots(tmp_path):
+    """A bag's model may be a mixture of roots (EM keeps an input mixture one): it joins the
+    ensemble as one sum over its roots; numpy seeds save as JSON numbers."""
+    from spnc.learn import EM
+    rng = np.random.default_rng(2)
+    X = (rng.random((300, 4)) < 0.4).astype(float)
+    a = LearnSPN(min_instances=50, random_state=0).fit(X[:150]).spn_
+    b = LearnSPN(min_instances=50, random_state=0).fit(X[150:]).spn_
+    mix = spnc.compile([a.to_nodes(), b.to_nodes()], root_weights=[0.3, 0.7], combine="mixture",
+                       cardinality=a.cardinality)
+    one = BaggedSPN(EM(init=mix, max_iter=1), n_bags=1, random_state=np.int64(0)).fit(X)
+    assert one.spn_.combine == "single"
+    bag = one.spn_
+    np.testing.assert_allclose(np.exp(bag.log_likelihood(np.array(
+        [[(i >> k) & 1 for k in range(4)] for i in range(16)], dtype=float))).sum(), 1.0)
+    two = BaggedSPN(EM(init=mix, max_iter=1), n_bags=2, random_state=0).fit(X)
+    assert two.spn_.combine == "single" and np.isfinite(two.spn_.log_likelihood(X)).all()
+    spnc.save(one.spn_, tmp_path / "bag.json")

@@ -435,3 +435,4 @@ def test_merge_keeps_a_recorded_alpha_of_zero_and_saves_numpy_params(trees, tmp_
     assert spnc.load(tmp_path / "m.json").learner["params"]["max_rounds"] == 2
     with pytest.raises(spnc.DataError, match="X_valid has no rows"):
         Merge(init=tree, epsilon=0.2).fit(X, X_valid=X[:0])
+

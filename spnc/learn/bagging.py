@@ -25,7 +25,7 @@ import numpy as np
 from .. import _budget
 from ..compose import fit_weights
 from ..data import as_data, is_frame
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
@@ -238,7 +238,7 @@ class BaggedSPN(DensityEstimator):
             w /= w.sum()
         first = models[0]
         card = np.max(np.stack([m.cardinality for m in models]), axis=0)
-        roots = [m.to_nodes() for m in models]
+        roots = [_one_root(m) for m in models]
         ens = _compile(Sum(roots, w) if len(roots) > 1 else roots[0], n_vars=first.n_vars, cardinality=card,
                        var_names=names if names is not None else first.var_names)
         self.bag_params_ = [{k: v for k, v in p.items() if k in (self.param_distributions or {})} for p, _ in plans]
@@ -246,7 +246,7 @@ class BaggedSPN(DensityEstimator):
         self.bag_seconds_ = np.array([r[2] for r in results])
         ens.learner = {"name": "bagged", "version": "1",
                        "params": {"base_learner": type(self.base_learner).__name__, "n_bags": int(self.n_bags),
-                                  "random_state": self.random_state, "weights": self.weights,
+                                  "random_state": json_value(self.random_state), "weights": self.weights,
                                   "oob_valid": oob,
                                   "merged": self.merge is not None},
                        "bag_params": [{k: json_value(v) for k, v in d.items()} for d in self.bag_params_],
@@ -263,3 +263,12 @@ class BaggedSPN(DensityEstimator):
         self.spn_ = spn
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+
+def _one_root(model):
+    """A bag's model as one node: a mixture of roots under a sum of its root weights."""
+    if model.combine == "independent":
+        raise StructureError("BaggedSPN: a bag's model has independent roots (combine='independent'); "
+                             "it is not one distribution to weight")
+    nodes = model.to_nodes()
+    return Sum(nodes, model.root_weights) if model.combine == "mixture" else nodes
