@@ -167,7 +167,7 @@ class EM(DensityEstimator):
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
-        ids = None      # rows of X kept (error messages name the caller's rows)
+        ids = 0         # each kept row's number in the caller's X (for messages); streamed: from 0
         if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
             X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)
         else:
@@ -183,8 +183,8 @@ class EM(DensityEstimator):
             if not float(w.sum()) <= MAX_WEIGHT_SUM:
                 raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
                                 "statistics would overflow; rescale the weights")
-            if not np.all(w > 0):   # rows of weight 0 play no part (the model may give them probability 0)
-                ids = np.flatnonzero(w > 0)
+            ids = np.flatnonzero(w > 0)     # rows of weight 0 play no part (even of probability 0)
+            if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
         if _stream.is_dask(X_valid):      # gathered into memory, within the memory budget
             X_valid = _stream.load(X_valid, name="X_valid")
@@ -212,7 +212,7 @@ class EM(DensityEstimator):
                 order = rng.permutation(X.shape[0])
                 for b0 in range(0, len(order), int(self.batch_size)):
                     rows = np.sort(order[b0:b0 + int(self.batch_size)])
-                    est = self._estep(spn, X[rows], w[rows], hard=False, rows=rows if ids is None else ids[rows])
+                    est = self._estep(spn, X[rows], w[rows], hard=False, rows=ids[rows])
                     if run is not None:
                         for k, st in run["leaf"].items():
                             h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
@@ -229,7 +229,7 @@ class EM(DensityEstimator):
                     hist_t.append(float(np.einsum("i,i->", w, model.log_likelihood(X, n_threads=self.n_threads)))
                                   / wsum)
             else:
-                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=0 if ids is None else ids)
+                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
                 hist_t.append(est["objective"] / wsum)
                 if it > 1 and hist_t[-1] - hist_t[-2] < float(self.tol):
                     counts = est["node_counts"]
@@ -263,7 +263,7 @@ class EM(DensityEstimator):
                 break
         else:
             if self.variant != "online":  # the objective of the final parameters
-                final = self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=0 if ids is None else ids)
+                final = self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=ids)
                 hist_t.append(final["objective"] / wsum)
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
