@@ -175,3 +175,16 @@ def test_bagging_models_that_are_mixtures_of_roots(tmp_path):
     two = BaggedSPN(EM(init=mix, max_iter=1), n_bags=2, random_state=0).fit(X)
     assert two.spn_.combine == "single" and np.isfinite(two.spn_.log_likelihood(X)).all()
     spnc.save(one.spn_, tmp_path / "bag.json")
+
+
+def test_bagged_treespn_keeps_a_state_a_bag_missed():
+    # a state seen once: most bootstrap samples miss it, yet every row must score
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 2, size=(300, 5)).astype(float)
+    X[0, 2] = 2
+    m = BaggedSPN(TreeSPN(n_trees=2, max_depth=2, em_max_iter=3), n_bags=4, random_state=0).fit(X)
+    assert m.spn_.cardinality.tolist() == [2, 2, 3, 2, 2]
+    assert np.all(np.isfinite(m.spn_.log_likelihood(X)))
+    t = TreeSPN(n_trees=2, max_depth=2, em_max_iter=3, cardinality=[2, 2, 3, 2, 2]).fit(X[1:])
+    assert t.spn_.learner["params"]["cardinality"] == [2, 2, 3, 2, 2]
+    assert np.isfinite(t.spn_.log_likelihood(X[:1])).all()

@@ -9,7 +9,7 @@ import numpy as np
 from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..leaves.cltree import ChowLiuLeaf
-from ._params import BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
 from .em import EM
 from .learnspn import LearnSPN
@@ -90,6 +90,10 @@ class TreeSPN(DensityEstimator):
     ``tree_alpha`` and ``em_alpha`` (EM's pseudo-count) are best chosen on validation
     (``tools/bench_treespn.py``).
 
+    ``cardinality``: states per variable (None: from the training data; give it when a
+    state may be missing from ``X``, as in a bootstrap sample, but occur in data scored
+    later).
+
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
     ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes)."""
 
@@ -107,6 +111,7 @@ class TreeSPN(DensityEstimator):
         "em_max_iter": [Interval(int, 1)],
         "em_alpha": [Interval(float, 0)],
         "patience": [Interval(int, 1)],
+        "cardinality": [ARRAY_LIKE, None],
         "random_state": [RANDOM_STATE, None],
         "verbose": [Interval(int, 0), BOOL],
         "n_threads": [N_THREADS, None],
@@ -115,8 +120,8 @@ class TreeSPN(DensityEstimator):
     def __init__(self, n_trees: int = 5, max_depth: int = 4, *, g_factor: float = 5.0, min_instances: int = 50,
                  alpha: float = 0.1, tree_share: float = 0.5, tree_init: str = "clusters",
                  tree_alpha: float | None = 10.0, n_restarts: int = 3, n_iter: int = 15,
-                 em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, random_state: int | None = None,
-                 verbose: int = 0, n_threads: int | None = None):
+                 em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, cardinality=None,
+                 random_state: int | None = None, verbose: int = 0, n_threads: int | None = None):
         self.n_trees = n_trees
         self.max_depth = max_depth
         self.g_factor = g_factor
@@ -130,6 +135,7 @@ class TreeSPN(DensityEstimator):
         self.em_max_iter = em_max_iter
         self.em_alpha = em_alpha
         self.patience = patience
+        self.cardinality = cardinality
         self.random_state = random_state
         self.verbose = verbose
         self.n_threads = n_threads
@@ -142,7 +148,8 @@ class TreeSPN(DensityEstimator):
                                  init=self.tree_init, tree_alpha=self.tree_alpha)
         ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
                       min_instances=self.min_instances, max_depth=self.max_depth, alpha=self.alpha,
-                      data_type="discrete", random_state=self.random_state, n_threads=self.n_threads).fit(X)
+                      data_type="discrete", cardinality=self.cardinality, random_state=self.random_state,
+                      n_threads=self.n_threads).fit(X)
         self.structure_ = ls.spn_
         em = EM(init=ls.spn_, max_iter=self.em_max_iter, alpha=self.em_alpha, patience=self.patience, verbose=self.verbose,
                 random_state=self.random_state, n_threads=self.n_threads)
@@ -150,8 +157,7 @@ class TreeSPN(DensityEstimator):
         spn = em.spn_
         learner = dict(spn.learner)
         learner["name"] = "treespn"
-        learner["params"] = dict(ls._json_params(), **{k: v for k, v in self.get_params(deep=False).items()
-                                                       if isinstance(v, (int, float, str, type(None)))})
+        learner["params"] = dict(ls._json_params(), **self._json_params())
         learner["params"]["sum_split"] = f"tree_mixture(n_trees={self.n_trees})"
         spn.learner = learner
         self.spn_ = spn
