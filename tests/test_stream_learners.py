@@ -113,3 +113,17 @@ def test_learnspn_auto_parameters_from_a_one_shot_generator():
     got = LearnSPN(random_state=0).fit(b for b in blocks)
     assert got.auto_params_ == want.auto_params_
     np.testing.assert_array_equal(got.spn_.log_likelihood(X), want.spn_.log_likelihood(X))
+
+
+def test_em_reads_a_streamed_validation_set_whole(tmp_path):
+    from spnc.learn import EM
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 2, size=(500, 6)).astype(float)
+    with h5py.File(tmp_path / "v.h5", "w") as f:
+        f["X"] = X[400:]
+    spn = LearnSPN(min_instances=50, random_state=0).fit(X[:400]).spn_
+    ref = EM(init=spn, max_iter=3).fit(X[:400], X_valid=X[400:])
+    for Xv in (f"{tmp_path / 'v.h5'}:/X", [X[400:450], X[450:]]):
+        m = EM(init=spn, max_iter=3).fit(X[:400], X_valid=Xv)
+        assert np.array_equal(m.history_["valid"], ref.history_["valid"])
+        assert np.array_equal(m.spn_.weight, ref.spn_.weight)

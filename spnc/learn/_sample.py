@@ -108,11 +108,8 @@ def refine_params(spn, rows: Rows, mode: str, *, n_iter: int, alpha: float, min_
         # one step per pass: a first batch of a few rows would replace the count-based
         # statistics at step 1 and collapse the leaves it barely reaches
         opts.update(step_decay=1.0, batch_size=max(1, rows.n_rows))
-    Xv = X_valid      # EM matches a DataFrame to the model's names; a file, blocks or Dask array is read whole
-    if Xv is not None and _stream.is_streamed(Xv):
-        Xv = _stream.load(Xv, name="X_valid")
-    try:
-        return EM(**opts).fit(full, X_valid=Xv).spn_
+    try:    # EM matches a DataFrame to the model's names and reads a file or blocks whole
+        return EM(**opts).fit(full, X_valid=X_valid).spn_
     except DataError as e:
         if not rows.sampled:
             raise

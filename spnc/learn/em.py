@@ -161,7 +161,8 @@ class EM(DensityEstimator):
         """Run EM from the parameters of ``init`` on the rows of ``X`` (``X_valid``: stop
         early on it and keep the best model). Returns ``self``. ``X`` may also be a block
         source (HDF5/Zarr dataset, ``"file.h5:/path"``, list of row blocks) or a Dask
-        array: each E-step then streams it (:mod:`spnc.learn._em_blocks`)."""
+        array: each E-step then streams it (:mod:`spnc.learn._em_blocks`). ``X_valid``
+        may be any of these too; it is read into memory once."""
         self._no_target(y)
         self._validate_params()
         model = self.init
@@ -186,7 +187,7 @@ class EM(DensityEstimator):
             ids = np.flatnonzero(w > 0)     # rows of weight 0 play no part (even of probability 0)
             if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
-        if _stream.is_dask(X_valid):      # gathered into memory, within the memory budget
+        if X_valid is not None and _stream.is_streamed(X_valid):   # read whole, within the memory budget
             X_valid = _stream.load(X_valid, name="X_valid")
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
