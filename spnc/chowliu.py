@@ -21,6 +21,7 @@ from . import _budget
 from . import _counts as _K
 from . import _mi as _MI
 from . import stream as _stream
+from ._sweep import row_number
 from ._threads import effective_n_threads
 from .errors import DataError
 
@@ -68,14 +69,15 @@ def resolve_threads(n_threads: int | None, work: float) -> int:
 
 
 def check_codes(X, cardinality=None, name: str = "X",
-                row0: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                row0=0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Validate a matrix of discrete codes; return ``(codes, cardinality, bits)``.
 
     ``codes`` is C-contiguous uint8 (all cardinalities <= 256) or int32. Without
     ``cardinality`` each variable gets ``max(2, max value + 1)`` states. For uint8/bool
     input with only binary variables ``bits`` holds the packed columns (see
     ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
-    entry (its row counted from ``row0``: where a block ``X`` starts in the whole input)."""
+    entry (its row counted from ``row0``: where a block ``X`` starts in the whole input, or
+    the input row of each row of ``X``)."""
     A = np.asarray(X)
     if A.dtype.kind not in "biuf":
         raise DataError(f"{name} must be a real numeric array of discrete codes, got dtype {A.dtype}")
@@ -113,7 +115,7 @@ def check_codes(X, cardinality=None, name: str = "X",
     return codes, card, None
 
 
-def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0: int = 0) -> None:
+def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
     if A.dtype == np.uint8 or A.dtype == np.bool_:
         k = _K.first_bad_code_u8(np.ascontiguousarray(A).view(np.uint8), card)
     else:
@@ -127,7 +129,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0: int = 0) -> Non
             why = "is not a discrete state (states are integer codes 0, 1, 2, ...)"
         else:
             why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
-        raise DataError(f"{name}[{row0 + r}, {c}] = {v!r} {why}")
+        raise DataError(f"{name}[{row_number(row0, r)}, {c}] = {v!r} {why}")
 
 
 def check_weights(sample_weight, n: int) -> np.ndarray | None:

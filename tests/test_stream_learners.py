@@ -127,3 +127,15 @@ def test_em_reads_a_streamed_validation_set_whole(tmp_path):
         m = EM(init=spn, max_iter=3).fit(X[:400], X_valid=Xv)
         assert np.array_equal(m.history_["valid"], ref.history_["valid"])
         assert np.array_equal(m.spn_.weight, ref.spn_.weight)
+
+
+@pytest.mark.parametrize("learner", [LearnSPN(min_instances=50, random_state=0, sample_rows=1000, data_type="discrete"),
+                                     Prometheus(sample_rows=1000, random_state=0, data_type="discrete")])
+def test_errors_in_a_sample_name_rows_of_x(tmp_path, learner):
+    X = np.random.default_rng(0).integers(0, 2, size=(5000, 6)).astype(float)
+    X[4321, 3] = 0.5
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["X"] = X
+    for src in (X, f"{tmp_path / 'x.h5'}:/X"):
+        with pytest.raises(DataError, match=r"X\[4321, 3\] = 0.5"):
+            learner.fit(src)

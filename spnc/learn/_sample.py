@@ -25,11 +25,13 @@ EM_VARIANTS = {"em": "soft", "hard": "hard", "running_average": "online"}
 @dataclass
 class Rows:
     """Rows for the structure search (``data``, in memory) and the source of all rows for
-    the parameter passes (``full``: an array, a block source or a Dask array)."""
+    the parameter passes (``full``: an array, a block source or a Dask array); ``ids``:
+    the input row of each row of a sample (0: ``data`` is all rows, in order)."""
     data: Any
     full: Any
     n_rows: int
     streamed: bool
+    ids: Any = 0
 
     @property
     def sampled(self) -> bool:
@@ -53,11 +55,12 @@ def structure_rows(X, sample_rows: int | None, random_state, learner: str) -> Ro
         if A.ndim != 2:
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
         idx = sample_index(A.shape[0], sample_rows, random_state)
-        return Rows(A if idx is None else A[idx], A, A.shape[0], False)
+        return Rows(A if idx is None else A[idx], A, A.shape[0], False, 0 if idx is None else idx)
     src = _stream.open_rows(X)
     if _stream.is_dask(src):
         idx = sample_index(src.shape[0], sample_rows, random_state)
-        return Rows(np.asarray((src if idx is None else src[idx]).compute()), src, src.shape[0], True)
+        return Rows(np.asarray((src if idx is None else src[idx]).compute()), src, src.shape[0], True,
+                    0 if idx is None else idx)
     n = src.n_rows
     if n is None and sample_rows is not None:      # an iterable of blocks: count them first
         if not src.reiterable:
@@ -76,7 +79,7 @@ def structure_rows(X, sample_rows: int | None, random_state, learner: str) -> Ro
     if not parts:
         raise DataError(f"{learner}: X has no rows")
     data = np.concatenate(parts)
-    return Rows(data, src, n if n is not None else data.shape[0], True)
+    return Rows(data, src, n if n is not None else data.shape[0], True, 0 if idx is None else idx)
 
 
 def refine_mode(refine: str, rows: Rows, continuous: bool, default_auto: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _budget
+from .._sweep import row_number
 from ..chowliu import check_codes
 from ..errors import DataError, ParameterError
 
@@ -12,19 +13,20 @@ from ..errors import DataError, ParameterError
 MAX_REAL = 1e150
 
 
-def check_real_range(F: np.ndarray, row0: int = 0) -> None:
+def check_real_range(F: np.ndarray, row0=0) -> None:
     """Refuse real training values whose squares Gaussian statistics cannot hold (rows
-    counted from ``row0``, where a block ``F`` starts in the whole input)."""
+    named as :func:`spnc._sweep.row_number` does)."""
     big = np.argwhere(np.abs(F) > MAX_REAL)
     if big.size:
         r, c = big[0]
-        raise DataError(f"X[{row0 + r}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for "
+        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for "
                         "Gaussian statistics (rescale the column)")
 
 
-def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, np.ndarray, bool]:
+def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(data, cardinality, continuous)``. ``data_type="auto"``: float data with a
-    non-integer value is continuous, anything else discrete codes."""
+    non-integer value is continuous, anything else discrete codes. Errors name rows as
+    :func:`spnc._sweep.row_number` does (``row0``: the input row of each row of a sample)."""
     A = np.asarray(X)
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
         raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
@@ -34,7 +36,7 @@ def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, n
     if data_type == "auto" and np.issubdtype(A.dtype, np.floating):
         continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))
     if not continuous:
-        codes, card, _ = check_codes(A, cardinality)
+        codes, card, _ = check_codes(A, cardinality, row0=row0)
         return codes, card, False
     if cardinality is not None:
         raise ParameterError("cardinality", f"{learner}: cardinality applies to discrete data only")
@@ -44,6 +46,6 @@ def prepare(X, data_type: str, cardinality, learner: str) -> tuple[np.ndarray, n
     bad = np.argwhere(~np.isfinite(F))
     if bad.size:
         r, c = bad[0]
-        raise DataError(f"X[{r}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
-    check_real_range(F)
+        raise DataError(f"X[{row_number(row0, r)}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+    check_real_range(F, row0)
     return F, np.zeros(d, dtype=np.int64), True

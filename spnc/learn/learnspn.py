@@ -291,9 +291,9 @@ class LearnSPN(DensityEstimator):
         self.progress = progress
         self.n_threads = n_threads
 
-    def _prepare(self, X) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _prepare(self, X, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
         A = np.asarray(X)
-        data, card, continuous = prepare(A, self.data_type, self.cardinality, "LearnSPN")
+        data, card, continuous = prepare(A, self.data_type, self.cardinality, "LearnSPN", row0)
         if continuous:
             return data, card, True
         codes = data
@@ -336,7 +336,7 @@ class LearnSPN(DensityEstimator):
         return self
 
     def _fit(self, rows, names, X_valid) -> "LearnSPN":
-        data, card, continuous = self._prepare(rows.data)
+        data, card, continuous = self._prepare(rows.data, rows.ids)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         splitter = resolve_step("splitter", self.splitter, self, continuous)
         sum_split = resolve_step("sum_split", self.sum_split, self, continuous)

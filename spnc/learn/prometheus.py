@@ -177,7 +177,7 @@ class Prometheus(DensityEstimator):
         return self
 
     def _fit(self, rows, X_valid, names=None) -> "Prometheus":
-        data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus")
+        data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus", rows.ids)
         if self.affinity == "mi" and continuous:
             raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
         n, d = data.shape
