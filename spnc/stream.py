@@ -376,18 +376,33 @@ def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) ->
 
 def load(X, dtype=np.float64, name: str = "X") -> np.ndarray:
     """All rows of a source in one array (for data that fits in memory). A Dask array is
-    computed (on the current client, if any) once its size fits the memory budget."""
+    computed (on the current client, if any), and a source read, once its size fits the
+    memory budget (checked before reading when the source knows its rows, else as it is
+    read)."""
     if is_dask(X):
         return _load_dask(open_rows(X, name=name), dtype, name)
     src = open_source(X, name=name)
+    size = np.dtype(dtype).itemsize
     try:
-        parts = [np.asarray(b, dtype=dtype) for _, b in src.blocks()]
+        if src.n_rows is not None and src.n_cols is not None:
+            _load_check(src.n_rows, src.n_cols, size, name)
+        parts, n = [], 0
+        for _, b in src.blocks():
+            n += b.shape[0]
+            _load_check(n, b.shape[1] if b.ndim == 2 else 1, size, name)
+            parts.append(np.asarray(b, dtype=dtype))
     finally:
         if src is not X:
             src.close()
     if not parts:
         raise DataError(f"{getattr(src, 'name', 'X')}: no rows")
     return np.concatenate(parts)
+
+
+def _load_check(n: int, d: int, itemsize: int, name: str) -> None:
+    from . import _budget
+    _budget.check(float(n) * d * itemsize, f"{name} in memory ({n} rows x {d} columns)",
+                  "stream it instead, or raise the budget")
 
 
 def _load_dask(X, dtype, name: str) -> np.ndarray:

@@ -229,3 +229,16 @@ def test_pairwise_gtest_over_blocks_equals_learnspn_test(tmp_path):
         assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
     with pytest.raises(DataError, match=r"X\[0, 2\] = 2"):
         pairwise_gtest(_blocks(X, 700), [2] * 8)
+
+
+def test_load_keeps_to_the_memory_budget(tmp_path, monkeypatch):
+    X = np.arange(40000, dtype=np.float64).reshape(10000, 4)      # 320 kB
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["X"] = X
+    blocks = [X[:5000], X[5000:]]
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "200K")
+    for src in (f"{tmp_path / 'x.h5'}:/X", blocks, iter(blocks)):
+        with pytest.raises(DataError, match="X_valid in memory .* above the memory budget"):
+            stream.load(src, name="X_valid")
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "400K")
+    assert np.array_equal(stream.load(iter(blocks)), X)
