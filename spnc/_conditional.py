@@ -14,17 +14,18 @@ def log_conditional(joint: np.ndarray, evidence: np.ndarray) -> np.ndarray:
     :class:`DataError` for a row whose evidence has probability zero, or whose two
     log-likelihoods are so large (an outlying real value) that rounding them, about 16 ulp
     each, could move the difference by more than ``CONDITIONAL_TOL``."""
-    zero = np.flatnonzero(np.isneginf(evidence))
+    # (n,) or, for independent roots, (n, n_roots): errors name the row
+    zero = np.argwhere(np.isneginf(evidence))
     if zero.size:
-        raise DataError(f"row {int(zero[0])}: the evidence has probability zero; its conditional is "
+        raise DataError(f"row {int(zero[0][0])}: the evidence has probability zero; its conditional is "
                         "undefined")
     out = joint - evidence
     with np.errstate(invalid="ignore"):      # an impossible query (joint -inf) is exact
         err = np.where(np.isfinite(joint), 16 * np.finfo(np.float64).eps * (np.abs(joint) + np.abs(evidence)), 0.0)
-    bad = np.flatnonzero(err > CONDITIONAL_TOL * np.maximum(1.0, np.abs(out)))
+    bad = np.argwhere(err > CONDITIONAL_TOL * np.maximum(1.0, np.abs(out)))
     if bad.size:
-        r = int(bad[0])
-        raise DataError(f"row {r}: log p(query, evidence) = {joint[r]:.6g} and log p(evidence) = "
-                        f"{evidence[r]:.6g} are too large for their difference to be accurate (rounding "
-                        f"error up to {err[r]:.2g}); an outlying value, or data to rescale")
+        at = tuple(bad[0])
+        raise DataError(f"row {int(at[0])}: log p(query, evidence) = {joint[at]:.6g} and log p(evidence) = "
+                        f"{evidence[at]:.6g} are too large for their difference to be accurate (rounding "
+                        f"error up to {err[at]:.2g}); an outlying value, or data to rescale")
     return out

@@ -403,6 +403,9 @@ class SPN:
     def node_log_values(self, X, *, mode: int = MARGINAL, n_threads: int | None = None) -> np.ndarray:
         """log S_n(x) of every node for every row, shape (n, n_nodes); ``mode=MAX`` for
         max-product values. Memory grows with n x n_nodes: meant for learners and tests."""
+        if isinstance(mode, (bool, np.bool_)) or mode not in (MARGINAL, MAX):
+            raise ValueError(f"mode must be {MARGINAL} (MARGINAL: sum-product) or {MAX} (MAX: max-product), "
+                             f"got {mode!r}")
         X = self._check_X(X)
         _budget.check(16.0 * X.shape[0] * self.n_nodes, f"node values of {X.shape[0]} rows x {self.n_nodes} nodes")
         vals = np.empty((X.shape[0], self.n_nodes))

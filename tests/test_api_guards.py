@@ -1,0 +1,38 @@
+"""Mistakes in calls to the query and learner API end in a clear error that names what is
+wrong (the bugs of a bad-input hunt, session 20)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import Bernoulli, Categorical, DataError, ParameterError, Product, Sum
+from spnc._kinds import SUM
+from spnc.learn import EM, BaggedSPN, ChowLiuTree, LearnSPN, OSLRAU, Prometheus, TreeSPN
+
+
+@pytest.fixture(scope="module")
+def binary():
+    return np.random.default_rng(0).integers(0, 2, size=(300, 4)).astype(float)
+
+
+def test_node_log_values_takes_only_the_two_modes():
+    spn = spnc.compile(Sum([Product([Bernoulli(0, .2), Bernoulli(1, .6)]),
+                            Product([Bernoulli(0, .7), Bernoulli(1, .1)])], [.4, .6]))
+    for mode in (2, 7, -1, True):
+        with pytest.raises(ValueError, match="mode must be 0 .* or 1"):
+            spn.node_log_values([[0, 1]], mode=mode)
+
+
+def test_conditional_of_independent_roots_names_the_row():
+    tmp = spnc.compile(Sum([Product([Bernoulli(0, .2), Categorical(1, [.5, .5, 0.])]),
+                            Product([Bernoulli(0, .9), Categorical(1, [.1, .1, .8])])], [.5, .5]))
+    N = tmp.n_nodes - 1          # without the root: its two children are independent roots
+    m = spnc.SPN.from_arrays(tmp.kind[:N], tmp.child_ptr[:N + 1], tmp.child[:tmp.child_ptr[N]],
+                             tmp.weight[:tmp.child_ptr[N]], tmp.leaf_tables, tmp.cardinality,
+                             roots=tmp.children(tmp.root), combine="independent")
+    Xe = np.array([[np.nan, 1.], [np.nan, 1.], [np.nan, 1.], [np.nan, 2.]])     # row 3: p = 0 under root 0
+    with pytest.raises(DataError, match="^row 3: the evidence has probability zero"):
+        m.conditional(np.array([[1, 1.]] * 3 + [[1, 2.]]), Xe)
+    got = m.conditional(np.array([[1, 1.]]), Xe[:1])
+    np.testing.assert_allclose(got, m.log_likelihood([[1, 1.]]) - m.log_likelihood(Xe[:1]))
