@@ -24,6 +24,16 @@ def test_node_log_values_takes_only_the_two_modes():
             spn.node_log_values([[0, 1]], mode=mode)
 
 
+def test_freeze_takes_node_ids_only(binary):
+    spn = LearnSPN(min_instances=50, random_state=0).fit(binary).spn_
+    for bad in (spn.kind == SUM, [1.5], [[1, 2]]):
+        with pytest.raises(ParameterError, match="freeze must be a flat list of node ids"):
+            EM(init=spn, max_iter=1, freeze=bad).fit(binary)
+    sums = np.flatnonzero(spn.kind == SUM)
+    m = EM(init=spn, max_iter=2, freeze=sums).fit(binary)
+    assert np.array_equal(m.spn_.weight, spn.weight)
+
+
 def test_conditional_of_independent_roots_names_the_row():
     tmp = spnc.compile(Sum([Product([Bernoulli(0, .2), Categorical(1, [.5, .5, 0.])]),
                             Product([Bernoulli(0, .9), Categorical(1, [.1, .1, .8])])], [.5, .5]))

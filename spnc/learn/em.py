@@ -280,7 +280,11 @@ class EM(DensityEstimator):
         self._n_sums = len(sums)
         frozen = np.zeros(N, dtype=bool)
         if self.freeze is not None:
-            f = np.asarray(self.freeze, dtype=np.int64).ravel()
+            f = np.asarray(self.freeze)
+            if f.ndim != 1 or (f.size and f.dtype.kind not in "iu"):
+                raise ParameterError("freeze", f"freeze must be a flat list of node ids (integers), got "
+                                               f"{f.dtype} values of shape {f.shape}")
+            f = f.astype(np.int64)
             if f.size and (f.min() < 0 or f.max() >= N):
                 raise ParameterError("freeze", f"freeze lists node ids outside 0..{N - 1}")
             frozen[f] = True
