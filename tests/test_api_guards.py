@@ -34,6 +34,18 @@ def test_freeze_takes_node_ids_only(binary):
     assert np.array_equal(m.spn_.weight, spn.weight)
 
 
+def test_bernoulli_leaves_refuse_real_and_categorical_data(binary):
+    real = binary + np.random.default_rng(1).normal(0, .1, binary.shape)
+    with pytest.raises(DataError, match=r"needs 0/1 data, but column 0 has value .* \(row 0\)"):
+        LearnSPN(leaves="bernoulli").fit(real)
+    cat = binary.copy()
+    cat[57, 1] = 2
+    with pytest.raises(DataError, match=r"column 1 has value 2.0 \(row 57\)"):
+        LearnSPN(leaves="bernoulli").fit(cat)
+    with pytest.raises(DataError, match=r"cardinality\[1\] is 3"):
+        LearnSPN(leaves="bernoulli", cardinality=[2, 3, 2, 2]).fit(binary)
+
+
 def test_conditional_of_independent_roots_names_the_row():
     tmp = spnc.compile(Sum([Product([Bernoulli(0, .2), Categorical(1, [.5, .5, 0.])]),
                             Product([Bernoulli(0, .9), Categorical(1, [.1, .1, .8])])], [.5, .5]))

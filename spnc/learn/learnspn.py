@@ -10,6 +10,7 @@ import numpy as np
 
 from ..chowliu import resolve_threads
 from .._progress import Progress
+from .._sweep import row_number
 from ..data import as_data, is_frame, with_names
 from ..errors import DataError
 from ..graph import SPN, compile as _compile
@@ -294,15 +295,17 @@ class LearnSPN(DensityEstimator):
     def _prepare(self, X, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
         A = np.asarray(X)
         data, card, continuous = prepare(A, self.data_type, self.cardinality, "LearnSPN", row0)
-        if continuous:
-            return data, card, True
-        codes = data
-        if self.leaves == "bernoulli" and np.any(card != 2):
-            c = int(np.flatnonzero(card != 2)[0])
-            r = int(np.flatnonzero(np.asarray(A[:, c]) > 1)[0]) if np.any(np.asarray(A[:, c]) > 1) else 0
-            raise DataError(f"leaves='bernoulli' needs 0/1 data, but column {c} has value "
-                            f"{np.asarray(A)[r, c].item()!r} (row {r}); use leaves='univariate' for categorical data")
-        return codes, card, False
+        if self.leaves == "bernoulli" and (continuous or np.any(card != 2)):
+            bad = np.argwhere((A != 0) & (A != 1))
+            if not bad.size:
+                c = int(np.flatnonzero(card != 2)[0])
+                raise DataError(f"leaves='bernoulli' needs binary variables, but cardinality[{c}] is "
+                                f"{int(card[c])}; use leaves='univariate'")
+            r, c = bad[0]
+            raise DataError(f"leaves='bernoulli' needs 0/1 data, but column {c} has value {A[r, c].item()!r} "
+                            f"(row {row_number(row0, int(r))}); use leaves='univariate' for categorical or "
+                            "real data")
+        return data, card, continuous
 
     def _auto_unused(self) -> set[str]:
         """``"auto"`` parameters the configuration never reads (no fits spent on them)."""
