@@ -22,6 +22,7 @@ from . import _counts as _K
 from . import _mi as _MI
 from . import stream as _stream
 from ._sweep import row_number
+from .data import real_array
 from ._threads import effective_n_threads
 from .errors import DataError
 
@@ -78,9 +79,7 @@ def check_codes(X, cardinality=None, name: str = "X",
     ``_counts.pack_bits``), else ``None``. Raises :class:`DataError` naming the first bad
     entry (its row counted from ``row0``: where a block ``X`` starts in the whole input, or
     the input row of each row of ``X``)."""
-    A = np.asarray(X)
-    if A.dtype.kind not in "biuf":
-        raise DataError(f"{name} must be a real numeric array of discrete codes, got dtype {A.dtype}")
+    A = real_array(X, name)
     if A.ndim != 2:
         raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {A.shape}")
     if A.shape[0] == 0 or A.shape[1] == 0:

@@ -73,6 +73,22 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     return np.ascontiguousarray(A), cols
 
 
+def real_array(X: Any, name: str = "X") -> np.ndarray:
+    """``X`` as a numpy array of real numbers (integer, boolean or float dtype kept), or a
+    :class:`DataError` naming ``name``: ragged rows, complex values, text."""
+    if getattr(getattr(X, "dtype", None), "kind", "") == "c":
+        raise DataError(f"{name} has complex values; spnc's variables are real")
+    try:
+        A = np.asarray(X)
+    except (TypeError, ValueError) as e:         # ragged rows, among others
+        raise DataError(f"{name} must be a numeric 2-D array: {e}") from None
+    if A.dtype.kind == "c":
+        raise DataError(f"{name} has complex values; spnc's variables are real")
+    if A.dtype.kind not in "biuf":
+        raise DataError(f"{name} must be numeric (real numbers), got dtype {A.dtype}")
+    return A
+
+
 def with_names(spn, names: Sequence[str] | None):
     """``spn`` carrying ``names`` as its variable names (unchanged when ``names`` is None)."""
     if names is None or spn is None or list(names) == list(spn.var_names or []):

@@ -46,6 +46,24 @@ def test_bernoulli_leaves_refuse_real_and_categorical_data(binary):
         LearnSPN(leaves="bernoulli", cardinality=[2, 3, 2, 2]).fit(binary)
 
 
+@pytest.mark.parametrize("learner", [LearnSPN(), ChowLiuTree(), Prometheus(), TreeSPN(), OSLRAU(),
+                                     BaggedSPN(LearnSPN(), n_bags=1)], ids=lambda e: type(e).__name__)
+def test_ragged_or_complex_rows_are_data_errors(learner):
+    with pytest.raises(DataError, match="numeric"):
+        learner.fit([[0, 1, 0], [1, 0]])
+    with pytest.raises(DataError, match="complex"):
+        learner.fit(np.array([[0, 1], [1, 0], [1, 1]]) + 0.5j)
+
+
+@pytest.mark.parametrize("learner", [LearnSPN(splitter="correlation"), Prometheus()], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_missing_real_value_is_named_where_it_is(learner, bad):
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    X[150, 2] = bad
+    with pytest.raises(DataError, match=rf"X\[150, 2\] = {bad!r}: training data must be finite"):
+        learner.fit(X)
+
+
 def test_conditional_of_independent_roots_names_the_row():
     tmp = spnc.compile(Sum([Product([Bernoulli(0, .2), Categorical(1, [.5, .5, 0.])]),
                             Product([Bernoulli(0, .9), Categorical(1, [.1, .1, .8])])], [.5, .5]))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import stream as _stream
+from ..data import real_array
 from ..errors import DataError, ParameterError
 
 #: ``refine`` values that run EM, and the EM variant of each
@@ -51,7 +52,7 @@ def structure_rows(X, sample_rows: int | None, random_state, learner: str) -> Ro
     arrays (and other in-memory tables) are sliced; files, datasets, iterables of blocks
     and Dask arrays are read once, block by block, keeping only the sampled rows."""
     if not _stream.is_streamed(X):
-        A = np.asarray(X)
+        A = real_array(X)
         if A.ndim != 2:
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
         idx = sample_index(A.shape[0], sample_rows, random_state)

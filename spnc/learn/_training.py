@@ -7,6 +7,7 @@ import numpy as np
 from .. import _budget
 from .._sweep import row_number
 from ..chowliu import check_codes
+from ..data import real_array
 from ..errors import DataError, ParameterError
 
 #: real training values beyond this would overflow the squares of Gaussian statistics
@@ -27,14 +28,13 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
     """``(data, cardinality, continuous)``. ``data_type="auto"``: float data with a
     non-integer value is continuous, anything else discrete codes. Errors name rows as
     :func:`spnc._sweep.row_number` does (``row0``: the input row of each row of a sample)."""
-    A = np.asarray(X)
+    A = real_array(X)
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
         raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
-    if A.dtype.kind not in "biuf":
-        raise DataError(f"X must be real numbers, got dtype {A.dtype}")
     continuous = data_type == "continuous"
     if data_type == "auto" and np.issubdtype(A.dtype, np.floating):
-        continuous = bool(np.isfinite(A).all() and np.any(A != np.round(A)))
+        with np.errstate(invalid="ignore"):     # NaN or inf are refused below, by the path taken
+            continuous = bool(np.any(np.isfinite(A) & (A != np.round(A))))
     if not continuous:
         codes, card, _ = check_codes(A, cardinality, row0=row0)
         return codes, card, False
@@ -46,6 +46,6 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
     bad = np.argwhere(~np.isfinite(F))
     if bad.size:
         r, c = bad[0]
-        raise DataError(f"X[{row_number(row0, r)}, {c}] = {F[r, c]!r}: training data must be finite (no NaN or inf)")
+        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: training data must be finite (no NaN or inf)")
     check_real_range(F, row0)
     return F, np.zeros(d, dtype=np.int64), True

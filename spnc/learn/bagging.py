@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _budget
 from ..compose import fit_weights
-from ..data import as_data, is_frame
+from ..data import as_data, is_frame, real_array
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
@@ -196,10 +196,7 @@ class BaggedSPN(DensityEstimator):
             raise DataError("BaggedSPN draws bootstrap samples in memory: read the rows first "
                             "(spnc.stream.load) or bag a sample of them")
         X, names = as_data(X)
-        try:
-            X = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise DataError(f"X must be a numeric 2-D array: {e}") from None
+        X = real_array(X).astype(np.float64)
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
         if names is not None and X_valid is not None and is_frame(X_valid):
