@@ -76,3 +76,12 @@ def test_conditional_of_independent_roots_names_the_row():
         m.conditional(np.array([[1, 1.]] * 3 + [[1, 2.]]), Xe)
     got = m.conditional(np.array([[1, 1.]]), Xe[:1])
     np.testing.assert_allclose(got, m.log_likelihood([[1, 1.]]) - m.log_likelihood(Xe[:1]))
+
+
+@pytest.mark.parametrize("seed", [2**31, 2**40, np.uint64(2**63 + 5), 2**64 - 1])
+def test_seeds_up_to_64_bits(binary, seed):
+    a = LearnSPN(min_instances=50, random_state=seed).fit(binary).spn_
+    b = LearnSPN(min_instances=50, random_state=seed).fit(binary).spn_
+    assert np.array_equal(a.weight, b.weight)
+    with pytest.raises(ParameterError, match="random_state"):
+        LearnSPN(random_state=2**64).fit(binary)

@@ -71,7 +71,9 @@ def Instance(*classes: type, name: str | None = None) -> Constraint:
 
 BOOL = Constraint(lambda v: isinstance(v, (bool, numbers.Integral)) and v in (0, 1), "a bool")
 CALLABLE = Constraint(callable, "a callable")
-RANDOM_STATE = Interval(int, 0, 2**64 - 1)
+#: seeds reach numpy and the kernels as unsigned 64-bit integers, not C ints
+RANDOM_STATE = Constraint(lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                          and 0 <= int(v) <= 2**64 - 1, "an integer >= 0 and <= 2**64 - 1")
 N_THREADS = Constraint(lambda v: _is_int(v) and v != 0, "a non-zero integer (-1: all cores)")
 ARRAY_LIKE = Constraint(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes)), "a sequence")
 
