@@ -85,3 +85,9 @@ def test_seeds_up_to_64_bits(binary, seed):
     assert np.array_equal(a.weight, b.weight)
     with pytest.raises(ParameterError, match="random_state"):
         LearnSPN(random_state=2**64).fit(binary)
+
+
+def test_bagging_refuses_to_draw_what_it_sets(binary):
+    for k in ("random_state", "n_threads"):
+        with pytest.raises(ParameterError, match=f"sets each bag's {k} itself"):
+            BaggedSPN(LearnSPN(), n_bags=2, param_distributions={k: [5]}).fit(binary)

@@ -166,6 +166,10 @@ class BaggedSPN(DensityEstimator):
             if k not in names:
                 raise ParameterError("param_distributions", f"BaggedSPN: param_distributions names {k!r}, "
                                                            f"which {type(base).__name__} does not have")
+            if k in ("random_state", "n_threads"):
+                raise ParameterError("param_distributions", f"BaggedSPN sets each bag's {k} itself (seeds from "
+                                                           "its random_state, one thread per bag); remove "
+                                                           f"{k!r} from param_distributions")
         n = X.shape[0]
         _budget.check(8.0 * n * int(self.n_bags), f"{int(self.n_bags)} bootstrap samples of {n} rows",
                       "use fewer bags")
