@@ -2,6 +2,9 @@
 wrong (the bugs of a bad-input hunt, session 20)."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -91,3 +94,22 @@ def test_bagging_refuses_to_draw_what_it_sets(binary):
     for k in ("random_state", "n_threads"):
         with pytest.raises(ParameterError, match=f"sets each bag's {k} itself"):
             BaggedSPN(LearnSPN(), n_bags=2, param_distributions={k: [5]}).fit(binary)
+
+
+def test_bagging_in_parallel_from_an_unguarded_script(tmp_path):
+    # spawned workers run the main script again: without `if __name__ == "__main__":` that
+    # fitted the bags again in each worker and broke the pool
+    script = tmp_path / "bag.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from spnc.learn import BaggedSPN, LearnSPN\n"
+        "X = np.random.default_rng(0).integers(0, 2, size=(300, 5)).astype(float)\n"
+        "fit = lambda jobs: BaggedSPN(LearnSPN(min_instances=50), n_bags=3, n_jobs=jobs, random_state=0).fit(X)\n"
+        "print(np.array_equal(fit(2).spn_.log_likelihood(X), fit(1).spn_.log_likelihood(X)))\n")
+    for how in ([str(script)], ["-m", "bag"]):
+        out = subprocess.run([sys.executable, *how], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
+    script.write_text(script.read_text().replace("LearnSPN(min_instances=50)", "Mine(min_instances=50)")
+                      .replace("X = np", "class Mine(LearnSPN):\n    pass\nX = np"))
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and 'under `if __name__ == "__main__":`' in out.stderr

@@ -12,9 +12,11 @@ the result is the same for any ``n_jobs`` and either backend.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import inspect
 import multiprocessing
 import os
+import pickle
 import sys
 import time
 import uuid
@@ -60,6 +62,28 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
     spn = est.spn_
     secs = time.perf_counter() - t0
     return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
+
+
+@contextlib.contextmanager
+def _main_not_rerun(cls, plans):
+    """Spawned workers start by running the parent's main script again, which fits the bags
+    again in a script without an ``if __name__ == "__main__":`` guard. The workers need only
+    importable code unless the learner or its parameters come from that script, so then the
+    script is hidden from them while they start."""
+    main = sys.modules.get("__main__")
+    own = pickle.dumps((cls, [p for p, _ in plans]))
+    if main is None or b"__main__" in own or not (getattr(main, "__file__", None) or getattr(main, "__spec__", None)):
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+        if "__spec__" not in saved:
+            del main.__spec__
 
 
 def _report(verbose, i: int, n: int, result: tuple) -> None:
@@ -116,7 +140,9 @@ class BaggedSPN(DensityEstimator):
         to the bags.
     merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
         to the whole ensemble with ``X_valid``.
-    n_jobs : worker processes (None or 1: in this process; -1: all cores).
+    n_jobs : worker processes (None or 1: in this process; -1: all cores). They are fresh
+        Python processes: a base learner or parameters defined in a script need the script's
+        code under ``if __name__ == "__main__":``; spnc's own learners do not.
     backend : ``"processes"`` (``n_jobs`` local processes) or ``"dask"``: one task per bag
         on the current ``dask.distributed`` client (``Client()`` for a local cluster,
         ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
@@ -222,12 +248,19 @@ class BaggedSPN(DensityEstimator):
                 _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
-            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futs = {pool.submit(_fit_bag, cls, p, X, rows, oob): i for i, (p, rows) in enumerate(plans)}
-                for f in cf.as_completed(futs):
-                    i = futs[f]
-                    results[i] = f.result()
-                    _report(self.verbose, i, len(plans), results[i])
+            try:
+                with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                    with _main_not_rerun(cls, plans):
+                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob): i for i, (p, rows) in enumerate(plans)}
+                    for f in cf.as_completed(futs):
+                        i = futs[f]
+                        results[i] = f.result()
+                        _report(self.verbose, i, len(plans), results[i])
+            except cf.process.BrokenProcessPool as e:
+                raise RuntimeError("BaggedSPN: a worker process stopped before its bag was fitted (n_jobs > 1 "
+                                   "starts fresh Python processes: if the base learner or its parameters are "
+                                   "defined in a script, run the script's code under `if __name__ == "
+                                   "\"__main__\":`; or out of memory)") from e
         models = [r[0] for r in results]
         if self.weights == "valid":
             w = fit_weights(models, X_valid)
