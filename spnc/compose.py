@@ -1,9 +1,19 @@
 """Composition of models from any learner or file: mixtures over the same variables and
 products over disjoint ones.
 
->>> import spnc
->>> m = spnc.mixture([a, b, c], X=X_train)      # root weights fitted by EM on X_train
->>> p = spnc.product([over_ab, over_cd])        # variables matched by name if named
+>>> import numpy as np, spnc
+>>> from spnc import Bernoulli, Product
+>>> from spnc.learn import LearnSPN
+>>> X = np.random.default_rng(0).integers(0, 2, size=(400, 4))
+>>> a, b = (LearnSPN(min_instances=k, random_state=0).fit(X).spn_ for k in (20, 100))
+>>> m = spnc.mixture([a, b], X=X)               # root weights fitted by EM on X
+>>> ll = lambda s: s.log_likelihood(X).mean()
+>>> bool(ll(m) >= max(ll(a), ll(b)) - 1e-9)     # the weights' log-likelihood is concave
+True
+>>> ab = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]), var_names=["a", "b"])
+>>> cd = spnc.compile(Product([Bernoulli(0, .2), Bernoulli(1, .9)]), var_names=["c", "d"])
+>>> spnc.product([ab, cd]).var_names            # variables matched by name if named
+['a', 'b', 'c', 'd']
 
 Where every model carries ``var_names`` variables are matched by name (a model's columns
 are reordered to the first model's order); otherwise by index. Shared sub-networks stay

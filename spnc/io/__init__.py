@@ -1,9 +1,15 @@
 """Portable model files: HDF5 and JSON (formats/spnc-hdf5.md) and DOT drawings.
 
->>> import spnc
->>> spnc.io.save(model, "model.h5")          # or "model.json"
->>> model = spnc.io.load("model.h5")
->>> print(spnc.io.to_dot(model, max_nodes=200))
+>>> import os, tempfile, spnc
+>>> from spnc import Bernoulli, Product, Sum
+>>> model = spnc.compile(Sum([Product([Bernoulli(0, .2), Bernoulli(1, .7)]),
+...                           Product([Bernoulli(0, .9), Bernoulli(1, .4)])], [.3, .7]))
+>>> path = os.path.join(tempfile.mkdtemp(), "model.h5")
+>>> spnc.io.save(model, path)                # or "model.json"
+>>> spnc.io.load(path).n_nodes == model.n_nodes
+True
+>>> print(spnc.io.to_dot(model, max_nodes=200).splitlines()[0])
+digraph spnc {
 
 Files are untrusted input: every problem raises one :class:`spnc.errors.FormatError` that
 names the path inside the file.

@@ -10,9 +10,15 @@ format             files                                       library
 ``sparc-json``     ``*.sparc.json``, ``*.gcw.json``            sparc-pc ``gcw-circuit-v1``
 =================  ==========================================  ===========================
 
+>>> import os, tempfile, numpy as np, spnc
 >>> from spnc.io import importers
->>> spn = importers.load("model.deeprob.json")              # format from the extension
->>> importers.save(spn, "model.txt", fmt="spflow-text")     # or named
+>>> model = spnc.compile(spnc.Sum([spnc.Bernoulli(0, .2), spnc.Bernoulli(0, .7)], [.4, .6]))
+>>> d = tempfile.mkdtemp()
+>>> importers.save(model, os.path.join(d, "model.deeprob.json"))       # format from the extension
+>>> importers.save(model, os.path.join(d, "model.txt"), fmt="spflow-text")   # or named
+>>> spn = importers.load(os.path.join(d, "model.deeprob.json"))
+>>> bool(np.allclose(spn.log_likelihood([[0], [1]]), model.log_likelihood([[0], [1]])))
+True
 
 Every problem with a file is a :class:`spnc.FormatError` naming the node and its type.
 A new format registers a :class:`Format` with :func:`register`.
