@@ -20,8 +20,8 @@ def check_real_range(F: np.ndarray, row0=0) -> None:
     big = np.argwhere(np.abs(F) > MAX_REAL)
     if big.size:
         r, c = big[0]
-        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: real values must be within +-{MAX_REAL:g} for "
-                        "Gaussian statistics (rescale the column)")
+        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: real values must be within "
+                        f"+-{MAX_REAL:g} for Gaussian statistics (rescale the column)")
 
 
 def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -46,6 +46,7 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
     bad = np.argwhere(~np.isfinite(F))
     if bad.size:
         r, c = bad[0]
-        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: training data must be finite (no NaN or inf)")
+        raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: training data must be finite "
+                        "(no NaN or inf)")
     check_real_range(F, row0)
     return F, np.zeros(d, dtype=np.int64), True

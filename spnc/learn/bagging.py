@@ -67,9 +67,9 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
 @contextlib.contextmanager
 def _main_not_rerun(cls, plans):
     """Spawned workers start by running the parent's main script again, which fits the bags
-    again in a script without an ``if __name__ == "__main__":`` guard. The workers need only
-    importable code unless the learner or its parameters come from that script, so then the
-    script is hidden from them while they start."""
+    again in a script without an ``if __name__ == "__main__":`` guard. When the learner and
+    its parameters pickle without reference to the script, the workers need only importable
+    code, and the script is hidden from them while they start."""
     main = sys.modules.get("__main__")
     own = pickle.dumps((cls, [p for p, _ in plans]))
     if main is None or b"__main__" in own or not (getattr(main, "__file__", None) or getattr(main, "__spec__", None)):
