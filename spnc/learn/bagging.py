@@ -148,7 +148,7 @@ class BaggedSPN(DensityEstimator):
         ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
         per worker; ``n_jobs`` is then ignored.
     random_state : seed of the samples, the draws and the bags' own seeds.
-    verbose : one line per bag (on stdout, as each finishes) when > 0, with any backend.
+    verbose : one line per bag (on stderr, as each finishes) when > 0, with any backend.
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
