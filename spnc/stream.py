@@ -18,7 +18,6 @@ are added in block order. The same block functions run on a Dask cluster
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -243,78 +242,6 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
 
 
 # ------------------------------------------------------------------ outputs to files
-class _Writer:
-    """Rows appended block by block to ``out.npy`` or ``out.h5[:/dataset]`` through a
-    temporary file in the same directory, renamed over ``out`` only when complete. An
-    existing HDF5 file keeps its other objects: the temporary file starts as its copy
-    (``dataset`` alone is replaced), so a failure still leaves the old file as it was."""
-
-    def __init__(self, out: str, dataset: str = "log_likelihood"):
-        file, ds = split_spec(out)
-        self.file, self.ds = file, (ds or dataset)
-        self.ext = os.path.splitext(file)[1].lower()
-        if self.ext not in (".npy", ".h5", ".hdf5"):
-            raise DataError(f"{out}: outputs are written as .npy or .h5/.hdf5")
-        d = os.path.dirname(os.path.abspath(file))
-        self.tmp = os.path.join(d, f".{os.path.basename(file)}.{os.getpid()}.tmp")
-        self.n, self.shape1, self.h = 0, None, None
-
-    def write(self, block: np.ndarray) -> None:
-        block = np.asarray(block, dtype=np.float64)
-        if self.h is None:
-            self.shape1 = block.shape[1:]
-            if self.ext == ".npy":
-                self.h = open(self.tmp, "wb")
-                self.h.write(b"\0" * _NPY_HEADER)
-            else:
-                import h5py
-                if os.path.exists(self.file):
-                    shutil.copyfile(self.file, self.tmp)
-                    try:
-                        self.h = h5py.File(self.tmp, "a")
-                    except OSError:
-                        os.remove(self.tmp)
-                        raise DataError(f"{self.file}: exists and is not an HDF5 file; refusing to replace "
-                                        "it (choose another output name)") from None
-                    if self.ds in self.h:
-                        del self.h[self.ds]
-                else:
-                    self.h = h5py.File(self.tmp, "w")
-                self.dset = self.h.create_dataset(self.ds, shape=(0,) + self.shape1, maxshape=(None,) + self.shape1,
-                                                  dtype="f8", chunks=True)
-        if self.ext == ".npy":
-            self.h.write(np.ascontiguousarray(block, dtype="<f8").tobytes())
-        else:
-            self.dset.resize(self.n + len(block), axis=0)
-            self.dset[self.n:] = block
-        self.n += len(block)
-
-    def commit(self) -> None:
-        if self.h is None:
-            self.write(np.zeros(0))
-        if self.ext == ".npy":
-            self.h.seek(0)
-            self.h.write(_npy_header((self.n,) + self.shape1))
-        self.h.close()
-        os.replace(self.tmp, self.file)
-
-    def abort(self) -> None:
-        if self.h is not None:
-            self.h.close()
-        if os.path.exists(self.tmp):
-            os.remove(self.tmp)
-
-
-_NPY_HEADER = 128
-
-
-def _npy_header(shape: tuple) -> bytes:
-    """A version-1.0 ``.npy`` header of exactly ``_NPY_HEADER`` bytes (float64, C order)."""
-    d = "{'descr': '<f8', 'fortran_order': False, 'shape': %r, }" % (tuple(shape),)
-    d = d.ljust(_NPY_HEADER - 10 - 1) + "\n"
-    return b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode("latin1")
-
-
 def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_rows: int | None = None,
                 dataset: str = "result") -> int:
     """Write ``fn(block)`` for every block of ``X`` to ``out`` (``.npy`` or
@@ -325,37 +252,30 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
 def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
                     dataset: str) -> int:
     """:func:`map_to_file` of ``fn(block, row0)``."""
-    w = _Writer(out, dataset)
-    _not_the_input(X, w)
+    from ._atomic import atomic_write
+    from ._rowfile import RowWriter, refuse_the_input
+    file, ds = split_spec(out)
+    w = RowWriter(file, ds or dataset)
+    if isinstance(X, (str, os.PathLike)):
+        refuse_the_input(*split_spec(os.fspath(X)), w)
+    elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
+        refuse_the_input(X.file.filename, X.name, w)
     src = open_source(X, block_rows)
+
+    def write(tmp: str) -> None:
+        w.open(tmp)
+        try:
+            for r0, b in src.blocks():
+                w.write(fn(b, r0))
+            w.finish()
+        finally:
+            w.close()
     try:
-        for r0, b in src.blocks():
-            w.write(fn(b, r0))
-        w.commit()
-    except BaseException:
-        w.abort()
-        raise
+        atomic_write(file, write)
     finally:
         if src is not X:
             src.close()
     return w.n
-
-
-def _not_the_input(X, w: _Writer) -> None:
-    """Refuse an output that would replace the data being read: the same ``.npy`` file,
-    or the same dataset of the same HDF5 file."""
-    from ._atomic import same_file
-    if isinstance(X, (str, os.PathLike)):
-        file, ds = split_spec(os.fspath(X))
-    elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
-        file, ds = X.file.filename, X.name
-    else:
-        return
-    if not os.path.exists(w.file) or not same_file(w.file, file):
-        return
-    if w.ext == ".npy" or (ds or "").strip("/") == w.ds.strip("/"):
-        raise DataError(f"{w.file}: is also the input data; refusing to overwrite it (choose another "
-                        "output name or dataset)")
 
 
 def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,

@@ -242,3 +242,29 @@ def test_load_keeps_to_the_memory_budget(tmp_path, monkeypatch):
             stream.load(src, name="X_valid")
     monkeypatch.setenv("SPNC_MEMORY_BUDGET", "400K")
     assert np.array_equal(stream.load(iter(blocks)), X)
+
+
+def test_output_never_replaces_a_group_or_the_input_by_a_link(tmp_path):
+    X = np.random.default_rng(0).integers(0, 2, size=(100, 2)).astype(float)
+    spn = spnc.compile(spnc.Product([spnc.Bernoulli(0, .5), spnc.Bernoulli(1, .5)]))
+    p = tmp_path / "data.h5"
+    with h5py.File(p, "w") as f:
+        f["grp/X"] = X
+        f["grp/labels"] = np.arange(100)
+        f["train"] = h5py.SoftLink("/grp/X")
+    for src, out, why in ((f"{p}:/grp/X", f"{p}:/grp", "is a group"), (f"{p}:/train", f"{p}:/grp/X", "input data")):
+        with pytest.raises(DataError, match=why):
+            stream.log_likelihood_to_file(spn, src, out)
+        with h5py.File(p) as f:
+            assert np.array_equal(f["grp/X"][:], X) and "grp/labels" in f
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["data.h5"]      # no temporary file left
+
+
+def test_a_replaced_output_keeps_its_permissions(tmp_path):
+    X = np.zeros((10, 1))
+    spn = spnc.compile(spnc.Bernoulli(0, .5))
+    for out in (tmp_path / "x.h5", tmp_path / "x.npy"):
+        stream.log_likelihood_to_file(spn, X, str(out))
+        out.chmod(0o600)
+        stream.log_likelihood_to_file(spn, X, str(out))
+        assert out.stat().st_mode & 0o777 == 0o600

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import stream
+from .. import _rowfile, stream
 from .._atomic import atomic_write
 from .._progress import Progress
 from ..errors import DataError
@@ -106,7 +106,7 @@ class _Out:
         self.h = sys.stdout if target == "-" else open(tmp, "w" if self.ext not in (".npy", ".json") else "wb",
                                                        encoding=None if self.ext in (".npy", ".json") else "utf-8")
         if self.ext == ".npy":
-            self.h.write(b"\0" * stream._NPY_HEADER)
+            self.h.write(b"\0" * _rowfile.NPY_HEADER)
 
     def write(self, block: np.ndarray) -> None:
         block = np.asarray(block, dtype=np.float64)
@@ -123,7 +123,7 @@ class _Out:
     def close(self) -> None:
         if self.ext == ".npy":
             self.h.seek(0)
-            self.h.write(stream._npy_header((self.n,) + (self.shape1 or ())))
+            self.h.write(_rowfile.npy_header((self.n,) + (self.shape1 or ())))
         elif self.ext == ".json":
             X = np.concatenate(self.parts) if self.parts else np.zeros(0)
             self.h.write(_data._text(X, self.names, ",", "json").encode("utf-8"))
