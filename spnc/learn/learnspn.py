@@ -326,6 +326,9 @@ class LearnSPN(DensityEstimator):
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
         try:
             if auto_names(self):
+                # the data's own errors first: a bad value must not depend on which rows the
+                # candidates hold out (nor surface as a candidate's failure)
+                self._prepare(rows.data, rows.ids)
                 # a one-shot iterator was read whole into rows.data: the final fit reads the
                 # same rows from there, still as streamed blocks
                 again = X if getattr(rows.full, "reiterable", True) else [rows.data]
