@@ -4,12 +4,14 @@
 >>> from spnc import Bernoulli, Product, Sum
 >>> model = spnc.compile(Sum([Product([Bernoulli(0, .2), Bernoulli(1, .7)]),
 ...                           Product([Bernoulli(0, .9), Bernoulli(1, .4)])], [.3, .7]))
->>> path = os.path.join(tempfile.mkdtemp(), "model.h5")
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = os.path.join(tmp.name, "model.h5")
 >>> spnc.io.save(model, path)                # or "model.json"
 >>> spnc.io.load(path).n_nodes == model.n_nodes
 True
 >>> print(spnc.io.to_dot(model, max_nodes=200).splitlines()[0])
 digraph spnc {
+>>> tmp.cleanup()
 
 Files are untrusted input: every problem raises one :class:`spnc.errors.FormatError` that
 names the path inside the file.

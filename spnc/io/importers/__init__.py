@@ -13,12 +13,13 @@ format             files                                       library
 >>> import os, tempfile, numpy as np, spnc
 >>> from spnc.io import importers
 >>> model = spnc.compile(spnc.Sum([spnc.Bernoulli(0, .2), spnc.Bernoulli(0, .7)], [.4, .6]))
->>> d = tempfile.mkdtemp()
+>>> tmp = tempfile.TemporaryDirectory(); d = tmp.name
 >>> importers.save(model, os.path.join(d, "model.deeprob.json"))       # format from the extension
 >>> importers.save(model, os.path.join(d, "model.txt"), fmt="spflow-text")   # or named
 >>> spn = importers.load(os.path.join(d, "model.deeprob.json"))
 >>> bool(np.allclose(spn.log_likelihood([[0], [1]]), model.log_likelihood([[0], [1]])))
 True
+>>> tmp.cleanup()
 
 Every problem with a file is a :class:`spnc.FormatError` naming the node and its type.
 A new format registers a :class:`Format` with :func:`register`.
