@@ -17,7 +17,7 @@ from .._atomic import atomic_write
 from .._progress import Progress
 from ..errors import DataError
 from . import _data
-from ._table import Table
+from ._table import Table, attr_names
 
 
 def streamable(path: str | None, dataset: str | None) -> bool:
@@ -44,11 +44,11 @@ def open_data(path: str, dataset: str | None, block_rows: int) -> tuple[stream.B
         src.close()
         raise DataError(f"{spec}: need a 2-D numeric array, got {A.dtype} {tuple(A.shape)}")
     if A is not None and type(A).__module__.startswith("h5py"):
-        raw = A.attrs.get("columns", A.attrs.get("var_names"))
-        if raw is not None:
-            names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(raw).tolist()]
-            if len(names) != src.n_cols:
-                names = None
+        try:
+            names = attr_names(A.attrs.get("columns", A.attrs.get("var_names")), src.n_cols, spec)
+        except DataError:
+            src.close()
+            raise
     return src, names, spec
 
 

@@ -260,15 +260,27 @@ def _read_hdf5(path: str, dataset: str | None) -> Table:
             ds = f[dataset]
             if ds.dtype.kind not in "iufb" or ds.ndim != 2:
                 raise DataError(f"{path}:{dataset}: need a 2-D numeric dataset, got {ds.dtype} {ds.shape}")
-            names = ds.attrs.get("columns", ds.attrs.get("var_names"))
+            names = attr_names(ds.attrs.get("columns", ds.attrs.get("var_names")), ds.shape[1],
+                                     f"{path}:{dataset}")
             X = np.asarray(ds[()], dtype=np.float64)
     except OSError as e:
         raise DataError(f"{path}: cannot read HDF5 data: {e}") from None
-    if names is not None:
-        names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(names).tolist()]
-        if len(names) != X.shape[1]:
-            names = None
     return Table(X, names, f"{path}:{dataset}")
+
+
+def attr_names(raw, n_cols: int, where: str) -> list[str] | None:
+    """Column names stored with HDF5 data (its ``columns`` or ``var_names`` attribute), or
+    None without one; a list of the wrong length or with a repeated name is an error, not
+    a reason to take the columns in order."""
+    if raw is None:
+        return None
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
+    if len(names) != n_cols:
+        raise DataError(f"{where}: its column names attribute has {len(names)} names for {n_cols} columns")
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise DataError(f"{where}: column name {dup!r} appears twice in its column names attribute")
+    return names
 
 
 def _read_parquet(path: str) -> Table:
