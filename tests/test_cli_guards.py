@@ -33,3 +33,33 @@ def test_hdf5_column_names_of_the_wrong_length_or_repeated_are_errors(named, cap
         f["X"].attrs["columns"] = ["c", "b", "a"]
     assert evaluate.main([str(d / "m.h5"), f"{d / 'd.h5'}:/X", "--out-ll", str(d / "ll.txt"), "-q"]) == 0
     np.testing.assert_allclose(np.loadtxt(d / "ll.txt"), m.log_likelihood(X), rtol=1e-12)
+
+
+def test_a_failed_run_changes_no_output(tmp_path, capsys):
+    # independent roots: log-likelihoods work, MPE refuses; the old output must survive
+    m = spnc.SPN.from_arrays(np.array([2, 2], np.uint8), np.zeros(3, np.int64), np.zeros(0, np.int32),
+                             np.zeros(0), spnc.compile(Sum([Bernoulli(0, .3), Bernoulli(0, .6)], [.5, .5])).leaf_tables,
+                             [2], roots=[0, 1], combine="independent")
+    spnc.save(m, tmp_path / "ind.h5")
+    np.savetxt(tmp_path / "d.csv", [[0], [1]], fmt="%d")
+    out = tmp_path / "ll.txt"
+    out.write_text("OLD\n")
+    assert evaluate.main([str(tmp_path / "ind.h5"), str(tmp_path / "d.csv"), "--out-ll", str(out),
+                          "--mpe", str(tmp_path / "mpe.csv"), "-q"]) == 2
+    assert "single-root" in capsys.readouterr().err and out.read_text() == "OLD\n"
+
+
+@pytest.mark.parametrize("flag", ["--out-ll", "--mpe"])
+def test_data_on_stdout_is_only_data(named, flag, capsys):
+    m, d = named
+    X = np.array([[1, 0, 0.5], [0, 1, np.nan]])
+    np.savetxt(d / "d.csv", X, delimiter=",", header="a,b,c", comments="")
+    np.save(d / "d.npy", X)
+    for data in ("d.csv", "d.npy"):
+        for quiet in ([], ["-q"]):
+            assert evaluate.main([str(d / "m.h5"), str(d / data), flag, "-", *quiet]) == 0
+            cap = capsys.readouterr()
+            rows = [ln for ln in cap.out.splitlines() if ln and ln != "a,b,c"]
+            assert len(rows) == 2 and all(ch in "0123456789.,-einfa" for ln in rows for ch in ln), cap.out
+            if not quiet:
+                assert "mean log-likelihood" in cap.err

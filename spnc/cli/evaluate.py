@@ -112,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     names = model.var_names
     read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
     summary: dict = {"model": args.model}
+    pending: list = []        # outputs of data in memory, written once every query has run
     if args.data is not None and _evalstream.streamable(args.data, args.dataset):
         summary.update(_run_blocks(model, args))
     elif args.data is not None:
@@ -121,10 +122,10 @@ def _run(args: argparse.Namespace) -> int:
         summary["data"] = args.data
         summary.update(_report(ll, X, args))
         if args.out_ll:
-            _data.write_table(args.out_ll, ll)
+            pending.append((args.out_ll, ll, None))
         if args.mpe:
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
-            _data.write_table(args.mpe, filled, names)
+            pending.append((args.mpe, filled, names))
             summary["mpe"] = args.mpe
     if args.sample is not None:
         ev = None
@@ -141,10 +142,12 @@ def _run(args: argparse.Namespace) -> int:
                      "draw fewer samples per run")
         S = model.sample(args.sample, evidence=ev, seed=args.seed, n_threads=args.n_threads) if ev is not None \
             else model.sample(args.sample, seed=args.seed, n_threads=args.n_threads)
-        _data.write_table(args.out, S, names)
+        pending.append((args.out, S, names))
         summary.update(samples=args.sample, out=args.out)
-        if args.out != "-" and not args.json:
-            print(f"wrote {args.sample} samples to {args.out}")
+    for path, A, cols in pending:
+        _data.write_table(path, A, cols)
+    if args.sample is not None and args.out != "-" and not args.json:
+        print(f"wrote {args.sample} samples to {args.out}", file=_text_stream(args))
     if args.json:
         print_json(summary)
     return 0
@@ -244,19 +247,26 @@ def _print_report(n: int, miss: int, cols: list[tuple[float, float, int]], args:
     """The summary (``cols``: mean, standard error and zero-probability rows per root),
     printed unless ``--json``; returns it for the JSON output."""
     out: dict = {"rows": n, "rows_with_missing": miss, "log_likelihood": []}
+    to = _text_stream(args)
     if not args.json:
-        print(f"rows: {n} ({miss} with missing values)")
+        print(f"rows: {n} ({miss} with missing values)", file=to)
     for j, (mean, se, zero) in enumerate(cols):
         tag = "" if len(cols) == 1 else f" [root {j}]"
         out["log_likelihood"].append({"mean": finite(mean), "stderr": finite(se), "zero_probability_rows": zero})
         if args.json:
             continue
         if n == 0:
-            print(f"mean log-likelihood{tag}: nan (no rows)")
+            print(f"mean log-likelihood{tag}: nan (no rows)", file=to)
             continue
         extra = f"; {zero} rows have probability 0" if zero else ""
-        print(f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}")
+        print(f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}", file=to)
     return out
+
+
+def _text_stream(args: argparse.Namespace):
+    """Where the summary goes: stdout, unless an output (``-``) writes its data there."""
+    data_out = [args.out_ll, args.mpe] + ([args.out] if args.sample is not None else [])
+    return sys.stderr if "-" in data_out else sys.stdout
 
 
 if __name__ == "__main__":  # pragma: no cover
