@@ -63,3 +63,22 @@ def test_data_on_stdout_is_only_data(named, flag, capsys):
             assert len(rows) == 2 and all(ch in "0123456789.,-einfa" for ln in rows for ch in ln), cap.out
             if not quiet:
                 assert "mean log-likelihood" in cap.err
+
+
+def test_names_holding_the_delimiter_are_quoted(tmp_path, capsys):
+    m = spnc.compile(Product([Bernoulli(0, .4), Bernoulli(1, .7)]), var_names=["a,b", 'say "c"'])
+    spnc.save(m, tmp_path / "m.h5")
+    out = tmp_path / "s.csv"
+    assert evaluate.main([str(tmp_path / "m.h5"), "--sample", "3", "--out", str(out), "-q"]) == 0
+    assert out.read_text().splitlines()[0] == '"a,b","say ""c"""'
+    assert evaluate.main([str(tmp_path / "m.h5"), str(out), "--out-ll", str(tmp_path / "ll.txt"), "-q"]) == 0
+
+
+def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
+    m = spnc.compile(Product([Bernoulli(0, .4), Bernoulli(1, .7)]), var_names=["1", "0"])
+    spnc.save(m, tmp_path / "m.h5")
+    np.savetxt(tmp_path / "d.csv", [[1, 0], [0, 1]], delimiter=",", header="1,0", comments="", fmt="%d")
+    args = [str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--out-ll", str(tmp_path / "ll.txt"), "-q"]
+    assert evaluate.main([*args, "--query", "0"]) == 2
+    assert "name of variable 1 and the index of variable 0" in capsys.readouterr().err
+    assert evaluate.main([*args, "--query", "0-0"]) == 0

@@ -2,6 +2,7 @@
 variables, column types, and atomic output files (``-`` = stdout)."""
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -117,13 +118,20 @@ def _num(v) -> str:
 
 # ---------------------------------------------------------------------------- columns
 def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> list[int]:
-    """'0,2,5-7' or variable names 'age,income' -> sorted column indices."""
+    """'0,2,5-7' or variable names 'age,income' -> sorted column indices. A token that is
+    a name and also a number (names from integer column labels) must mean one column."""
     out: set[int] = set()
+    names = list(var_names) if var_names is not None else []
     for tok in (t.strip() for t in spec.split(",")):
         if not tok:
             continue
-        if var_names is not None and tok in var_names:
-            out.add(list(var_names).index(tok))
+        if tok in names:
+            i = names.index(tok)
+            if tok.isdigit() and int(tok) != i and int(tok) < n_vars:
+                raise DataError(f"column {tok!r} is the name of variable {i} and the index of variable "
+                                f"{int(tok)} ({names[int(tok)]!r}); rename the variables or use ranges "
+                                f"({i}-{i} selects variable {i})")
+            out.add(i)
             continue
         try:
             if "-" in tok[1:]:
@@ -166,8 +174,8 @@ def _text(X: np.ndarray, names: Sequence[str] | None, d: str, fmt: str) -> str:
     whole = np.all(np.isfinite(rows) & (rows == np.round(rows)) & (np.abs(rows) < 2**53), axis=0)
     fmt = d.join("%d" if w else "%r" for w in whole) + "\n"
     buf = io.StringIO()
-    if names is not None and X.ndim == 2:
-        buf.write(d.join(names) + "\n")
+    if names is not None and X.ndim == 2:     # quoted where a name holds the delimiter or a quote
+        csv.writer(buf, delimiter=d, lineterminator="\n").writerow(names)
     if rows.shape[1] == 0:
         buf.write("\n" * len(rows))
         return buf.getvalue()
