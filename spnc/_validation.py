@@ -164,13 +164,29 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
         raise StructureError(f"var_names has {len(var_names)} names for {V} variables")
     if var_names is not None and len(set(var_names)) != V:
         raise StructureError("var_names has duplicate names")
-    if var_names is not None and any("\x00" in str(s) for s in var_names):
-        raise StructureError("var_names holds a NUL character (model files cannot store it)")
+    if var_names is not None:
+        text = "\n".join(map(str, var_names))
+        if "\x00" in text:
+            raise StructureError("var_names holds a NUL character (model files cannot store it)")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            i = next(i for i, n in enumerate(map(str, var_names)) if not n.isascii() and _not_utf8(n))
+            raise StructureError(f"var_names[{i}] = {str(var_names[i])!r} is not valid Unicode text (a lone "
+                                 "surrogate); model files store names as UTF-8") from None
     bad = (var_type > 2) | ((var_type == VAR_REAL) != (cardinality == 0)) | \
         ((var_type == VAR_BINARY) & (cardinality != 2))
     if bad.any():
         v = _first(bad)
         raise StructureError(f"variable {v}: type {var_type[v]} does not match cardinality {cardinality[v]}")
+
+
+def _not_utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 def derive_scopes(kind: np.ndarray, ptr: np.ndarray, child: np.ndarray, leaf_scope_ptr: np.ndarray,

@@ -82,3 +82,8 @@ def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
     assert evaluate.main([*args, "--query", "0"]) == 2
     assert "name of variable 1 and the index of variable 0" in capsys.readouterr().err
     assert evaluate.main([*args, "--query", "0-0"]) == 0
+
+
+def test_names_that_are_not_unicode_text_are_refused_at_compile_time():
+    with pytest.raises(spnc.StructureError, match=r"var_names\[1\] .* lone surrogate"):
+        spnc.compile(Product([Bernoulli(0, .5), Bernoulli(1, .5)]), var_names=["a\nb", "c\udc80"])
