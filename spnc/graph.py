@@ -278,8 +278,8 @@ class SPN:
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
             raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
-        if seed is not None and not whole(seed):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and not (whole(seed) and 0 <= int(seed) < 2**64):
+            raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {seed!r}")
         if evidence is None:
             if n is None or int(n) < 0:
                 raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")

@@ -87,3 +87,22 @@ def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
 def test_names_that_are_not_unicode_text_are_refused_at_compile_time():
     with pytest.raises(spnc.StructureError, match=r"var_names\[1\] .* lone surrogate"):
         spnc.compile(Product([Bernoulli(0, .5), Bernoulli(1, .5)]), var_names=["a\nb", "c\udc80"])
+
+
+def test_tools_read_other_libraries_files_and_refuse_negative_seeds(tmp_path, capsys):
+    from spnc.cli import info
+    from spnc.io import importers
+    m = spnc.compile(Sum([Product([Bernoulli(0, .2), Bernoulli(1, .7)]),
+                          Product([Bernoulli(0, .9), Bernoulli(1, .4)])], [.3, .7]))
+    f = tmp_path / "m.deeprob.json"
+    importers.save(m, f)
+    np.savetxt(tmp_path / "d.csv", [[0, 1], [1, 1]], delimiter=",", fmt="%d")
+    assert evaluate.main([str(f), str(tmp_path / "d.csv"), "--out-ll", str(tmp_path / "ll.txt"), "-q"]) == 0
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "ll.txt"), m.log_likelihood([[0, 1], [1, 1]]), rtol=1e-12)
+    assert info.main([str(f)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="2"):          # an argument error, as argparse reports them
+        evaluate.main([str(f), "--sample", "2", "--seed", "-1", "--out", str(tmp_path / "s.csv")])
+    assert "--seed: needs a whole number in [0, 2**64)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="seed"):
+        m.sample(2, seed=2**64)

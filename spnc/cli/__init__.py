@@ -52,6 +52,17 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
                    help="use columns in order even when the header's names differ from the model's")
 
 
+def seed_value(s: str) -> int:
+    """argparse type: a random seed, an integer in [0, 2**64)."""
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a whole number") from None
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"needs a whole number in [0, 2**64), got {s}")
+    return v
+
+
 def positive_count(limit: int = 10**12) -> Callable[[str], int]:
     """argparse type: an integer >= 1 (``1e6`` accepted) and at most ``limit``."""
     def parse(s: str) -> int:

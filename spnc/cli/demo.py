@@ -18,7 +18,7 @@ import numpy as np
 import spnc
 from spnc import Bernoulli, Product, Sum
 from spnc._atomic import check_writable
-from spnc.cli import add_common, run_tool
+from spnc.cli import add_common, run_tool, seed_value
 
 
 def ground_truth(n_vars: int, seed: int) -> spnc.SPN:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="spnc-demo.h5", help="where to save the learned model (.h5 or .json)")
     ap.add_argument("--vars", type=int, default=16)
     ap.add_argument("--rows", type=int, default=10000, help="training rows sampled from the true model")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_value, default=0)
     add_common(ap, threads=False, json_summary=False)
     return run_tool("spnc-demo", ap, _run, argv)
 

@@ -14,7 +14,7 @@ from .. import _budget as budget
 from .._atomic import check_writable
 from .._progress import Progress
 from . import _data, _evalstream
-from . import add_common, add_data_options, finite, positive_count, print_json, run_tool
+from . import add_common, add_data_options, finite, positive_count, print_json, run_tool, seed_value
 
 PROG = "spnc-eval"
 EXAMPLES = """\
@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mpe", metavar="OUT", help="write the data with missing values filled by MPE")
     p.add_argument("--sample", type=positive_count(MAX_SAMPLES), metavar="N", help="draw N samples")
     p.add_argument("--out", metavar="FILE", help="where --sample writes (default - = CSV on stdout)")
-    p.add_argument("--seed", type=int, default=None, help="random seed for --sample")
+    p.add_argument("--seed", type=seed_value, default=None, help="random seed for --sample")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per batch (progress unit)")
     add_common(p)
     return p
@@ -106,9 +106,9 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .. import io
+    from ..io import importers
     _check_args(args)
-    model = io.load(args.model)
+    model = importers.load_any(args.model)     # native or another library's format
     names = model.var_names
     read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
     summary: dict = {"model": args.model}

@@ -108,7 +108,7 @@ def _table(path: str, st: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .. import io
+    from ..io import importers
     plot_fmt = None
     if args.plot:
         plot_fmt = os.path.splitext(args.plot)[1].lstrip(".").lower()
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         from .._atomic import check_writable
         check_writable(args.plot, inputs=(args.model,))
         _backend()   # fail before the work when nothing can draw
-    model = io.load(args.model)
+    model = importers.load_any(args.model)     # native or another library's format
     st = statistics(model)
     if args.plot:
         _plot(model, args.plot, plot_fmt, args.max_nodes)

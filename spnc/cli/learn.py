@@ -13,7 +13,7 @@ from .._atomic import check_writable
 from ..errors import DataError, ParameterError, SpncError
 from ..learn._training import MAX_REAL
 from . import _data
-from . import add_common, add_data_options, finite, print_json, run_tool
+from . import add_common, add_data_options, finite, print_json, run_tool, seed_value
 from ._mixed import bernoulli_for_binary
 
 PROG = "spnc-learn"
@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("refinement and running")
     g.add_argument("--em", type=int, metavar="N", help="then run at most N passes of EM on the "
                    "parameters (stops early on --valid)")
-    g.add_argument("--seed", type=int, metavar="N", default=None,
+    g.add_argument("--seed", type=seed_value, metavar="N", default=None,
                    help="random seed (equal seeds give equal models)")
     g.add_argument("--progress", action="store_true", help="progress on stderr even for short jobs "
                    "(long jobs report every few seconds anyway, unless -q)")

@@ -67,13 +67,14 @@ def _read(path: str, dataset: str | None, args, model) -> np.ndarray:
 
 def _run(args: argparse.Namespace) -> int:
     from .. import io
+    from ..io import importers
     from .._atomic import check_writable
     from ..learn.merge import Merge, n_parameters
     check_writable(args.output, inputs=(args.model, args.data, args.valid))
     if io.format_of(args.output) not in ("hdf5", "json"):
         raise DataError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(convert it afterwards with spnc-convert)")
-    model = io.load(args.model)
+    model = importers.load_any(args.model)     # native or another library's format
     X = _read(args.data, args.dataset, args, model)
     Xv = None if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
