@@ -60,3 +60,17 @@ def test_graphviz_accepts_output(tmp_path, name):
     assert res.returncode == 0, res.stderr
     sio.render(text, tmp_path / "m.svg")
     assert "<svg" in (tmp_path / "m.svg").read_text()
+
+
+def test_several_roots_hang_from_a_node_that_says_how_they_combine():
+    from spnc import Bernoulli, Sum
+    leaves = spnc.compile(Sum([Bernoulli(0, .3), Bernoulli(0, .8)], [.5, .5])).leaf_tables
+
+    def drawn(combine, w):
+        m = spnc.SPN.from_arrays(np.array([2, 2], np.uint8), np.zeros(3, np.int64), np.zeros(0, np.int32),
+                                 np.zeros(0), leaves, [2], roots=[0, 1], root_weights=w, combine=combine)
+        return sio.to_dot(m)
+    a, b, c = drawn("mixture", [.25, .75]), drawn("mixture", [.9, .1]), drawn("independent", None)
+    assert len({a, b, c}) == 3
+    assert 'roots -> n1 [label="0.75", spnc_w="0.75"];' in a and 'spnc_kind="roots_mixture"' in a
+    assert 'spnc_kind="roots_independent"' in c and "roots -> n0;" in c

@@ -4,7 +4,8 @@ Sums are circles "+" with weighted edges, products circles "×", leaves boxes sh
 leaf type, its variables and a short summary of its parameters. Each node is drawn once,
 so a shared node simply has several in-edges. Output is deterministic (nodes in id order).
 Machine-readable attributes (``spnc_kind``, ``spnc_scope``, ``spnc_w``, ``spnc_params``)
-carry the exact values.
+carry the exact values. Several roots hang from a dashed node: "+" with the root weights
+for a mixture, "×" for independent roots.
 """
 from __future__ import annotations
 
@@ -106,6 +107,7 @@ def to_dot(model: Any, *, max_nodes: int | None = 500, max_depth: int | None = N
            '  edge [fontname="Helvetica"];']
     if len(shown) < N:
         out.append(f"  // showing {len(shown)} of {N} nodes")
+    out += _roots_node(t.members["roots"], roots, precision)
     rootset = set(roots)
     for n in sorted(shown):
         k = int(kind[n])
@@ -143,6 +145,21 @@ def to_dot(model: Any, *, max_nodes: int | None = 500, max_depth: int | None = N
             out.append(f'  n{n} -> n{n}_more [style="dashed"];')
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _roots_node(rg: Group, roots: list[int], precision: int) -> list[str]:
+    """Several roots: a dashed node for how they combine, a mixture's weights on its edges."""
+    if len(roots) < 2:
+        return []
+    combine = str(rg.attrs.get("combine", "independent"))
+    w = rg.members.get("weight")
+    mix = combine == "mixture" and w is not None
+    lines = [f'  roots [shape="circle", style="dashed", label={_q("+" if mix else "×")}, '
+             f'spnc_kind={_q("roots_" + combine)}];']
+    for i, r in enumerate(roots):
+        ea = f' [label={_q(_num(float(w[i]), precision))}, spnc_w={_q(repr(float(w[i])))}]' if mix else ""
+        lines.append(f"  roots -> n{r}{ea};")
+    return lines
 
 
 def _leaf_label(tg: Group | None, lname: str, i: int, scope: list[int], names: list[str],
