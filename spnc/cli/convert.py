@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="input format (default: from the extension): hdf5, json or a foreign "
                    "format (spflow-text, spflow-json, deeprob-json, sparc-json)")
     p.add_argument("--to", dest="to_format", metavar="FMT", default=None,
-                   help="output format (default: from the extension), as for --from")
+                   help="output format (default: from the extension), as for --from, or a drawing: "
+                   "dot, gv, svg, png, pdf")
     p.add_argument("--validate-only", action="store_true",
                    help="check the input (format, structure, parameters) and write nothing")
     p.add_argument("--max-nodes", type=_positive, default=500, help="DOT: draw at most this many nodes (default 500)")
@@ -73,7 +74,10 @@ def _run(args: argparse.Namespace) -> int:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")
     check_writable(args.output, inputs=(args.input,))
     ext = os.path.splitext(args.output)[1].lower()
-    if ext in (".dot", ".gv", ".svg", ".png", ".pdf"):
+    drawing = (".dot", ".gv", ".svg", ".png", ".pdf")
+    if args.to_format and "." + args.to_format.lower() in drawing:      # --to dot, --to svg, ...
+        ext = "." + args.to_format.lower()
+    if ext in drawing:
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
                          show_counts=args.show_counts)
         if ext in (".dot", ".gv"):

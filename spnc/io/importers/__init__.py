@@ -27,8 +27,11 @@ A new format registers a :class:`Format` with :func:`register`.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from ...errors import FormatError
 from ...graph import SPN
@@ -107,6 +110,12 @@ def save(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
         raise FormatError(f"{os.fspath(path)}: not a foreign format; name it "
                           f"({', '.join(sorted(_FORMATS))})")
     data = f.dumps(spn).encode("utf-8")
+    used = np.unique(spn.scope) if spn.scope.size else np.zeros(0, np.int64)
+    top = int(used.max()) + 1 if used.size else 0
+    if top < spn.n_vars:
+        warnings.warn(f"{os.fspath(path)}: {f.name} files store no variable count, and variables "
+                      f"{top}..{spn.n_vars - 1} appear in no leaf: a reader sees {top} variables",
+                      UserWarning, stacklevel=2)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
