@@ -369,6 +369,12 @@ class SPN:
             raise DataError(f"sample_weight must have shape ({n},), got {w.shape}")
         if not np.all(np.isfinite(w)) or np.any(w < 0):
             raise DataError("sample_weight must be finite and non-negative")
+        from .chowliu import MAX_WEIGHT_SUM
+        with np.errstate(over="ignore"):
+            total = float(w.sum())
+        if not total <= MAX_WEIGHT_SUM:
+            raise DataError(f"sample_weight sums to {total:.3g}, above {MAX_WEIGHT_SUM:g}: the expected "
+                            "counts would overflow; rescale the weights")
         sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward", stage=True)
         nt = sw.n_threads
         ll = np.empty(n)

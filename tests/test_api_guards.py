@@ -113,3 +113,11 @@ def test_bagging_in_parallel_from_an_unguarded_script(tmp_path):
                       .replace("X = np", "class Mine(LearnSPN):\n    pass\nX = np"))
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and 'under `if __name__ == "__main__":`' in out.stderr
+
+
+def test_backward_refuses_weights_whose_counts_would_overflow():
+    spn = spnc.compile(Sum([Bernoulli(0, .3), Bernoulli(0, .8)], [.5, .5]))
+    with pytest.raises(DataError, match="sample_weight sums to .* rescale"):
+        spn.backward([[0], [1]], sample_weight=[1e308, 1e308])
+    out = spn.backward([[0], [1]], sample_weight=[1e100, 1e100])
+    assert np.all(np.isfinite(out["edge_counts"]))
