@@ -173,3 +173,22 @@ def test_chowliu_check_judges_each_node_on_its_own_rows(leaves):
             want.add(n)
     assert set(got) == want
     assert 0 < len(want) < len(cand)
+
+
+def test_a_mixture_of_roots_comes_back_as_one():
+    from spnc.learn import LearnSPN, Merge
+    from spnc.learn.merge import identical_merge, single_root
+    rng = np.random.default_rng(0)
+    X = (rng.random((600, 5)) < rng.random((600, 1))).astype(float)
+    a, b = (LearnSPN(min_instances=k, random_state=0).fit(X[:400]).spn_ for k in (40, 150))
+    mix = spnc.mixture([a, b], weights=[.3, .7])
+    N = mix.n_nodes - 1                       # its root sum as a mixture of roots
+    m = spnc.SPN.from_arrays(mix.kind[:N], mix.child_ptr[:N + 1], mix.child[:mix.child_ptr[N]],
+                             mix.weight[:mix.child_ptr[N]], mix.leaf_tables, mix.cardinality,
+                             roots=mix.children(mix.root), root_weights=[.3, .7], combine="mixture")
+    for eps in (0.0, 0.2):
+        g = Merge(init=m, epsilon=eps).fit(X[:400], X_valid=X[400:]).spn_
+        assert g.combine == "mixture" and len(g.roots) == 2
+        if eps == 0.0:      # identical sub-networks only: the same distribution, no extra node
+            assert g.n_nodes == identical_merge(single_root(m)).n_nodes - 1
+            np.testing.assert_allclose(g.log_likelihood(X), m.log_likelihood(X), rtol=1e-12)

@@ -40,6 +40,7 @@ import warnings
 import numpy as np
 
 from ..errors import DataError, StructureError
+from .._kinds import SUM
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from . import routing as _routing
@@ -72,6 +73,19 @@ def single_root(spn: SPN) -> SPN:
     roots = spn.to_nodes()
     return _compile(Sum(roots, spn.root_weights), n_vars=spn.n_vars, cardinality=spn.cardinality,
                     var_names=spn.var_names)
+
+
+def as_mixture(spn: SPN) -> SPN:
+    """:func:`single_root` undone: a last-numbered sum root over several children as a mixture
+    of those children (same distribution, one node fewer); anything else unchanged."""
+    r, N = int(spn.roots[0]), spn.n_nodes
+    a, b = int(spn.child_ptr[N - 1]), int(spn.child_ptr[N])
+    if spn.combine != "single" or r != N - 1 or spn.kind[r] != SUM or b - a < 2:
+        return spn
+    return SPN.from_arrays(spn.kind[:-1], spn.child_ptr[:-1], spn.child[:a], spn.weight[:a], spn.leaf_tables,
+                           spn.cardinality, var_type=spn.var_type, var_names=spn.var_names,
+                           roots=spn.child[a:b], root_weights=spn.weight[a:b], combine="mixture",
+                           learner=spn.learner)
 
 
 def _epsilon_ok(v) -> bool:
@@ -254,6 +268,8 @@ class Merge(DensityEstimator):
             worse = worse + 1 if Xv is not None and v < best_v else 0
             if self.patience is not None and worse >= self.patience:
                 break
+        if init.combine == "mixture":      # given as a mixture of roots, returned as one
+            best = as_mixture(best)
         self.merge_seconds_ = time.perf_counter() - t0
         self.epsilon_ = best_eps
         self.n_params_before_ = n_parameters(init)
