@@ -80,7 +80,8 @@ def as_mixture(spn: SPN) -> SPN:
     of those children (same distribution, one node fewer); anything else unchanged."""
     r, N = int(spn.roots[0]), spn.n_nodes
     a, b = int(spn.child_ptr[N - 1]), int(spn.child_ptr[N])
-    if spn.combine != "single" or r != N - 1 or spn.kind[r] != SUM or b - a < 2:
+    if spn.combine != "single" or r != N - 1 or spn.kind[r] != SUM or b - a < 2 \
+            or np.isin(spn.child[a:b], spn.child[:a]).any():      # a child shared below stays a child
         return spn
     return SPN.from_arrays(spn.kind[:-1], spn.child_ptr[:-1], spn.child[:a], spn.weight[:a], spn.leaf_tables,
                            spn.cardinality, var_type=spn.var_type, var_names=spn.var_names,
