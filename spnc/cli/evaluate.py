@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     for path, A, cols in pending:
         _data.write_table(path, A, cols)
     if args.sample is not None and args.out != "-" and not args.json:
-        print(f"wrote {args.sample} samples to {args.out}", file=_text_stream(args))
+        _say(args, f"wrote {args.sample} samples to {args.out}")
     if args.json:
         print_json(summary)
     return 0
@@ -247,26 +247,29 @@ def _print_report(n: int, miss: int, cols: list[tuple[float, float, int]], args:
     """The summary (``cols``: mean, standard error and zero-probability rows per root),
     printed unless ``--json``; returns it for the JSON output."""
     out: dict = {"rows": n, "rows_with_missing": miss, "log_likelihood": []}
-    to = _text_stream(args)
     if not args.json:
-        print(f"rows: {n} ({miss} with missing values)", file=to)
+        _say(args, f"rows: {n} ({miss} with missing values)")
     for j, (mean, se, zero) in enumerate(cols):
         tag = "" if len(cols) == 1 else f" [root {j}]"
         out["log_likelihood"].append({"mean": finite(mean), "stderr": finite(se), "zero_probability_rows": zero})
         if args.json:
             continue
         if n == 0:
-            print(f"mean log-likelihood{tag}: nan (no rows)", file=to)
+            _say(args, f"mean log-likelihood{tag}: nan (no rows)")
             continue
         extra = f"; {zero} rows have probability 0" if zero else ""
-        print(f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}", file=to)
+        _say(args, f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}")
     return out
 
 
-def _text_stream(args: argparse.Namespace):
-    """Where the summary goes: stdout, unless an output (``-``) writes its data there."""
+def _say(args: argparse.Namespace, line: str) -> None:
+    """A summary line: on stdout, unless an output (``-``) writes its data there; then on
+    stderr, or nowhere with ``-q`` (stderr holds only errors then)."""
     data_out = [args.out_ll, args.mpe] + ([args.out] if args.sample is not None else [])
-    return sys.stderr if "-" in data_out else sys.stdout
+    if "-" not in data_out:
+        print(line)
+    elif not args.quiet:
+        print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover
