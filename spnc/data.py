@@ -73,14 +73,15 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     return np.ascontiguousarray(A), cols
 
 
-def real_array(X: Any, name: str = "X") -> np.ndarray:
-    """``X`` as a numpy array of real numbers (integer, boolean or float dtype kept), or a
-    :class:`DataError` naming ``name``: ragged rows, complex values, text."""
+def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
+    """``X`` as a numpy array of real numbers: its own integer, boolean or float dtype, or
+    converted to ``dtype``; a :class:`DataError` naming ``name`` for ragged rows, complex
+    values or text."""
     if getattr(getattr(X, "dtype", None), "kind", "") == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
     try:
-        A = np.asarray(X)
-    except (TypeError, ValueError) as e:         # ragged rows, among others
+        A = np.asarray(X) if dtype is None else np.asarray(X, dtype=dtype)
+    except (TypeError, ValueError) as e:         # ragged rows, complex lists, words
         raise DataError(f"{name} must be a numeric 2-D array: {e}") from None
     if A.dtype.kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")

@@ -18,7 +18,7 @@ from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGO
 from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, check_posterior_range, leaf_states
-from .data import as_data
+from .data import as_data, real_array
 from .errors import DataError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
@@ -178,12 +178,7 @@ class SPN:
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
         X = as_data(X, self.var_names, name)[0]      # a DataFrame: columns matched by name
-        if getattr(getattr(X, "dtype", None), "kind", "") == "c":
-            raise DataError(f"{name} has complex values; the model's variables are real")
-        try:
-            A = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"{name} must be numeric (float64 convertible): {exc}") from None
+        A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}); got a 1-D array — use X[None, :] for one row")
         if A.ndim != 2:

@@ -42,7 +42,7 @@ from .. import _budget
 from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
-from ..data import as_data, with_names
+from ..data import as_data, real_array, with_names
 from ..errors import DataError
 from ._training import check_real_range
 from ..graph import SPN
@@ -322,12 +322,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                            score)
 
     def _check_data(self, X, row0: int = 0) -> np.ndarray:
-        if getattr(getattr(X, "dtype", None), "kind", "") == "c":
-            raise DataError("X has complex values; oSLRAU needs real ones")
-        try:
-            A = np.ascontiguousarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"X must be numeric (float64 convertible): {exc}") from None
+        A = np.ascontiguousarray(real_array(X, "X", np.float64))
         if A.ndim != 2:
             raise DataError(f"X must be 2-D (n_rows, n_vars), got shape {A.shape}")
         if A.shape[1] == 0:
