@@ -191,7 +191,7 @@ cdef class LeafStates:
 
 
 #: exponent of a zero value in linear sweeps (SPNC_NOEXP in _kernels.h)
-NOEXP = -1.0e250
+NOEXP = -1.7976931348623157e308
 
 
 def split_pow2(x):

@@ -255,8 +255,10 @@ static SPNC_INLINE void spnc_sum_block(double *restrict out, const double *restr
  * in a double; a node's slot holds its SPNC_B mantissas followed by its SPNC_B exponents.
  * Sums scale each term by 2^(e_c - e_max), built from the bits of the exponent, so no exp
  * runs per edge; products multiply mantissas and add exponents. Edge weights arrive split
- * the same way (wm, we), so zero and tiny weights cannot hide a term. */
-#define SPNC_NOEXP (-1.0e250)
+ * the same way (wm, we), so zero and tiny weights cannot hide a term. SPNC_NOEXP also starts
+ * a sum's e_max, so it is -DBL_MAX, below the exponent of any nonzero value: a marker of
+ * -1e250 made sums read children of log p below about -7e249 as zeros. */
+#define SPNC_NOEXP (-1.7976931348623157e308)
 
 /* 2^d for an integer-valued d <= 1023 (0 below -1022, where a term is negligible). */
 static inline double spnc_pow2(double d)

@@ -351,3 +351,20 @@ def test_linear_and_log_domain_sweeps_agree(seed, shares):
         np.testing.assert_allclose(bl["log_likelihood"], bg["log_likelihood"], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(bl["edge_counts"], bg["edge_counts"], rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(bl["leaf_responsibilities"], bg["leaf_responsibilities"], rtol=1e-9, atol=1e-12)
+
+
+def test_linear_sweep_keeps_values_far_below_its_zero_marker():
+    """Leaf values of log p below -1e250 * log 2 (an outlier 1e125 standard deviations out)
+    stay finite in the linear domain: its marker for zero (an exponent) must lie below the
+    exponent of any value a double's log can hold, or a sum reads such children as zeros."""
+    g = spnc.Gaussian
+    spn = spnc.compile(Sum([Product([g(0, 0.0, 1.0), g(1, 0.0, 1.0)]),
+                            Product([g(0, 1.0, 1.0), g(1, 1.0, 1.0)])], [0.5, 0.5]))
+    X = np.array([[1e130, 0.0], [1e150, np.nan], [3e153, 1e153], [0.0, 1.0]])
+    leaf = lambda m: np.where(np.isnan(X), 0.0, stats.norm(m, 1.0).logpdf(X)).sum(1)  # noqa: E731
+    ref = np.logaddexp(np.log(0.5) + leaf(0.0), np.log(0.5) + leaf(1.0))
+    assert np.all(np.isfinite(ref))
+    for linear in (True, False):
+        np.testing.assert_allclose(_with_domain(spn, linear, None).log_likelihood(X), ref, rtol=1e-12)
+    filled, ll = spn.mpe(np.array([[1e130, np.nan]]), log_likelihood=True)
+    assert np.isfinite(ll).all()
