@@ -127,6 +127,26 @@ def test_leaf_kernels_threads_agree():
     assert np.all(outs[1] <= outs[0])
 
 
+def test_hub_with_many_observed_children_does_not_underflow():
+    """A missing hub whose 121 observed children each send a message of about 1e-3: their
+    product (about 1e-325) must not underflow to a zero (log p -inf) before the hub is
+    normalised."""
+    a, b = np.array([[0.999, 0.001], [0.998, 0.002]]), np.array([[0.998, 0.002], [0.999, 0.001]])
+    cpts = [a] * 61 + [b] * 60
+    spn = spnc.compile(ChowLiuLeaf(range(122), [-1] + [0] * 121, [[[0.5, 0.5]]] + cpts))
+    x = np.ones((1, 122))
+    x[0, 0] = np.nan
+    per_state = np.log(0.5) + np.sum([np.log(c[:, 1]) for c in cpts], axis=0)
+    assert np.logaddexp(*per_state) < -745
+    np.testing.assert_allclose(spn.log_likelihood(x), np.logaddexp(*per_state), rtol=1e-12)
+    np.testing.assert_allclose(spn.node_log_values(x, mode=lb.MAX)[:, -1], per_state.max(), rtol=1e-12)
+    filled, value = spn.mpe(x)
+    assert filled[0, 0] == 1 and value[0] == pytest.approx(per_state.max(), rel=1e-12)
+    S = spn.sample(evidence=np.repeat(x, 4000, axis=0), seed=3)[:, 0]
+    p1 = 1.0 / (1.0 + np.exp(per_state[0] - per_state[1]))     # 2/3
+    assert abs(S.mean() - p1) < 5 * np.sqrt(p1 * (1 - p1) / len(S))
+
+
 def test_complete_rows_sum_the_log_cpts_in_scope_order():
     """On complete rows a leaf's value is its log-CPT entries added in scope order, bit for
     bit (the compiled block loop takes four variables at a time, the CPU's vector width

@@ -134,8 +134,17 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
             root_val = _message(t.cpt + t.coff[f], lf, k, mode)
         else:
             kp = t.card[p]
+            m = 0.0
             for a in range(kp):
                 lam[t.loff[p] + a] *= _message(t.cpt + t.coff[f] + a * k, lf, k, mode)
+                if lam[t.loff[p] + a] > m:
+                    m = lam[t.loff[p] + a]
+            # a parent multiplies the messages of all its children before it is normalised:
+            # rescale it on the way, or many small messages underflow to a false zero
+            if 0.0 < m < 1e-100:
+                for a in range(kp):
+                    lam[t.loff[p] + a] /= m
+                logscale += log(m)
     if root_val <= 0.0:
         return -INFINITY
     return logscale + log(scale) + log(root_val)
