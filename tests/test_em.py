@@ -277,6 +277,24 @@ def test_mixture_roots_get_weights():
     assert np.all(np.diff(em.history_["train"]) >= -1e-12)
 
 
+def test_mixture_root_that_is_also_a_descendant_gets_its_own_share():
+    """Roots [a, s] with s = Sum(a, b): a's node count also holds the rows s passes it, but
+    its root weight is the M-step's sum over rows of w_a S_a / S only."""
+    a = Product([spnc.Categorical(0, [0.2, 0.3, 0.5]), spnc.Bernoulli(1, 0.3)])
+    b = Product([spnc.Categorical(0, [0.6, 0.3, 0.1]), spnc.Bernoulli(1, 0.8)])
+    spn = spnc.compile([a, Sum([a, b], [0.4, 0.6])], root_weights=[0.5, 0.5], combine="mixture")
+    X = spnc.compile(b).sample(2000, seed=1)
+    share = np.exp(np.log(0.5) + spnc.compile(a, cardinality=[3, 2]).log_likelihood(X) - spn.log_likelihood(X))
+    for variant in ("soft", "hard"):
+        em = EM(init=spn, max_iter=1, tol=-np.inf, alpha=0.0, weight_floor=0.0, variant=variant).fit(X)
+        if variant == "soft":
+            np.testing.assert_allclose(em.spn_.root_weights, [share.mean(), 1 - share.mean()], rtol=1e-9)
+        else:     # rows whose max-product tree starts at root a
+            va = np.log(0.5) + spnc.compile(a, cardinality=[3, 2]).log_likelihood(X)
+            vs = np.log(0.5) + spn.node_log_values(X, mode=spnc.graph.MAX)[:, spn.roots[1]]
+            np.testing.assert_allclose(em.spn_.root_weights[0], np.mean(va >= vs), rtol=1e-9)
+
+
 def test_bad_arguments():
     spn = discrete_model(3)
     X = data_for("discrete", n=20)

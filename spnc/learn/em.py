@@ -345,7 +345,12 @@ class EM(DensityEstimator):
             weight[se[upd]] = new[upd]
         rw = spn.root_weights
         if spn.combine == "mixture":
-            c = est["node_counts"][spn.roots] + float(self.alpha)
+            # a root may also be another root's descendant: its weight counts only the rows
+            # it takes as a root, not those its parents pass it (sum edges, product rows)
+            par = self._parent
+            flow = np.where(spn.kind[par] == SUM, est["edge_counts"], est["node_counts"][par])
+            inflow = np.bincount(spn.child, weights=flow, minlength=spn.n_nodes)[spn.roots]
+            c = np.maximum(est["node_counts"][spn.roots] - inflow, 0.0) + float(self.alpha)
             nr = constrained_weights(c, np.zeros(len(c), dtype=np.int64), 1, float(self.weight_floor))
             if not np.isnan(nr).any():
                 rw = nr
