@@ -186,12 +186,14 @@ class SPN:
         if A.shape[1] != self.n_vars:
             raise DataError(f"{name} has {A.shape[1]} columns, the model has {self.n_vars} variables")
         r, c, code = _data.first_bad_value(A, self.cardinality)
+        # a DataFrame's columns were put in the model's order: the name says which one it is
+        var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
         if code == 1:
             raise DataError(f"{name}[{row0 + r}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for "
-                            "missing)")
+                            f"missing), {var}")
         if code == 2:
             raise DataError(f"{name}[{row0 + r}, {c}] = {float(A[r, c])!r} is not a state "
-                            f"0..{self.cardinality[c] - 1} of discrete variable {c}")
+                            f"0..{self.cardinality[c] - 1} of discrete {var}")
         return A
 
     def _root_logw(self) -> np.ndarray:
