@@ -194,6 +194,9 @@ class SPN:
         if code == 2:
             raise DataError(f"{name}[{row0 + r}, {c}] = {float(A[r, c])!r} is not a state "
                             f"0..{self.cardinality[c] - 1} of discrete {var}")
+        for t in self.leaf_tables.values():     # a leaf type's own support (the hook of LeafType)
+            if len(t) and type(t).check_data is not _lb.LeafType.check_data:
+                t.check_data(A, self.cardinality)
         return A
 
     def _root_logw(self) -> np.ndarray:

@@ -356,3 +356,33 @@ def test_fourth_hunt_inputs(monkeypatch, tmp_path):
     for est in (EM(init=tree, max_iter=2), ChowLiuTree()):
         with pytest.raises(DataError, match="rescale the weights"):
             est.fit(X, sample_weight=np.full(len(X), 1e300))
+
+
+class _PosGauss(spnc.Gaussian):
+    __slots__ = ()
+
+
+def test_a_leaf_types_own_support_check_runs_on_every_query():
+    """LeafType.check_data is the plug-in hook for a type's support: a vendor type that
+    refuses negative values is asked on log_likelihood, mpe and conditional alike."""
+    from spnc.leaves.base import register_leaf
+    from spnc.leaves.univariate import GaussianLeaves
+
+    @register_leaf
+    class XTestPositive(GaussianLeaves):
+        name, code, node_class = "x_test_positive", 141, _PosGauss
+
+        def check_data(self, X, cardinality):
+            cols = np.unique(np.concatenate(self.scopes))
+            bad = np.argwhere(X[:, cols] < 0)
+            if bad.size:
+                r, c = bad[0]
+                raise DataError(f"X[{r}, {cols[c]}] = {X[r, cols[c]]} is negative: outside the support")
+
+    spn = spnc.compile(spnc.Product([_PosGauss(0, 1.0, 1.0), spnc.Bernoulli(1, 0.3)]))
+    ok = np.array([[0.5, 1.0], [np.nan, 0.0]])
+    assert np.isfinite(spn.log_likelihood(ok)).all()
+    bad = np.array([[0.5, 1.0], [-2.0, 0.0]])
+    for query in (spn.log_likelihood, lambda X: spn.mpe(X), lambda X: spn.conditional(X, X)):
+        with pytest.raises(DataError, match=r"X\[1, 0\] = -2.0 is negative"):
+            query(bad)

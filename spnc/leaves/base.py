@@ -225,7 +225,9 @@ class LeafType(abc.ABC):
         raise NotImplementedError(f"leaf type {self.name!r} has no weighted fit")
 
     def check_data(self, X: np.ndarray, cardinality: np.ndarray) -> None:
-        """Raise DataError for values outside the support of this leaf type's variables."""
+        """Raise DataError for values outside the support of this leaf type's variables
+        (``X``: the query's rows, float64 (n, n_vars), NaN = missing, already checked for
+        infinities and discrete states). Every query calls it; the default accepts all."""
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
