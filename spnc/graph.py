@@ -18,7 +18,7 @@ from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGO
 from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, check_posterior_range, leaf_states
-from .data import as_data, real_array
+from .data import as_data, is_frame, real_array
 from .errors import DataError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
@@ -261,19 +261,29 @@ class SPN:
         maximises, free with the completion. It equals log p(X_filled) on selective models
         and is a lower bound of it otherwise. With ``log_likelihood=True``, ``log_p`` is
         log p(X_filled) itself (the sum-product value), computed in the same sweep at the
-        cost of about one more log-likelihood pass. Observed entries are kept as given."""
-        X = self._check_X(X)
+        cost of about one more log-likelihood pass. Observed entries are kept as given; the
+        columns are X's (a DataFrame's in its own order)."""
+        A = self._check_X(X)
         self._need_single_root("mpe")
-        ll = np.empty(X.shape[0]) if log_likelihood else None
-        rv = np.empty(X.shape[0])
-        filled = self._select(X, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
-        return filled, (ll if log_likelihood else rv)
+        ll = np.empty(A.shape[0]) if log_likelihood else None
+        rv = np.empty(A.shape[0])
+        filled = self._select(A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
+        return self._in_order_of(X, filled), (ll if log_likelihood else rv)
+
+    def _in_order_of(self, X, rows: np.ndarray) -> np.ndarray:
+        """``rows`` (the model's variable order) with the columns of ``X``: a DataFrame's
+        columns are taken by name and may come in another order."""
+        if not is_frame(X) or self.var_names is None:
+            return rows
+        pos = {v: i for i, v in enumerate(self.var_names)}
+        order = np.array([pos[str(c)] for c in X.columns], dtype=np.int64)
+        return rows if np.array_equal(order, np.arange(len(order))) else rows[:, order]
 
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
                n_threads: int | None = None) -> np.ndarray:
         """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row
-        of ``evidence`` (NaN marks what to sample). Reproducible for a given ``seed``,
-        whatever ``n_threads``."""
+        of ``evidence`` (NaN marks what to sample; a DataFrame's rows come back in its own
+        column order). Reproducible for a given ``seed``, whatever ``n_threads``."""
         self._need_single_root("sample")
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
@@ -296,8 +306,9 @@ class SPN:
                     raise DataError(f"evidence row {r} has probability zero under the model")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-        return self._select(X, MARGINAL, seed=int(seed) & (2**64 - 1), n_threads=n_threads,
-                            evidence=evidence is not None)
+        out = self._select(X, MARGINAL, seed=int(seed) & (2**64 - 1), n_threads=n_threads,
+                           evidence=evidence is not None)
+        return out if evidence is None else self._in_order_of(evidence, out)
 
     def _need_single_root(self, what: str) -> None:
         if self.combine != "single":

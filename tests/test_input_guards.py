@@ -386,3 +386,21 @@ def test_a_leaf_types_own_support_check_runs_on_every_query():
     for query in (spn.log_likelihood, lambda X: spn.mpe(X), lambda X: spn.conditional(X, X)):
         with pytest.raises(DataError, match=r"X\[1, 0\] = -2.0 is negative"):
             query(bad)
+
+
+def test_mpe_and_sample_give_a_dataframe_s_rows_in_its_column_order():
+    """A DataFrame's columns are matched to the model's variables by name, in any order;
+    the completed rows come back in the DataFrame's order, so its labels still fit."""
+    pd = pytest.importorskip("pandas")
+    spn = spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(0, 0.9), spnc.Categorical(1, [0.1, 0.2, 0.7])]),
+                                 spnc.Product([spnc.Bernoulli(0, 0.2), spnc.Categorical(1, [0.8, 0.1, 0.1])])],
+                                [0.5, 0.5]), var_names=["a", "b"])
+    model_order = np.array([[np.nan, 2.0], [1.0, np.nan], [np.nan, np.nan]])
+    df = pd.DataFrame({"b": model_order[:, 1], "a": model_order[:, 0]})
+    filled, lp = spn.mpe(df)
+    want, want_lp = spn.mpe(model_order)
+    np.testing.assert_array_equal(filled, want[:, [1, 0]])
+    np.testing.assert_array_equal(lp, want_lp)
+    np.testing.assert_array_equal(spn.sample(evidence=df, seed=3), spn.sample(evidence=model_order, seed=3)[:, [1, 0]])
+    same = pd.DataFrame({"a": model_order[:, 0], "b": model_order[:, 1]})
+    np.testing.assert_array_equal(spn.mpe(same)[0], want)
