@@ -128,3 +128,14 @@ def test_race_with_auto_batches_and_chunks_is_recorded(tmp_path):
     chunks = OSLRAU(batch_size=10, select="auto", race_after=25, random_state=0).fit(
         [X[i:i + 20] for i in range(0, 200, 20)])
     assert chunks.selection_["decided_at"] == 40      # iterables: at the end of a chunk
+
+
+def test_refit_without_select_forgets_the_earlier_choice():
+    X = correlated(600, d=4, seed=8)
+    est = OSLRAU(batch_size=4, min_merge_points=20, select=[{"min_var": 0.5}, {"min_var": 1e-6}],
+                 race_after=None, random_state=0).fit(X)
+    other = 0.5 if est.selection_["selected"] == 1 else 1e-6
+    est.set_params(select=None, min_var=other).fit(X)
+    alone = OSLRAU(batch_size=4, min_merge_points=20, min_var=other, race_after=None, random_state=0).fit(X)
+    np.testing.assert_array_equal(est.score_samples(X), alone.score_samples(X))
+    assert not hasattr(est, "selection_") and est.spn_.learner["params"]["min_var"] == other

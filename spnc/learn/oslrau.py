@@ -201,6 +201,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                 src.close()
         self._validate_params()
         self._d = None
+        for k in ("_overrides", "selection_"):      # a new pass: an earlier select is forgotten
+            self.__dict__.pop(k, None)
         X, self._names = as_data(X)
         if self.select is None:
             learners = [self]
