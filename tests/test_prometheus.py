@@ -11,6 +11,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 import spnc
 from spnc import ParameterError
 from spnc.learn import Prometheus
+from spnc.learn.structure import ObservedSplit
 from spnc.learn import _prometheus as PK
 from spnc.learn._prometheus_build import chain_partitions, sampled_pairs
 
@@ -184,6 +185,13 @@ def test_parameter_errors(param, value):
     with pytest.raises(ParameterError, match=f"Prometheus: {param} must be") as err:
         Prometheus(**{param: value}).fit(_binary(n=100, d=3))
     assert err.value.param == param
+
+
+@pytest.mark.parametrize("clustering", ["observed", ObservedSplit()])
+def test_clustering_must_split_rows_only(clustering):
+    with pytest.raises(ParameterError, match="clustering must") as err:
+        Prometheus(clustering=clustering).fit(_binary(n=100, d=3))
+    assert err.value.param == "clustering"
 
 
 def test_mi_needs_discrete_data():

@@ -24,6 +24,7 @@ from . import _prometheus as _PK
 from ..chowliu import mutual_information
 from .structure import ChowLiuLeaves, Context, Part, Slice, UnivariateLeaves
 # ----------------------------------------------------------------------------------------
+from ..errors import ParameterError
 from ..leaves import MultivariateGaussian
 from ..nodes import Node, Product, Sum
 
@@ -201,6 +202,9 @@ class Builder:
         parts = self.splitter.split(ctx, Slice(rows, vars, depth))
         if not parts:
             parts = [Part(rows, vars, 1.0)]
+        if any(p.indicator is not None or p.node is not None for p in parts):
+            raise ParameterError("clustering", "Prometheus: clustering must split rows only; "
+                                               f"{type(self.splitter).__name__} gave indicator or finished parts")
         sampled = cfg.sample_above is not None and s > cfg.sample_above
         self.stats.calls += 1
         self.stats.sampled_calls += int(sampled)

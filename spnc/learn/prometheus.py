@@ -12,12 +12,12 @@ from ..chowliu import resolve_threads
 from ..data import as_data
 from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options
 from ._prometheus_build import Builder, Settings
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
-from .structure import Context, resolve_step, step_constraint
+from .structure import Context, InstanceSplitter, resolve_step
 
 #: ``sampled="auto"`` uses the sampled affinity graph for every call on more variables
 #: than this (the dense graph costs ``n d^2``; at 784 pixels that is 300k pairs per call)
@@ -106,7 +106,7 @@ class Prometheus(DensityEstimator):
 
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1)],
-        "clustering": [step_constraint("sum_split")],
+        "clustering": [Options("latent"), Instance(InstanceSplitter, name="an InstanceSplitter")],
         "n_restarts": [Interval(int, 1)],
         "n_iter": [Interval(int, 1)],
         "affinity": [Options("auto", "correlation", "mi")],
