@@ -188,3 +188,14 @@ def test_bagged_treespn_keeps_a_state_a_bag_missed():
     t = TreeSPN(n_trees=2, max_depth=2, em_max_iter=3, cardinality=[2, 2, 3, 2, 2]).fit(X[1:])
     assert t.spn_.learner["params"]["cardinality"] == [2, 2, 3, 2, 2]
     assert np.isfinite(t.spn_.log_likelihood(X[:1])).all()
+
+
+
+def test_bagging_integer_valued_data_as_continuous():
+    # whole numbers declared continuous: the bags get no discrete cardinality
+    from spnc.learn import BaggedSPN, Prometheus
+    X = np.random.default_rng(1).integers(0, 5, size=(120, 3)).astype(float)
+    for base in (LearnSPN("correlation", data_type="continuous", min_instances=40),
+                 Prometheus(data_type="continuous", min_instances=40)):
+        m = BaggedSPN(base, n_bags=2, random_state=0).fit(X)
+        assert not np.any(m.spn_.cardinality) and np.isfinite(m.score(X))

@@ -209,7 +209,8 @@ class BaggedSPN(DensityEstimator):
                 params["random_state"] = int(rng.integers(2**31 - 1))
             if "n_threads" in names:
                 params["n_threads"] = 1
-            if "cardinality" in names and params.get("cardinality") is None and not np.any(X != np.round(X)):
+            if "cardinality" in names and params.get("cardinality") is None and \
+                    params.get("data_type") != "continuous" and not np.any(X != np.round(X)):
                 params["cardinality"] = np.maximum(2, X.max(axis=0).astype(np.int64) + 1).tolist()
             plans.append((params, np.sort(rng.integers(0, n, size=n))))
         return plans
