@@ -147,6 +147,16 @@ def test_auto_parameters_are_chosen_on_held_out_training_rows():
         LearnSPN(min_instances="best").fit(X)
 
 
+def test_auto_candidates_know_a_state_seen_only_in_the_held_out_rows():
+    rng = np.random.default_rng(3)
+    z = rng.integers(0, 2, 400)
+    X = (rng.random((400, 5)) < np.where(z[:, None] == 1, 0.8, 0.2)).astype(float)
+    X[np.random.default_rng(0).permutation(400)[0], 2] = 2     # the held-out tenth's first row
+    m = LearnSPN(min_instances="auto", g_factor=5.0, random_state=0).fit(X)
+    assert all(np.isfinite(s) for _, s in m.auto_scores_)
+    assert m.spn_.learner["params"]["cardinality"] is None
+
+
 def test_parameter_errors_survive_worker_processes():
     import pickle
     from spnc.learn import BaggedSPN, Prometheus

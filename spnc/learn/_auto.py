@@ -29,10 +29,12 @@ def auto_names(est) -> list[str]:
             if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {}) and k not in unused]
 
 
-def fit_auto(est, X, sample=None, **fit_kwargs):
+def fit_auto(est, X, sample=None, fixed: dict | None = None, **fit_kwargs):
     """Choose the ``"auto"`` parameters of ``est`` on held-out rows (of ``sample`` when
     given: the rows in memory when ``X`` streams from a file), then fit ``est`` on all of
-    ``X`` with them (its parameters keep the value ``"auto"``)."""
+    ``X`` with them (its parameters keep the value ``"auto"``). ``fixed``: parameters of
+    the candidates only (e.g. the whole data's cardinality, so that a state seen only in
+    the held-out rows does not fail every candidate)."""
     names = auto_names(est)
     A = np.asarray(X if sample is None else sample)
     if A.ndim != 2:
@@ -49,7 +51,7 @@ def fit_auto(est, X, sample=None, **fit_kwargs):
     for combo in itertools.product(*(est._auto_candidates[k] for k in names)):
         choice = dict(zip(names, combo))
         try:
-            score = type(est)(**{**params, **choice}).fit(train).score(valid)
+            score = type(est)(**{**params, **(fixed or {}), **choice}).fit(train).score(valid)
         except DataError:        # e.g. a held-out state unseen in training: this choice loses
             score = -np.inf
         scores.append((choice, float(score)))

@@ -328,11 +328,12 @@ class LearnSPN(DensityEstimator):
             if auto_names(self):
                 # the data's own errors first: a bad value must not depend on which rows the
                 # candidates hold out (nor surface as a candidate's failure)
-                self._prepare(rows.data, rows.ids)
+                _, card, continuous = self._prepare(rows.data, rows.ids)
                 # a one-shot iterator was read whole into rows.data: the final fit reads the
                 # same rows from there, still as streamed blocks
                 again = X if getattr(rows.full, "reiterable", True) else [rows.data]
-                fit_auto(self, again, sample=rows.data, X_valid=X_valid)
+                fixed = {} if continuous or self.cardinality is not None else {"cardinality": card.tolist()}
+                fit_auto(self, again, sample=rows.data, fixed=fixed, X_valid=X_valid)
                 self.spn_ = with_names(self.spn_, names)
             else:
                 self._fit(rows, names, X_valid)
