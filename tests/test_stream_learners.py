@@ -96,6 +96,15 @@ def test_streamed_learner_errors(tmp_path, binary):
     assert ok.fit(_h5(tmp_path, X)).spn_.cardinality[0] == 3
 
 
+def test_streamed_refinement_refuses_leaves_without_streaming_statistics(tmp_path, binary):
+    # Chow-Liu leaves refit on all rows at once: the refusal says so, not that a state was missed
+    for est in (Prometheus(leaf_vars=3, sample_rows=500, random_state=0),
+                LearnSPN(leaves="chowliu", min_instances=1000, refine="hard", random_state=0)):
+        with pytest.raises(DataError, match="leaf type 'cltree' has none: use refine='none'") as err:
+            est.fit(_h5(tmp_path, binary))
+        assert "cardinality" not in str(err.value)
+
+
 def test_oslrau_reads_a_file_spec(tmp_path):
     from spnc.learn.oslrau import OSLRAU
     X = np.random.default_rng(3).normal(size=(3000, 3)) @ np.array([[1, .8, 0], [0, .6, 0], [0, 0, 1.]])

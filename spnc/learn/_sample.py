@@ -100,10 +100,15 @@ def refine_params(spn, rows: Rows, mode: str, *, n_iter: int, alpha: float, min_
     """``spn`` with its parameters re-estimated by ``n_iter`` EM passes over all rows
     (``mode``: ``"em"``, ``"hard"`` or ``"running_average"``); ``X_valid`` keeps the best
     pass on it (the starting model competes too)."""
-    from .em import EM
+    from .em import EM, _stats_for
     full = rows.full
     if isinstance(full, _stream.BlockSource) and not full.reiterable:
         full = rows.data               # a one-shot iterator, read whole for the structure
+    if _stream.is_streamed(full):      # refused here, not blamed on the sample below
+        bad = [k for k, t in spn.leaf_tables.items() if len(t) and _stats_for(t, alpha, min_std) is None]
+        if bad:
+            raise DataError(f"refine={mode!r} over streamed X needs streaming statistics for every leaf type; "
+                            f"leaf type {bad[0]!r} has none: use refine='none' or load X into memory")
     if isinstance(full, np.ndarray):
         full = full.astype(np.float64)
     opts = dict(init=spn, max_iter=int(n_iter), min_std=float(min_std), alpha=float(alpha),
