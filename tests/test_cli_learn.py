@@ -273,3 +273,18 @@ def test_failed_run_keeps_existing_output(files, tmp_path, capsys, monkeypatch):
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "model.h5"]
     assert sio.load(out).var_names == NAMES
+
+
+def test_help_states_each_learners_default():
+    from spnc.learn import ChowLiuTree, LearnSPN, OSLRAU, Prometheus
+    defaults = {k: c().get_params() for k, c in (("learnspn", LearnSPN), ("chowliu", ChowLiuTree),
+                                                  ("oslrau", OSLRAU), ("prometheus", Prometheus))}
+    helps = {a.dest: a.help for a in learn._parser()._actions}
+    for dest, (param, learners) in learn._OPTIONS.items():
+        said = re.search(r"\(default:? ([^)]*)\)", helps[dest])
+        for name in learners if said else ():
+            v = defaults[name][param]
+            if isinstance(v, str):
+                assert v in helps[dest], (dest, name, v)
+            elif v is not None:
+                assert format(v, "g") in said.group(1), (dest, name, v)

@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
                    "default) or observed (condition on one variable)")
     g.add_argument("--leaves", metavar="NAME", help="base model: univariate (default), bernoulli "
                    "(0/1 data) or chowliu (Chow-Liu tree leaves)")
-    g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold (default 5)")
+    g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold (default auto: 5, 10 or 20, chosen on held-out "
+                   "training rows)")
     g.add_argument("--entropy-threshold", type=float, metavar="X",
                    help="EBVS/EBVS-AE threshold in bits (default 0.3)")
     g.add_argument("--mi-threshold", type=float, metavar="X", help="mutual-information threshold in nats of "
@@ -117,9 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--alpha", type=float, metavar="X",
                    help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em)")
     g.add_argument("--min-instances", type=int, metavar="N",
-                   help="fewer rows end in the base model (default 50)")
+                   help="fewer rows end in the base model (default 50; prometheus 100)")
     g.add_argument("--max-depth", type=int, metavar="N",
-                   help="at most this many sum nodes on a path (default: no limit)")
+                   help="at most this many sum nodes on a path (default: no limit; prometheus 4)")
     g.add_argument("--clusters", type=int, metavar="N", help="clusters per row split (default 2)")
     g.add_argument("--restarts", type=int, metavar="N", help="clustering restarts (default 3)")
     g.add_argument("--iterations", type=int, metavar="N", help="clustering rounds (default 15)")
@@ -134,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="merge children above this |correlation| (default 0.1)")
     g.add_argument("--max-leaf-vars", type=int, metavar="N",
                    help="largest multivariate Gaussian leaf (default: by the paper's rule)")
-    g.add_argument("--batch-size", type=int, metavar="N", help="rows per mini-batch (default 1)")
+    g.add_argument("--batch-size", type=int, metavar="N", help="rows per mini-batch (default auto: 1, "
+                   "growing with the stream up to 256)")
 
     g = p.add_argument_group("refinement and running")
     g.add_argument("--em", type=int, metavar="N", help="then run at most N passes of EM on the "
