@@ -325,6 +325,22 @@ def test_resume_is_exact(batch):
     np.testing.assert_array_equal(full.score_samples(X[:50]), resumed.score_samples(X[:50]))
 
 
+def test_partial_fit_takes_dataframe_columns_by_name():
+    pd = pytest.importorskip("pandas")
+    X = correlated(800, d=3, seed=9) * [1.0, 10.0, 100.0]
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    kw = dict(batch_size=8, min_merge_points=20, random_state=0)
+    ref = OSLRAU(**kw).partial_fit(df[:400]).partial_fit(df[400:])
+    got = OSLRAU(**kw).partial_fit(df[:400])
+    back = OSLRAU.resume(got.spn_)                   # the names survive a resume
+    for m in (got, back):
+        m.partial_fit(df[400:][["c", "a", "b"]])
+        assert m.spn_.var_names == ["a", "b", "c"]
+        np.testing.assert_array_equal(m.score_samples(df), ref.score_samples(df))
+    with pytest.raises(DataError, match="'c' is not among"):
+        got.partial_fit(df[["a", "b"]].assign(z=1.0))
+
+
 def test_resume_through_a_file_in_a_subprocess(tmp_path):
     if not (hasattr(spnc, "save") and hasattr(spnc, "load")):
         pytest.skip("spnc.save / spnc.load not available yet")

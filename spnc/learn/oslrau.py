@@ -239,7 +239,12 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
     def partial_fit(self, X, y=None) -> "OSLRAU":
         """Stream the rows of ``X`` through the learner in mini-batches of ``batch_size``
         (a last, shorter batch is processed as it is). Each batch is scored before it is
-        learned from (``prequential_ll_``)."""
+        learned from (``prequential_ll_``). DataFrame columns are taken by name once the
+        model has names (the first DataFrame gives them)."""
+        started = getattr(self, "_d", None) is not None
+        X, names = as_data(X, getattr(self, "_names", None) if started else None)
+        if not started and names is not None:
+            self._names = names
         X = self._check_data(X)
         self._start(X.shape[1])
         if X.shape[1] != self._d:
