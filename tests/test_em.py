@@ -268,6 +268,15 @@ def test_validation_patience_returns_best_model():
     assert hv[0] == pytest.approx(discrete_model(3).log_likelihood(Xv).mean())
 
 
+@pytest.mark.parametrize("valid", [False, True])
+def test_saved_counts_are_those_of_the_returned_model(valid):
+    X = data_for("discrete", n=200)
+    Xv = data_for("discrete", n=300, seed=5) if valid else None
+    for it in (1, 3, 40):
+        em = EM(init=discrete_model(3), max_iter=it, tol=-np.inf, patience=2).fit(X, X_valid=Xv)
+        np.testing.assert_allclose(em.spn_.stats["count"], em.spn_.backward(X)["node_counts"], rtol=1e-9)
+
+
 def test_mixture_roots_get_weights():
     X = data_for("discrete")
     r1, r2 = random_spn(np.random.default_rng(8), [2, 3, 2, 4, 2]), random_spn(np.random.default_rng(9), [2, 3, 2, 4, 2])

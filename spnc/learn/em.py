@@ -231,17 +231,17 @@ class EM(DensityEstimator):
                                   / wsum)
             else:
                 est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
+                if spn is best:          # the counts saved are those of the model returned
+                    counts = est["node_counts"]
                 hist_t.append(est["objective"] / wsum)
                 if it > 1 and hist_t[-1] - hist_t[-2] < float(self.tol):
-                    counts = est["node_counts"]
                     if Xv is None:
                         best = spn
                     break
-                counts = est["node_counts"]
                 spn = self._mstep(spn, est, X, w)
                 obj = None
-            counts = est["node_counts"]
             if obj is not None:
+                counts = est["node_counts"]     # online: the running statistics
                 hist_t.append(obj)
             if Xv is not None:
                 v = float(np.mean(spn.log_likelihood(Xv, n_threads=self.n_threads)))
@@ -266,6 +266,8 @@ class EM(DensityEstimator):
             if self.variant != "online":  # the objective of the final parameters
                 final = self._estep(spn, X, w, hard=self.variant == "hard", stats=False, rows=ids)
                 hist_t.append(final["objective"] / wsum)
+                if spn is best:
+                    counts = final["node_counts"]
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
