@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spnc
-from spnc import ParameterError
+from spnc import DataError, ParameterError
 from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
 from spnc.learn.base import DensityEstimator
 
@@ -157,6 +157,15 @@ def test_auto_candidates_know_a_state_seen_only_in_the_held_out_rows():
     assert m.spn_.learner["params"]["cardinality"] is None
 
 
+def test_bagging_train_weights_when_every_bag_misses_a_state():
+    X = np.random.default_rng(0).integers(0, 2, size=(200, 20)).astype(float)
+    X[np.arange(20), np.arange(20)] = 2                  # 20 states seen once: every bag misses one
+    with pytest.raises(DataError, match="every bag gives some training row probability 0"):
+        BaggedSPN(ChowLiuTree(alpha=0.0), n_bags=3, random_state=0).fit(X)
+    m = BaggedSPN(ChowLiuTree(alpha=0.0), n_bags=3, weights="uniform", random_state=0).fit(X)
+    assert np.allclose(m.bag_weights_, 1 / 3)
+
+
 def test_parameter_errors_survive_worker_processes():
     import pickle
     from spnc.learn import BaggedSPN, Prometheus
@@ -203,7 +212,6 @@ def test_bagged_treespn_keeps_a_state_a_bag_missed():
 
 def test_bagging_integer_valued_data_as_continuous():
     # whole numbers declared continuous: the bags get no discrete cardinality
-    from spnc.learn import BaggedSPN, Prometheus
     X = np.random.default_rng(1).integers(0, 5, size=(120, 3)).astype(float)
     for base in (LearnSPN("correlation", data_type="continuous", min_instances=40),
                  Prometheus(data_type="continuous", min_instances=40)):

@@ -269,6 +269,10 @@ class BaggedSPN(DensityEstimator):
             w = np.full(len(models), 1.0 / len(models))
         else:
             lls = np.array([r[1] for r in results])
+            if not np.isfinite(lls.max()):
+                raise DataError("BaggedSPN: weights='train' weighs bags by exp(mean training log-likelihood), "
+                                "but every bag gives some training row probability 0 (a state its sample "
+                                "missed?); smooth the bags (alpha > 0) or use weights='uniform' or 'valid'")
             w = np.exp(lls - lls.max())
             w /= w.sum()
         first = models[0]
