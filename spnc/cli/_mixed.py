@@ -2,9 +2,9 @@
 each Gaussian leaf of a binary column becomes a Bernoulli leaf.
 
 The Gaussian leaf's mean over the rows that reached it is the fraction of ones there, i.e.
-the Bernoulli maximum-likelihood estimate; it is smoothed towards 1/2 by ``alpha`` pseudo-
-counts with the node's row count when the model carries it, else clipped to
-[1/(n+2), 1 - 1/(n+2)] for n training rows so that no state gets probability 0."""
+the Bernoulli maximum-likelihood estimate. It is clipped to [1/(n+2), 1 - 1/(n+2)] for n
+training rows so that no state gets probability 0 (the leaf's own row count is not in the
+model, so a leaf that saw few rows is not smoothed more than one that saw many)."""
 from __future__ import annotations
 
 from typing import Sequence

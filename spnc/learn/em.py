@@ -94,7 +94,8 @@ class EM(DensityEstimator):
     min_std : Gaussian std floor; multivariate Gaussians get ``min_std**2`` on the diagonal.
     patience : with validation data, stop after this many passes without a better
         validation log-likelihood and return the best model seen.
-    batch_size : rows per mini-batch (online) and per E-step block (soft/hard).
+    batch_size : rows per mini-batch of the online variant (soft and hard EM read X in the
+        sweep engine's chunks and ignore it).
     step_decay : online step exponent, in (0.5, 1].
     freeze : node ids whose parameters stay fixed (sum weights or leaf parameters).
     check_leaves : apply the Eq. 12 check to every leaf update.
