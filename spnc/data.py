@@ -19,6 +19,15 @@ def is_frame(X: Any) -> bool:
     return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 2
 
 
+def refuse_dask_frame(X: Any, name: str = "X") -> None:
+    """A Dask DataFrame is neither a pandas DataFrame (numpy would read it by position,
+    whatever its column names) nor a Dask array: say how to pass it."""
+    if (type(X).__module__ or "").startswith("dask") and hasattr(X, "columns"):
+        raise DataError(f"{name} is a Dask DataFrame: pass {name}.compute() (a pandas DataFrame, "
+                        f"columns matched by name) or {name}.to_dask_array(lengths=True) (read in "
+                        "chunks, columns taken in order)")
+
+
 def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
             dtype: Any = None) -> tuple[Any, list[str] | None]:
     """``(array, column names)`` for a DataFrame, ``(X, None)`` for anything else.
@@ -28,6 +37,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     a missing variable or a column that is no variable is an error naming them (the CLI's
     rule, docs/cli.md). Integer columns stay integer (learners treat
     integer data as discrete) unless some column is real or has missing values."""
+    refuse_dask_frame(X, name)
     if not is_frame(X):
         if isinstance(X, np.ma.MaskedArray):       # masked cells are missing values, not their data
             X = np.ma.asarray(X, dtype=np.float64).filled(np.nan)

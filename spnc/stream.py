@@ -143,6 +143,8 @@ def open_source(X, block_rows: int | None = None, name: str = "X") -> BlockSourc
         return X
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X), block_rows)
+    from .data import refuse_dask_frame
+    refuse_dask_frame(X, name)
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):

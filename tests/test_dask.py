@@ -9,6 +9,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import spnc  # noqa: E402
+import spnc.stream  # noqa: E402
 from spnc import dask as sd  # noqa: E402
 from spnc.chowliu import fit_chow_liu  # noqa: E402
 from spnc.learn.chowliu import ChowLiuTree  # noqa: E402
@@ -50,6 +51,22 @@ def test_unknown_chunk_sizes_are_named():
             run()
     U.compute_chunk_sizes()
     _same_fit(fit_chow_liu(X), fit_chow_liu(U), exact=True)
+
+
+def test_dask_dataframes_are_refused_with_the_two_ways_to_pass_them():
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    from spnc.errors import DataError
+    from spnc.learn import LearnSPN
+    X = _tree_data(np.random.default_rng(9), 300, [2, 2, 2]).astype(np.float64)
+    spn = spnc.compile(random_spn(np.random.default_rng(2), [2, 2, 2], depth=2), var_names=["a", "b", "c"])
+    D = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"])[["c", "b", "a"]], npartitions=2)
+    for run in (lambda: spn.log_likelihood(D),            # was read by position, names ignored
+                lambda: EM(init=spn, max_iter=1).fit(D), lambda: ChowLiuTree().fit(D),
+                lambda: LearnSPN().fit(D), lambda: spnc.stream.load(D)):
+        with pytest.raises(DataError, match=r"Dask DataFrame.*compute\(\).*to_dask_array"):
+            run()
+    np.testing.assert_array_equal(spn.log_likelihood(D.compute()), spn.log_likelihood(X))
 
 
 def test_dask_validation_rows(monkeypatch):
