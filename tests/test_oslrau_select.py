@@ -55,6 +55,12 @@ def test_select_keeps_the_best_candidate_in_one_pass(tmp_path):
     assert back.selection_["selected"] == rec["selected"]
     more = correlated(100, d=4, seed=6)
     np.testing.assert_array_equal(back.partial_fit(more).score_samples(X), alone.partial_fit(more).score_samples(X))
+    np.testing.assert_array_equal(sel.partial_fit(more).score_samples(X), alone.score_samples(X))
+
+
+def test_partial_fit_before_fit_refuses_select():
+    with pytest.raises(ParameterError, match="select.*fit"):      # it would run the base settings
+        OSLRAU(select="auto").partial_fit(correlated(50))
 
 
 def test_select_refuses_unknown_settings():

@@ -43,7 +43,7 @@ from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from ..data import as_data, real_array, with_names
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ._training import check_real_range
 from ..graph import SPN
 from . import _oslrau_model as _model
@@ -240,8 +240,13 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         """Stream the rows of ``X`` through the learner in mini-batches of ``batch_size``
         (a last, shorter batch is processed as it is). Each batch is scored before it is
         learned from (``prequential_ll_``). DataFrame columns are taken by name once the
-        model has names (the first DataFrame gives them)."""
+        model has names (the first DataFrame gives them). ``select`` takes effect in
+        :meth:`fit` only; a first ``partial_fit`` with it set is refused."""
         started = getattr(self, "_d", None) is not None
+        if not started and self.select is not None:
+            raise ParameterError("select", "OSLRAU: select chooses the settings during fit; partial_fit "
+                                           "on an unfitted learner would ignore it (call fit first, or "
+                                           "set select=None)")
         X, names = as_data(X, getattr(self, "_names", None) if started else None)
         if not started and names is not None:
             self._names = names
