@@ -47,6 +47,9 @@ def test_a_failed_run_changes_no_output(tmp_path, capsys):
     assert evaluate.main([str(tmp_path / "ind.h5"), str(tmp_path / "d.csv"), "--out-ll", str(out),
                           "--mpe", str(tmp_path / "mpe.csv"), "-q"]) == 2
     assert "single-root" in capsys.readouterr().err and out.read_text() == "OLD\n"
+    assert evaluate.main([str(tmp_path / "ind.h5"), str(tmp_path / "d.csv"), "--mpe", "-"]) == 2
+    cap = capsys.readouterr()          # no summary of a run that failed: one error line only
+    assert cap.out == "" and cap.err.count("\n") == 1 and "single-root" in cap.err
 
 
 @pytest.mark.parametrize("flag", ["--out-ll", "--mpe"])

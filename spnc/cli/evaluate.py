@@ -119,13 +119,14 @@ def _run(args: argparse.Namespace) -> int:
         tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
         X = _checked(model, tab)
         ll = _loglik(model, X, args)
+        if args.mpe:          # before the summary: a run that fails reports nothing
+            filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
+            pending.append((args.mpe, filled, names))
         summary["data"] = args.data
         summary.update(_report(ll, X, args))
         if args.out_ll:
             pending.append((args.out_ll, ll, None))
         if args.mpe:
-            filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
-            pending.append((args.mpe, filled, names))
             summary["mpe"] = args.mpe
     if args.sample is not None:
         ev = None
