@@ -9,6 +9,8 @@ A *block source* delivers the rows of a 2-D table in order, a block of rows at a
   or ``"file.npy"`` (memory-mapped);
 * any iterable of row blocks (arrays of shape (m, d)). A one-shot iterator allows one
   pass only; a list of arrays or a callable returning a fresh iterator allows several.
+  Blocks that are DataFrames (``pd.read_csv(..., chunksize=...)``) are matched by column
+  name to the model's variables, or else to the first block's columns.
 
 Statistics that are sums over rows are computed by :func:`reduce_blocks`: a function maps
 each block to a small result (arrays, floats, dicts or tuples of them), and the results
@@ -22,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .data import as_data, is_frame, refuse_dask_frame
 from .errors import DataError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -104,10 +107,13 @@ class ArraySource(BlockSource):
 
 
 class IterableSource(BlockSource):
-    """Blocks from an iterable of arrays, or from a callable returning a fresh iterable."""
+    """Blocks from an iterable of arrays, or from a callable returning a fresh iterable.
+    DataFrame blocks are put in the order of ``var_names`` (a model's variables) or else
+    of the first block's columns (``names``), matched by name."""
 
-    def __init__(self, it, name: str = "X"):
+    def __init__(self, it, name: str = "X", var_names=None):
         self._it, self.name = it, name
+        self.names = None if var_names is None else list(var_names)
         self.reiterable = callable(it) or not isinstance(it, Iterator)
         self._used = False
 
@@ -118,6 +124,9 @@ class IterableSource(BlockSource):
         self._used = True
         r0 = 0
         for b in (self._it() if callable(self._it) else self._it):
+            if is_frame(b):
+                b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}")
+                self.names = cols
             b = np.asarray(b)
             if b.ndim != 2:
                 raise DataError(f"{self.name}: every block must be 2-D (rows, n_vars), got shape {b.shape} "
@@ -136,32 +145,32 @@ def default_block_rows(n_cols: int) -> int:
     return max(1024, BLOCK_BYTES // (8 * max(int(n_cols), 1)) // 64 * 64)
 
 
-def open_source(X, block_rows: int | None = None, name: str = "X") -> BlockSource:
+def open_source(X, block_rows: int | None = None, name: str = "X", var_names=None) -> BlockSource:
     """A :class:`BlockSource` over ``X`` (see the module docstring for what ``X`` may be).
-    Files opened from a spec string are closed by ``close()`` or a ``with`` block."""
+    Files opened from a spec string are closed by ``close()`` or a ``with`` block.
+    ``var_names``: the model's variables, to which DataFrame blocks are matched."""
     if isinstance(X, BlockSource):
         return X
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X), block_rows)
-    from .data import refuse_dask_frame
     refuse_dask_frame(X, name)
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):
         return ArraySource(X, block_rows, name)
     if callable(X) or isinstance(X, Iterable):
-        return IterableSource(X, name)
+        return IterableSource(X, name, var_names)
     raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
                     f"blocks; got {type(X).__name__}")
 
 
-def open_rows(X, block_rows: int | None = None, name: str = "X"):
+def open_rows(X, block_rows: int | None = None, name: str = "X", var_names=None):
     """The rows of ``X`` for a pass: a Dask array as it is (checked by
     :func:`spnc.dask.check_array`), anything else as :func:`open_source`."""
     if is_dask(X):
         from .dask import check_array
         return check_array(X, name)
-    return open_source(X, block_rows, name)
+    return open_source(X, block_rows, name, var_names)
 
 
 def _open_path(path: str, block_rows: int | None) -> BlockSource:
@@ -252,7 +261,7 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
 
 
 def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
-                    dataset: str) -> int:
+                    dataset: str, var_names=None) -> int:
     """:func:`map_to_file` of ``fn(block, row0)``."""
     from ._atomic import atomic_write
     from ._rowfile import RowWriter, refuse_the_input
@@ -262,7 +271,7 @@ def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, bl
         refuse_the_input(*split_spec(os.fspath(X)), w)
     elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
         refuse_the_input(X.file.filename, X.name, w)
-    src = open_source(X, block_rows)
+    src = open_source(X, block_rows, var_names=var_names)
 
     def write(tmp: str) -> None:
         w.open(tmp)
@@ -286,7 +295,7 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
     block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
     ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
     return _blocks_to_file(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
-                           "log_likelihood")
+                           "log_likelihood", spn.var_names)
 
 
 def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) -> np.ndarray:
@@ -344,7 +353,7 @@ def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.n
         from . import dask as _dask
         return _dask.log_likelihood(spn, X, client=client, n_threads=n_threads)
     parts = []
-    src = open_source(X)
+    src = open_source(X, var_names=spn.var_names)
     try:
         for r0, b in src.blocks():
             parts.append(block_log_likelihood(spn, b, r0, n_threads))

@@ -207,6 +207,27 @@ def test_em_blocks_refusals(tmp_path):
         EM(init=cltree_model(1)).fit(_blocks(data_for("cltree", n=200), 50))
 
 
+def test_dataframe_blocks_are_matched_by_name(tmp_path):
+    # pd.read_csv(..., chunksize=...) gives DataFrame blocks: they were read by position
+    pd = pytest.importorskip("pandas")
+    X = _tree_data(np.random.default_rng(3), 600, [2, 2, 2, 2]).astype(np.float64)
+    cols = ["a", "b", "c", "d"]
+    df = pd.DataFrame(X, columns=cols)
+    blocks = [df[:250][cols[::-1]], df[250:]]       # another column order, then the model's
+    spn = spnc.compile(random_spn(np.random.default_rng(4), [2, 2, 2, 2], depth=2), var_names=cols)
+    ref = spn.log_likelihood(X)
+    np.testing.assert_array_equal(stream.log_likelihood(spn, blocks), ref)
+    stream.log_likelihood_to_file(spn, blocks, str(tmp_path / "ll.npy"))
+    np.testing.assert_array_equal(np.load(tmp_path / "ll.npy"), ref)
+    a, b = (EM(init=spn, max_iter=3, tol=-np.inf).fit(Z).spn_ for Z in (X, blocks))
+    assert np.allclose(a.weight, b.weight, rtol=1e-12)
+    # without a model, every block is put in the first block's column order
+    np.testing.assert_array_equal(ChowLiuTree().fit(blocks).score_samples(X[:, ::-1]),
+                                  ChowLiuTree().fit(X[:, ::-1]).score_samples(X[:, ::-1]))
+    with pytest.raises(DataError, match="block at row 250.*'a'"):
+        stream.load([df[:250], df[250:][cols[1:]]])
+
+
 def test_cli_reads_hdf5_spec(tmp_path):
     from spnc.cli import evaluate, learn
     X = _tree_data(np.random.default_rng(2), 400, [2, 2, 2, 2]).astype(np.float64)

@@ -31,7 +31,7 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
         if len(t) and _stats_of(em, t) is None:
             raise DataError(f"EM over streamed data needs streaming statistics for every leaf type; "
                             f"leaf type {k!r} has none (load X into memory)")
-    src = _stream.open_rows(X)
+    src = _stream.open_rows(X, var_names=model.var_names)
     if not _stream.is_dask(src) and not src.reiterable:
         raise DataError("EM makes several passes over X, but X is a one-shot iterator; pass a list of "
                         "blocks, a dataset or a callable returning a fresh iterator")
