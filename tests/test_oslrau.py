@@ -357,6 +357,18 @@ def test_resume_through_a_file_in_a_subprocess(tmp_path):
     assert_same_model(full, done)
 
 
+def test_fit_on_dataframe_batches_matches_columns_by_name():
+    pd = pytest.importorskip("pandas")
+    X = correlated(400, seed=9)
+    cols = [f"x{i}" for i in range(5)]
+    df = pd.DataFrame(X, columns=cols)
+    kw = dict(batch_size=8, max_leaf_vars=2, min_merge_points=12, random_state=3)
+    b = OSLRAU(**kw).fit(X)
+    batches = OSLRAU(**kw).fit([df[:200], df[200:][cols[::-1]]])       # the second batch reordered
+    assert batches.spn_.var_names == cols
+    np.testing.assert_array_equal(batches.score_samples(X[:50]), b.score_samples(X[:50]))
+
+
 # ---------------------------------------------------------------------- real data
 def test_quake_fold_beats_factorised_model():
     d = shared_data("continuous", "qu")

@@ -42,7 +42,7 @@ from .. import _budget
 from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
-from ..data import as_data, real_array, with_names
+from ..data import as_data, is_frame, real_array, with_names
 from ..errors import DataError, ParameterError
 from ._training import check_real_range
 from ..graph import SPN
@@ -219,6 +219,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         prog = Progress("oslrau", total=X.shape[0] if len(getattr(X, "shape", ())) == 2 else None, unit=" rows")
         r0 = 0
         for block in _blocks(X, step, cut):
+            if is_frame(block):          # DataFrame batches: by name, in the first one's order
+                block, self._names = as_data(block, self._names, f"X: the batch at row {r0}")
             block = self._check_data(block, r0)      # errors name rows of X, not of the block
             r0 += block.shape[0]
             if self.select is None:
