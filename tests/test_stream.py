@@ -221,9 +221,13 @@ def test_dataframe_blocks_are_matched_by_name(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "ll.npy"), ref)
     a, b = (EM(init=spn, max_iter=3, tol=-np.inf).fit(Z).spn_ for Z in (X, blocks))
     assert np.allclose(a.weight, b.weight, rtol=1e-12)
-    # without a model, every block is put in the first block's column order
-    np.testing.assert_array_equal(ChowLiuTree().fit(blocks).score_samples(X[:, ::-1]),
-                                  ChowLiuTree().fit(X[:, ::-1]).score_samples(X[:, ::-1]))
+    # without a model, every block is put in the first block's column order, which names
+    # the learned model's variables
+    from spnc.learn import LearnSPN
+    for learner in (ChowLiuTree(), LearnSPN(min_instances=100, random_state=0)):
+        got = learner.fit(blocks)
+        assert got.spn_.var_names == cols[::-1]
+        np.testing.assert_array_equal(got.score_samples(df), learner.fit(X[:, ::-1]).score_samples(X[:, ::-1]))
     with pytest.raises(DataError, match="block at row 250.*'a'"):
         stream.load([df[:250], df[250:][cols[1:]]])
 

@@ -1,8 +1,11 @@
 """Chow-Liu tree estimator with a scikit-learn-like interface."""
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
+from .. import stream as _stream
 from .._progress import Progress
 from ..data import as_data
 from ..chowliu import fit_chow_liu, forest_to_tree
@@ -55,6 +58,8 @@ class ChowLiuTree(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
+        if callable(X) or (isinstance(X, (list, Iterator)) and _stream.is_streamed(X)):
+            X = _stream.open_source(X)     # blocks: DataFrame blocks name the variables
         prog = Progress("chowliu")
         shape = getattr(X, "shape", ())
         if len(shape) == 2:
@@ -64,6 +69,7 @@ class ChowLiuTree(DensityEstimator):
         d = len(fit.cardinality)
         par, cpts = forest_to_tree(fit.parents, fit.cpts)
         leaf = ChowLiuLeaf(np.arange(d), par, cpts)
+        names = names if names is not None else getattr(X, "names", None)
         self.spn_: SPN = _compile(leaf, cardinality=fit.cardinality, var_names=names)
         prog.close(f"tree over {d} variables")
         self.parents_ = fit.parents

@@ -324,6 +324,7 @@ class LearnSPN(DensityEstimator):
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the training columns' order
         self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
+        names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
         try:
             if auto_names(self):
                 # the data's own errors first: a bad value must not depend on which rows the

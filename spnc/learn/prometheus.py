@@ -169,6 +169,7 @@ class Prometheus(DensityEstimator):
         X, names = as_data(X)
         self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
+        names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
         try:
             self._fit(rows, X_valid, names)
         finally:
