@@ -57,6 +57,23 @@ def test_merge_tool_errors(tmp_path, capsys):
     assert (tmp_path / "g.h5").exists()
 
 
+def test_bad_values_are_named_by_file_line_and_column(tmp_path, capsys):
+    from spnc.cli import compose
+    _, X = _files(tmp_path)
+    Y = X[:50].astype(float)
+    Y[3, 2] = np.nan
+    np.savetxt(tmp_path / "miss.csv", Y, fmt="%g", delimiter=",")
+    Y[3, 2] = 2
+    np.savetxt(tmp_path / "two.csv", Y, fmt="%g", delimiter=",")
+    model, out = str(tmp_path / "tree.h5"), str(tmp_path / "g.h5")
+    for run, data, want in ((cli_merge.main, "miss.csv", "line 4, column 3: missing value; merging"),
+                            (cli_merge.main, "two.csv", "line 4, column 3: 2.0 is not a state"),
+                            (lambda a: compose.main(["mix", a[0], a[0], "--data"] + a[1:]), "two.csv",
+                             "line 4, column 3: 2.0 is not a state")):
+        assert run([model, str(tmp_path / data), "-o", out]) == 2
+        assert f"{data}: {want}" in capsys.readouterr().err
+
+
 def test_merge_tool_progress_on_stderr_and_bad_output_refused_first(tmp_path, capsys):
     _files(tmp_path)
     base = [str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"), "--valid", str(tmp_path / "valid.csv")]

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -46,6 +47,23 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
     if tab.X.shape[1] != n_vars:
         raise DataError(f"{tab.path}: data has {tab.X.shape[1]} columns, the model has {n_vars} variables")
     return tab
+
+
+def model_rows(model, tab: Table, row0: int = 0, complete: str | None = None) -> np.ndarray:
+    """The rows of ``tab`` (in the model's variable order) checked by the model, errors
+    pointing at the file, line and column (``row0``: the table's first row in the file).
+    With ``complete`` (what needs it), a missing value is an error too."""
+    try:
+        X = model._check_X(tab.X)
+    except DataError as e:
+        m = re.match(r"X\[(\d+), (\d+)\] = (.*)", str(e))
+        if m:
+            raise DataError(f"{tab.where(row0 + int(m.group(1)), int(m.group(2)))}: {m.group(3)}") from None
+        raise DataError(f"{tab.path}: {e}") from None
+    if complete is not None and X.size and np.isnan(X).any():
+        r, c = (int(v) for v in np.argwhere(np.isnan(X))[0])
+        raise DataError(f"{tab.where(row0 + r, c)}: missing value; {complete} needs complete data")
+    return X
 
 
 # ---------------------------------------------------------------------------- types

@@ -119,7 +119,8 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
 
 def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
     """Rows of ``path`` in ``model``'s variable order (columns matched by name)."""
-    return _data.match_columns(_data.read_table(path, dataset=args.dataset), model.var_names, model.n_vars).X
+    tab = _data.match_columns(_data.read_table(path, dataset=args.dataset), model.var_names, model.n_vars)
+    return _data.model_rows(model, tab)
 
 
 def _mean_ll(model, X: np.ndarray, names: list[str] | None, n_threads: int | None = None) -> float:

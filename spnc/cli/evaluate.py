@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 
 import numpy as np
@@ -117,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         summary.update(_run_blocks(model, args))
     elif args.data is not None:
         tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
-        X = _checked(model, tab)
+        X = _data.model_rows(model, tab)
         ll = _loglik(model, X, args)
         if args.mpe:          # before the summary: a run that fails reports nothing
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
@@ -133,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.evidence is not None:
             etab = _data.match_columns(_data.read_table(args.evidence, **read), names, model.n_vars,
                                        args.by_position)
-            ev = _checked(model, etab)
+            ev = _data.model_rows(model, etab)
             if len(ev) == 1:
                 ev = np.repeat(ev, args.sample, axis=0)
             elif len(ev) != args.sample:
@@ -154,18 +153,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checked(model, tab: _data.Table, row0: int = 0) -> np.ndarray:
-    """The model's own check, with the message pointing at the file, line and column
-    (``row0``: the table's first row in the file)."""
-    try:
-        return model._check_X(tab.X)
-    except DataError as e:
-        m = re.match(r"X\[(\d+), (\d+)\] = (.*)", str(e))
-        if m:
-            raise DataError(f"{tab.where(row0 + int(m.group(1)), int(m.group(2)))}: {m.group(3)}") from None
-        raise DataError(f"{tab.path}: {e}") from None
-
-
 def _run_blocks(model, args: argparse.Namespace) -> dict:
     """Log-likelihoods (and MPE completions) of an HDF5/Zarr/.npy data file, ``--chunk-rows``
     rows at a time, written to the outputs block by block."""
@@ -176,7 +163,7 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
 
         def step(block: np.ndarray, r0: int):
             B = np.asarray(block, dtype=np.float64)
-            X = _checked(model, _data.Table(B if order is None else B[:, order], cnames, label), r0)
+            X = _data.model_rows(model, _data.Table(B if order is None else B[:, order], cnames, label), r0)
             res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z))}
             if args.mpe:
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]

@@ -59,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     return run_tool(PROG, _parser(), _run, argv)
 
 
-def _read(path: str, dataset: str | None, args, model) -> np.ndarray:
+def _read(path: str, dataset: str | None, args, model, complete: bool = False) -> np.ndarray:
     tab = _data.read_table(path, dataset=dataset, delimiter=args.delimiter, header=args.header,
                            encoding=args.encoding)
-    return _data.match_columns(tab, model.var_names, model.n_vars, args.by_position).X
+    return _data.model_rows(model, _data.match_columns(tab, model.var_names, model.n_vars, args.by_position),
+                            complete="merging" if complete else None)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -75,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         raise DataError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(convert it afterwards with spnc-convert)")
     model = importers.load_any(args.model)     # native or another library's format
-    X = _read(args.data, args.dataset, args, model)
+    X = _read(args.data, args.dataset, args, model, complete=True)
     Xv = None if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
     kw = {} if eps is None else {"epsilon": eps[0] if len(eps) == 1 else list(eps)}
