@@ -154,16 +154,18 @@ def _relabelled(m: SPN, perm: np.ndarray, card: np.ndarray, names: list[str] | N
     return compile(_graph(m, perm), cardinality=card, var_names=names, normalize=False)
 
 
-def fit_weights(models: Sequence[SPN], X, *, max_iter: int = 200, tol: float = 1e-9) -> np.ndarray:
+def fit_weights(models: Sequence[SPN], X, *, max_iter: int = 200, tol: float = 1e-9,
+                name: str = "X") -> np.ndarray:
     """Maximum-likelihood mixture weights of fixed ``models`` on the rows of ``X`` (EM on
-    the weights: one inference pass per model, then iterations on the n x K matrix)."""
-    X = models[0]._check_X(X)
+    the weights: one inference pass per model, then iterations on the n x K matrix);
+    errors call the rows ``name``."""
+    X = models[0]._check_X(X, name)
     if X.shape[0] == 0:
-        raise DataError("X has no rows")
+        raise DataError(f"{name} has no rows")
     L = np.column_stack([m.log_likelihood(X) for m in models])
     if not np.all(np.isfinite(L).any(axis=1)):
         r = int(np.flatnonzero(~np.isfinite(L).any(axis=1))[0])
-        raise DataError(f"row {r} has zero probability under every model")
+        raise DataError(f"row {r} of {name} has zero probability under every model")
     K = L.shape[1]
     w = np.full(K, 1.0 / K)
     prev = -np.inf

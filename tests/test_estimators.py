@@ -217,3 +217,12 @@ def test_bagging_integer_valued_data_as_continuous():
                  Prometheus(data_type="continuous", min_instances=40)):
         m = BaggedSPN(base, n_bags=2, random_state=0).fit(X)
         assert not np.any(m.spn_.cardinality) and np.isfinite(m.score(X))
+
+
+def test_bagging_errors_in_x_valid_name_x_valid():
+    rng = np.random.default_rng(0)
+    X = (rng.random((200, 3)) < 0.5).astype(float)
+    V = X[:20].copy()
+    V[3, 1] = 2
+    with pytest.raises(spnc.DataError, match=r"^X_valid\[3, 1\] = 2.0"):
+        BaggedSPN(ChowLiuTree(), n_bags=2, weights="valid", random_state=0).fit(X, X_valid=V)

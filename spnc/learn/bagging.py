@@ -264,7 +264,7 @@ class BaggedSPN(DensityEstimator):
                                    "\"__main__\":`; or out of memory)") from e
         models = [r[0] for r in results]
         if self.weights == "valid":
-            w = fit_weights(models, X_valid)
+            w = fit_weights(models, X_valid, name="X_valid")
         elif self.weights == "uniform":
             w = np.full(len(models), 1.0 / len(models))
         else:
