@@ -140,7 +140,8 @@ def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: b
     rows = X.chunks[0]
     if not compute:     # the graph holds the model: any scheduler can compute it later
         parts = _tasks(_ll_block, X, (spn, n_threads), None)
-        return da.concatenate([da.from_delayed(p, shape=(m,), dtype=np.float64) for p, m in zip(parts, rows)])
+        cols = (len(spn.roots),) if spn.combine == "independent" else ()     # one column per root
+        return da.concatenate([da.from_delayed(p, shape=(m,) + cols, dtype=np.float64) for p, m in zip(parts, rows)])
     parts = _tasks(_ll_block, X, (spn, n_threads), cl)
     out = _compute(parts, cl, f"log-likelihoods of the {len(rows)} row chunks of X")
     return np.concatenate(out) if out else np.zeros(0)

@@ -123,6 +123,9 @@ def test_log_likelihood(client):
     assert np.array_equal(sd.log_likelihood(spn, D), spn.log_likelihood(X))
     lazy = sd.log_likelihood(spn, D, compute=False)
     assert np.array_equal(lazy.compute(), spn.log_likelihood(X))
+    bag = spnc.compile([spn.to_nodes(), spn.to_nodes()], combine="independent")    # one column per root
+    lazy = sd.log_likelihood(bag, D, compute=False)
+    assert lazy.shape == (len(X), 2) and np.array_equal(lazy.compute(), bag.log_likelihood(X))
 
 
 @pytest.mark.parametrize("card", [[2] * 8, [2, 3, 4, 2, 3]])
