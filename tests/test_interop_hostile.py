@@ -225,3 +225,12 @@ def test_oversized_and_non_utf8_files(tmp_path):
         importers.load(p)
     with pytest.raises(spnc.FormatError, match="foreign"):
         importers.load(tmp_path / "m.h5")
+
+
+@pytest.mark.parametrize("name, fmt", [("deeprob_binary.deeprob.json", "deeprob-json"),
+                                       ("spflow_binary.spflow", "spflow-text")])
+def test_spnc_load_of_a_foreign_file_says_how_to_read_it(name, fmt):
+    # spnc.load reads spnc's own files; a DeeProb-kit file failed on '/@directed'
+    with pytest.raises(spnc.FormatError, match=f"the name says {fmt}.*importers.load"):
+        spnc.load(DATA / name)
+    assert importers.load(DATA / name).n_nodes > 0

@@ -57,8 +57,11 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
     """Read and check a model file; the result's ``tree`` is fully in memory. Every failure,
     including any libhdf5/h5py error on a damaged file, is a :class:`FormatError` whose
     message starts with the file name."""
-    kind = format_of(path, fmt)
     name = os.fspath(path)
+    try:
+        kind = format_of(path, fmt)
+    except FormatError as e:
+        raise FormatError(f"{e}{_foreign_hint(path, fmt)}") from None
     if kind == "dot":
         raise FormatError(f"{name}: DOT files are drawings and cannot be read back")
     try:
@@ -68,13 +71,22 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
         return validate_tree(_js.read_tree(path, limits), limits)
     except FormatError as e:
         msg = str(e)
-        raise FormatError(msg if msg.startswith(name) else f"{name}: {msg}") from None
+        msg = msg if msg.startswith(name) else f"{name}: {msg}"
+        raise FormatError(msg + _foreign_hint(path, fmt)) from None
     except (RecursionError, MemoryError):
         raise FormatError(f"{name}: file structure is too large or too deep") from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:    # not the file's fault
         raise type(e)(e.errno, e.strerror, name) from None
     except Exception as e:  # noqa: BLE001  (h5py raises OSError, KeyError, RuntimeError, ...)
         raise FormatError(f"{name}: damaged file ({type(e).__name__}: {str(e)[:300]})") from None
+
+
+def _foreign_hint(path: str | os.PathLike, fmt: str | None) -> str:
+    """For a file named like another library's model: how to read it."""
+    from .importers import format_for
+    f = format_for(path) if fmt is None else None
+    return "" if f is None else (f" (the name says {f.name}, another library's format: read it with "
+                                 "spnc.io.importers.load)")
 
 
 def write_tree(tree: Group, path: str | os.PathLike, *, fmt: str | None = None) -> None:
