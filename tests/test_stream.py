@@ -221,6 +221,8 @@ def test_dataframe_blocks_are_matched_by_name(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "ll.npy"), ref)
     a, b = (EM(init=spn, max_iter=3, tol=-np.inf).fit(Z).spn_ for Z in (X, blocks))
     assert np.allclose(a.weight, b.weight, rtol=1e-12)
+    a, b = (EM(init=spn, max_iter=2).fit(X, X_valid=V) for V in (X, blocks))     # read whole
+    np.testing.assert_array_equal(a.history_["valid"], b.history_["valid"])
     # without a model, every block is put in the first block's column order, which names
     # the learned model's variables
     from spnc.learn import LearnSPN

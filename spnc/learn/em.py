@@ -189,7 +189,7 @@ class EM(DensityEstimator):
             if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
         if X_valid is not None and _stream.is_streamed(X_valid):   # read whole, within the memory budget
-            X_valid = _stream.load(X_valid, name="X_valid")
+            X_valid = _stream.load(X_valid, name="X_valid", var_names=model.var_names)
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
