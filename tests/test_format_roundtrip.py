@@ -85,7 +85,10 @@ def m_learner():
                    "merges": np.arange(m.n_nodes, dtype=np.int32)}
     st["learner"] = {"name": "oslrau", "version": "1.2",
                      "params": {"batchsize": 100, "corrthresh": 0.1, "mvmaxscope": 4},
-                     "arrays": {"mean": np.array([0.1, 1 / 3]), "n_seen": np.array([12], dtype=np.int64)}}
+                     "arrays": {"mean": np.array([0.1, 1 / 3]), "n_seen": np.array([12], dtype=np.int64)},
+                     # what learners report besides their parameters (BaggedSPN, Merge, LearnSPN)
+                     "n_train": 12, "fit_seconds": 0.25, "epsilon": None,
+                     "bag_params": [{"max_depth": 4}, {}], "params_after": [3, 1e-300]}
     return spnc.SPN.from_arrays(leaf_tables=m.leaf_tables, **st)
 
 
@@ -262,6 +265,20 @@ def test_save_refuses_nan_and_bad_names(tmp_path):
     bad = spnc.SPN.from_arrays(leaf_tables=m.leaf_tables, **st)
     with pytest.raises(FormatError, match="a/b"):
         sio.save(bad, tmp_path / "x.h5")
+
+
+def test_learner_entries_that_json_cannot_hold_are_dropped_with_a_warning(tmp_path):
+    m = m_mixed()
+    st = m._state()
+    st["learner"] = {"name": "mine", "params": {}, "n_train": 5, "when": object()}
+    odd = spnc.SPN.from_arrays(leaf_tables=m.leaf_tables, **st)
+    with pytest.warns(UserWarning, match="not saved"):
+        sio.save(odd, tmp_path / "x.h5")
+    assert "n_train" not in sio.load(tmp_path / "x.h5").learner
+    st["learner"] = {"name": "mine", "weights": np.zeros(20000)}
+    with pytest.warns(UserWarning, match="longer than"):
+        sio.save(spnc.SPN.from_arrays(leaf_tables=m.leaf_tables, **st), tmp_path / "y.json")
+    assert set(sio.load(tmp_path / "y.json").learner) == {"name", "version", "params", "arrays"}
 
 
 def test_extension_and_format_selection(tmp_path):

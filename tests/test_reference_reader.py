@@ -101,3 +101,30 @@ def test_spnc_reads_1_0_files_and_1_0_reader_reads_spnc_files(tmp_path):
     sio.write_tree(sio.validate_tree(old).tree, tmp_path / "old.h5")
     assert close(sio.load(tmp_path / "old.h5").log_likelihood(X), m.log_likelihood(X))
     assert close(rr.Model(tmp_path / "old.h5").log_likelihood(X), m.log_likelihood(X))
+
+
+@pytest.mark.parametrize("ext", [".h5", ".json"])
+def test_learner_reports_are_an_extension_strict_readers_accept(tmp_path, ext):
+    """What a learner reports besides its parameters (n_train, Merge's epsilon, ...) goes to
+    /learner@x_spnc_info: a strict 1.1 reader (and a 1.0 one) accepts the file, spnc reads
+    the entries back, and a value that is not a JSON object only warns."""
+    from spnc.io._hash import content_hash
+    from spnc.io._model import model_from_validated
+    rng = np.random.default_rng(3)
+    m = spnc.compile(random_spn(rng, [2, 3, 2], depth=2), cardinality=[2, 3, 2])
+    m.learner = {"name": "mine", "params": {"alpha": 1.0}, "n_train": 12, "epsilon": None,
+                 "bag_params": [{"max_depth": 4}, {}], "sizes": np.array([3, 1])}
+    p = tmp_path / f"m{ext}"
+    sio.save(m, p)
+    X = rng.integers(0, 2, size=(20, 3)).astype(float)
+    for version in ((1, 1), (1, 0)):
+        assert close(rr.Model(p, version).log_likelihood(X), m.log_likelihood(X))
+    back = sio.load(p).learner
+    assert {k: back[k] for k in ("n_train", "epsilon", "bag_params", "sizes")} == \
+        {"n_train": 12, "epsilon": None, "bag_params": [{"max_depth": 4}, {}], "sizes": [3, 1]}
+    t = sio.read_validated(p).tree
+    t.members["learner"].attrs["x_spnc_info"] = "[1, 2]"
+    t.attrs["content_hash"] = content_hash(t)
+    with pytest.warns(UserWarning, match="not a JSON object"):
+        back = model_from_validated(sio.validate_tree(t)).learner
+    assert "n_train" not in back and back["name"] == "mine"

@@ -81,11 +81,63 @@ def tree_from_model(spn: Any, *, provenance: dict[str, str] | None = None) -> Gr
         lg = Group({"name": str(learner.get("name", "")), "params": params})
         if learner.get("version") is not None:
             lg.attrs["version"] = str(learner["version"])
+        info = _info_text({k: v for k, v in learner.items() if k not in _LEARNER_KEYS})
+        if info is not None:
+            lg.attrs[INFO_ATTR] = info
         for k, v in (learner.get("arrays") or {}).items():
             lg.members[k] = _free_array(v, f"learner arrays[{k!r}]")
         root.members["learner"] = lg
     root.attrs["content_hash"] = content_hash(root)
     return root
+
+
+#: keys of ``SPN.learner`` with a place of their own in /learner; the others (what a
+#: learner reports about its fit: ``n_train``, Merge's ``epsilon``, BaggedSPN's
+#: ``bag_params``, ...) are one JSON object in an spnc extension attribute, which other
+#: readers ignore (formats/spnc-hdf5.md §9: ``x_<vendor>`` names)
+_LEARNER_KEYS = ("name", "version", "params", "arrays")
+INFO_ATTR = "x_spnc_info"
+#: longest string attribute a file may hold (formats/spnc-hdf5.md L3)
+MAX_INFO_BYTES = 60000
+
+
+def _info_text(info: dict[str, Any]) -> str | None:
+    """The learner's other entries as JSON text; None, with a warning, if they cannot be
+    stored (not JSON, or too long)."""
+    if not info:
+        return None
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (np.ndarray, np.generic)):
+            return v.tolist()
+        raise TypeError(f"{type(v).__name__} is not JSON-serialisable")
+    try:
+        text = json.dumps(info, allow_nan=False, sort_keys=True, default=plain)
+    except (TypeError, ValueError) as e:
+        warnings.warn(f"learner entries {sorted(info)} are not saved: {e}", stacklevel=4)
+        return None
+    if len(text.encode("utf-8")) > MAX_INFO_BYTES:
+        warnings.warn(f"learner entries {sorted(info)} are not saved: their JSON text is longer "
+                      f"than {MAX_INFO_BYTES} bytes", stacklevel=4)
+        return None
+    return text
+
+
+def _info_of(lg: Group) -> dict[str, Any]:
+    """The learner entries of ``/learner@x_spnc_info``; an extension, so a value that is not
+    a JSON object is ignored with a warning, never a reason to refuse the file."""
+    text = lg.attrs.get(INFO_ATTR)
+    if text is None:
+        return {}
+    try:
+        info = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        warnings.warn(f"/learner@{INFO_ATTR} is not a JSON object; the learner's report is not loaded",
+                      stacklevel=4)
+        return {}
+    return {k: v for k, v in info.items() if k not in _LEARNER_KEYS}
 
 
 def _free_array(v: Any, what: str) -> Any:
@@ -111,7 +163,7 @@ def model_from_validated(v: Validated) -> Any:
     learner: dict[str, Any] = {}
     if "learner" in t.members:
         lg = t.members["learner"]
-        learner = {"name": lg.attrs["name"], "version": lg.attrs.get("version"),
+        learner = {**_info_of(lg), "name": lg.attrs["name"], "version": lg.attrs.get("version"),
                    "params": v.learner_params or {}, "arrays": dict(lg.members)}
     kind = v.kind if v.kind is not None else nodes.members["kind"]
     ptr, child, weight = (edges.members[k] for k in ("ptr", "child", "weight"))
