@@ -9,6 +9,7 @@ to delete.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import tempfile
@@ -69,6 +70,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     ``path``. On any failure or signal the temp file is removed and ``path`` is untouched."""
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        # the rename would replace a file its owner protected, where open() would refuse
+        raise PermissionError(errno.EACCES, "the file is read-only; spnc does not replace it", path)
     with signals_as_exceptions():
         try:
             fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TMP_SUFFIX, dir=d)

@@ -327,3 +327,19 @@ def test_extensions_survive_conversion(tmp_path):
     v2 = sio.read_validated(h2)
     assert sio.trees_equal(v1.tree, v2.tree) and sio.trees_equal(t, v2.tree)
     assert v2.tree.members["x_acme"].members["ids"].dtype == np.uint16
+
+
+def test_save_does_not_replace_a_read_only_file(tmp_path, monkeypatch):
+    """The atomic rename would replace a write-protected file that open() refuses; save
+    refuses it too and leaves it as it was (os.access as a non-root user sees it)."""
+    import os
+    import spnc._atomic as atomic
+    p = tmp_path / "kept.h5"
+    sio.save(m_mixed(), p)
+    before = p.read_bytes()
+    p.chmod(0o444)
+    real = os.access
+    monkeypatch.setattr(atomic.os, "access", lambda f, mode: False if os.fspath(f) == str(p) else real(f, mode))
+    with pytest.raises(PermissionError, match="read-only"):
+        sio.save(m_learner(), p)
+    assert p.read_bytes() == before
