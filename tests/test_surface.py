@@ -349,6 +349,11 @@ def test_info_table_json_and_plot(model, tmp_path, capsys):
     shared = spnc.load(Path(__file__).resolve().parents[1] / "formats" / "examples" / "dag_categorical.json")
     from spnc.cli.info import statistics
     assert statistics(shared)["shared_nodes"] == 3
+    # a Chow-Liu leaf's parameters are its CPT entries, not its parent indices
+    from spnc.leaves.cltree import ChowLiuLeaf
+    cl = spnc.compile(ChowLiuLeaf([0, 1, 2], [-1, 0, 1], [[[0.3, 0.7]], [[0.9, 0.1], [0.2, 0.8]],
+                                                         [[0.5, 0.5], [0.6, 0.4]]]))
+    assert statistics(cl)["leaf_families"] == {"cltree": {"leaves": 1, "parameters": 10}}
     import shutil
     try:
         import matplotlib  # noqa: F401

@@ -57,7 +57,9 @@ def statistics(spn) -> dict:
     leaf_params = 0
     for name, t in spn.leaf_tables.items():
         if len(t):
-            n_p = sum(int(np.asarray(v).size) for k, v in t.params.items() if not k.endswith("_ptr"))
+            # the numbers a learner estimates: real arrays (not offsets, Chow-Liu parent
+            # indices or indicator values, which are structure)
+            n_p = sum(int(np.asarray(v).size) for v in t.params.values() if np.asarray(v).dtype.kind == "f")
             families[name] = {"leaves": len(t), "parameters": n_p}
             leaf_params += n_p
     sums = kind == SUM
