@@ -152,6 +152,10 @@ def check_weights(kind: np.ndarray, ptr: np.ndarray, weight: np.ndarray, parent:
             raise nm.structure(f"node {int(sums[j])}: sum weights add up to {float(tot[j])!r}, not 1")
 
 
+#: longest variable name, in UTF-8 bytes (formats/spnc-hdf5.md L3)
+MAX_NAME_BYTES = 1024
+
+
 def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) -> None:
     V = len(cardinality)
     bad = (cardinality < 0) | (cardinality == 1)
@@ -174,6 +178,11 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
             i = next(i for i, n in enumerate(map(str, var_names)) if not n.isascii() and _not_utf8(n))
             raise StructureError(f"var_names[{i}] = {str(var_names[i])!r} is not valid Unicode text (a lone "
                                  "surrogate); model files store names as UTF-8") from None
+        size = [len(str(n).encode("utf-8")) for n in var_names]
+        if size and not 0 < min(size) <= max(size) <= MAX_NAME_BYTES:
+            i = next(i for i, b in enumerate(size) if not 0 < b <= MAX_NAME_BYTES)
+            raise StructureError(f"var_names[{i}] = {str(var_names[i])[:40]!r} is empty or longer than "
+                                 f"{MAX_NAME_BYTES} bytes (model files store names of 1 to {MAX_NAME_BYTES} bytes)")
     bad = (var_type > 2) | ((var_type == VAR_REAL) != (cardinality == 0)) | \
         ((var_type == VAR_BINARY) & (cardinality != 2))
     if bad.any():

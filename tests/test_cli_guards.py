@@ -89,6 +89,11 @@ def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
 def test_names_that_are_not_unicode_text_are_refused_at_compile_time():
     with pytest.raises(spnc.StructureError, match=r"var_names\[1\] .* lone surrogate"):
         spnc.compile(Product([Bernoulli(0, .5), Bernoulli(1, .5)]), var_names=["a\nb", "c\udc80"])
+    # what a file cannot store is refused when the model is made, not when it is saved
+    for names, i in ((["a", ""], 1), (["é" * 513, "b"], 0)):
+        with pytest.raises(spnc.StructureError, match=rf"var_names\[{i}\] .* empty or longer than 1024 bytes"):
+            spnc.compile(Product([Bernoulli(0, .5), Bernoulli(1, .5)]), var_names=names)
+    spnc.compile(Product([Bernoulli(0, .5), Bernoulli(1, .5)]), var_names=["é" * 512, "b"])
 
 
 def test_tools_read_other_libraries_files_and_refuse_negative_seeds(tmp_path, capsys):

@@ -14,6 +14,7 @@ from typing import Any, Union
 import numpy as np
 
 from ..errors import FormatError
+from .._validation import MAX_NAME_BYTES
 
 FORMAT = "spnc-model"
 VERSION = (1, 1, 0)
@@ -91,7 +92,7 @@ class Limits:
     max_depth: int = 8                 # group nesting (x_ extensions)
     max_attr_elements: int = 4096
     max_attr_bytes: int = 60000        # storage of one string attribute
-    max_name_bytes: int = 1024         # one variable name
+    max_name_bytes: int = MAX_NAME_BYTES   # one variable name
     max_json_bytes: int = 2**32
     weight_tol: float = TOL
 
