@@ -168,6 +168,10 @@ def test_em_refinement(files, tmp_path, capsys):
     n_pass = int(re.search(r"^em: (\d+) passes", out, re.M).group(1))
     assert 1 <= n_pass <= 3
     assert sio.load(refined).log_likelihood(X[:350]).mean() >= b.log_likelihood(X[:350]).mean() - 1e-9
+    assert sio.load(refined).learner["params"]["alpha"] == 0.1       # LearnSPN's, on discrete data
+    # real data: no pseudo-counts, as LearnSPN's own refinement (refine="em") uses
+    assert learn.main([str(files["cont"]), "-o", str(refined), "--min-instances", "60", "--em", "2", "-q"]) == 0
+    assert sio.load(refined).learner["params"]["alpha"] == 0.0
 
 
 # ------------------------------------------------------------------------ bad input

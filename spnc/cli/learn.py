@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--corr-threshold", type=float, metavar="X",
                    help="|correlation| of dependent real variables (default 0.3)")
     g.add_argument("--alpha", type=float, metavar="X",
-                   help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em)")
+                   help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em on discrete data)")
     g.add_argument("--min-instances", type=int, metavar="N",
                    help="fewer rows end in the base model (default 50; prometheus 100)")
     g.add_argument("--max-depth", type=int, metavar="N",
@@ -302,11 +302,12 @@ def _as_data_error(e: ValueError) -> DataError:
     return DataError(msg)
 
 
-def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Namespace):
-    """EM on the parameters; smoothing and std floor follow the structure learner's."""
+def _refine(model, est, X: np.ndarray, Xv: np.ndarray | None, args: argparse.Namespace, discrete: bool):
+    """EM on the parameters; smoothing and std floor follow the structure learner's (no
+    pseudo-counts on real data, as the learners' own refinement)."""
     from ..learn import EM
-    kw = {}
-    if getattr(est, "alpha", None) is not None:
+    kw = {"alpha": 0.0}
+    if discrete and getattr(est, "alpha", None) is not None:
         kw["alpha"] = float(est.alpha)
     if getattr(est, "min_std", None) is not None:
         kw["min_std"] = float(est.min_std)
@@ -368,7 +369,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: EM on the parameters, at most {args.em} passes", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
-            model, em = _refine(model, est, X, extra.get("valid"), args)
+            model, em = _refine(model, est, X, extra.get("valid"), args, discrete)
         except ValueError as e:
             if isinstance(e, SpncError) and not isinstance(e, ParameterError):
                 raise
