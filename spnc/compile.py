@@ -22,7 +22,8 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
     positive total instead).
     Variable cardinalities are inferred from the discrete leaves unless given
     (``cardinality[v] == 0`` marks a real variable). Several roots make an ensemble:
-    ``combine='mixture'`` with ``root_weights``, or ``'independent'``.
+    ``combine='mixture'`` with ``root_weights`` (the default when they are given), or
+    ``'independent'`` (the default without them: queries give one column per root).
     """
     roots = list(root) if isinstance(root, (list, tuple)) else [root]
     if not roots:
