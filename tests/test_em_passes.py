@@ -119,3 +119,14 @@ def test_rows_of_weight_zero_play_no_part():
         EM(init=spn, max_iter=2).fit(X, sample_weight=w)
     with pytest.raises(spnc.DataError, match="row 250 has probability zero.*alpha > 0"):
         EM(init=spn, variant="online", batch_size=32, max_iter=2, random_state=0).fit(X, sample_weight=w)
+
+
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+def test_history_has_a_training_value_for_every_validation_value(variant):
+    """Stopped by patience, the last pass's model has a validation value; its training
+    value is there too, so both histories run over the same models."""
+    rng = np.random.default_rng(5)
+    spn = spnc.compile(random_spn(rng, [2] * 6, depth=2, share=0.0, leaf="bernoulli"))
+    X = (rng.random((500, 6)) < 0.9).astype(float)
+    em = EM(init=spn, max_iter=10, patience=2, variant=variant).fit(X, X_valid=spn.sample(300, seed=1))
+    assert em.n_iter_ < 10 and len(em.history_["train"]) == len(em.history_["valid"]) == em.n_iter_ + 1

@@ -260,6 +260,9 @@ class EM(DensityEstimator):
             else:
                 prog.update(f"pass {it}/{int(self.max_iter)}: train {hist_t[-1]:.6f}{vs}")
             if Xv is not None and since >= int(self.patience):
+                if self.variant != "online":     # the last pass's training value, as every pass has
+                    hist_t.append(self._estep(spn, X, w, hard=self.variant == "hard", stats=False,
+                                              rows=ids)["objective"] / wsum)
                 break
             if self.variant == "online" and len(hist_t) > 1 and abs(hist_t[-1] - hist_t[-2]) < float(self.tol):
                 break
