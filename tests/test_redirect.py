@@ -9,7 +9,7 @@ from spnc.learn._graphedit import hash_cons, rebuild
 from spnc.learn._redirect import _normalise, redirect
 from spnc.learn._similarity import _scope_groups
 from spnc.learn.routing import observed_sums
-from spnc.leaves.univariate import Bernoulli, Indicator
+from spnc.leaves.univariate import Bernoulli, Categorical, Indicator
 from spnc.nodes import Product, Sum
 
 from conftest import learned_trees, random_spn
@@ -119,3 +119,30 @@ def test_normalise_is_numpys(n):
     w = rng.random(ptr[-1]) * rng.choice([1e-3, 1.0, 1e5], size=ptr[-1])
     want = np.concatenate([w[a:b] / w[a:b].sum() for a, b in zip(ptr[:-1], ptr[1:])])
     assert np.array_equal(_normalise(w, ptr), want)
+
+
+
+@pytest.mark.parametrize("card", [2, 3])
+def test_fig3a_adds_the_weights_of_children_with_one_value(card):
+    """A child of an observed sum redirected to a node [V=v] x R next to another child
+    [V=v] x R (same value, same rest): Fig. 3(a) adds their weights for state v (it kept
+    only the last one's, so P(V) put mass on a state no child has or lost it)."""
+    def rest(eps=0.0):
+        return Bernoulli(1, 0.3 + eps) if card == 2 else Categorical(1, [0.2, 0.3 + eps, 0.5 - eps])
+    one = Indicator(0, 1)
+    keep, gone, twin = Product([one, rest()]), Product([Indicator(0, 0), rest()]), Product([one, rest(1e-7)])
+    spn = spnc.compile(Sum([Sum([keep, gone], [0.25, 0.75]), twin], [0.5, 0.5]), cardinality=[card, card])
+    obs_sum, twin_id = spn.children(spn.roots[0]).tolist()
+    keep_id, gone_id = spn.children(obs_sum).tolist()
+    rest_of = {n: next(c for c in spn.children(n).tolist() if spn.node_scope(c).tolist() == [1])
+               for n in (keep_id, twin_id)}
+    rep = np.arange(spn.n_nodes)
+    rep[gone_id] = twin_id                       # twin = [V=1] x rest, as keep once
+    rep[rest_of[twin_id]] = rest_of[keep_id]     # their rests are redirected to one node
+    obs = observed_sums(spn)
+    assert obs[obs_sum] == 0
+    X = np.array([[a, b] for a in range(card) for b in range(card)], dtype=float)
+    want = spnc.compile(Product([Indicator(0, 1), rest()]), cardinality=[card, card]).log_likelihood(X)
+    for f in (redirect, rebuild):
+        new, _ = f(spn, rep, obs_var=obs)
+        np.testing.assert_allclose(new.log_likelihood(X), want)

@@ -240,7 +240,7 @@ def fig3a_groups(uk: list, uw: list, var: int, card: int, split, key) -> list | 
         tot = sum(uw[j] for j in g)
         probs = np.zeros(card)
         for j in g:
-            probs[vals[j]] = uw[j] / tot
+            probs[vals[j]] += uw[j] / tot
         out.append((rests[g[0]], Bernoulli(var, float(probs[1])) if card == 2 else Categorical(var, probs), tot))
     return out
 
