@@ -219,6 +219,16 @@ def test_bagging_integer_valued_data_as_continuous():
         assert not np.any(m.spn_.cardinality) and np.isfinite(m.score(X))
 
 
+def test_bagging_real_data_stays_real_in_a_sample_of_whole_numbers():
+    # one real value among whole numbers: about a third of the bootstrap samples miss it,
+    # and data_type="auto" must not make those bags discrete (the bags' types then clash)
+    X = np.random.default_rng(0).integers(0, 3, size=(200, 3)).astype(float)
+    X[5, 1] = 1.5
+    for base in (LearnSPN("correlation", min_instances=40), Prometheus(min_instances=40)):
+        m = BaggedSPN(base, n_bags=5, random_state=0).fit(X)
+        assert not np.any(m.spn_.cardinality) and np.isfinite(m.score(X))
+
+
 def test_bagging_errors_in_x_valid_name_x_valid():
     rng = np.random.default_rng(0)
     X = (rng.random((200, 3)) < 0.5).astype(float)

@@ -199,6 +199,9 @@ class BaggedSPN(DensityEstimator):
         n = X.shape[0]
         _budget.check(8.0 * n * int(self.n_bags), f"{int(self.n_bags)} bootstrap samples of {n} rows",
                       "use fewer bags")
+        whole = not np.any(X != np.round(X))
+        with np.errstate(invalid="ignore"):
+            real = bool(np.any(np.isfinite(X) & (X != np.round(X))))   # as data_type="auto" decides
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
             rng = np.random.default_rng(ss)
@@ -209,8 +212,10 @@ class BaggedSPN(DensityEstimator):
                 params["random_state"] = int(rng.integers(2**31 - 1))
             if "n_threads" in names:
                 params["n_threads"] = 1
+            if "data_type" in names and params.get("data_type") == "auto" and real:
+                params["data_type"] = "continuous"     # a sample may miss every real value
             if "cardinality" in names and params.get("cardinality") is None and \
-                    params.get("data_type") != "continuous" and not np.any(X != np.round(X)):
+                    params.get("data_type") != "continuous" and whole:
                 params["cardinality"] = np.maximum(2, X.max(axis=0).astype(np.int64) + 1).tolist()
             plans.append((params, np.sort(rng.integers(0, n, size=n))))
         return plans
