@@ -160,3 +160,18 @@ def test_main_in_process(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.array([[0.0, 1.0]]))
     assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "x.npy")]) == 0
     assert "rows: 1" in capsys.readouterr().out
+
+
+def test_convert_to_names_the_format_over_a_drawing_extension(tmp_path):
+    """--to json / --to <foreign> write that format, also under a .dot name (they drew)."""
+    src = EX / "mixed.json"
+    for fmt in ("json", "hdf5"):
+        out = tmp_path / f"m_{fmt}.dot"
+        assert convert.main([str(src), str(out), "--to", fmt]) == 0
+        back = spnc.load(out, fmt=fmt)
+        assert back.n_nodes == spnc.load(src).n_nodes
+    cat = spnc.compile(spnc.Sum([spnc.Bernoulli(0, 0.2), spnc.Bernoulli(0, 0.7)], [0.4, 0.6]))
+    spnc.save(cat, tmp_path / "b.json")
+    out = tmp_path / "b.svg"
+    assert convert.main([str(tmp_path / "b.json"), str(out), "--to", "spflow-text"]) == 0
+    assert out.read_text().startswith("(0.4*(Bernoulli(V0|p=0.2))")

@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     check_writable(args.output, inputs=(args.input,))
     ext = os.path.splitext(args.output)[1].lower()
     drawing = (".dot", ".gv", ".svg", ".png", ".pdf")
-    if args.to_format and "." + args.to_format.lower() in drawing:      # --to dot, --to svg, ...
+    if args.to_format:                   # --to dot, --to svg, ...; any other format is no drawing
         ext = "." + args.to_format.lower()
     if ext in drawing:
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
