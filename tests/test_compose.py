@@ -147,3 +147,25 @@ def test_spnc_compose_command(tmp_path, capsys):
                      "--json", "--max-iter", "2"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["em_passes"] >= 1 and len(got["mean_ll_before_after"]["train"]) == 2
+
+
+def test_spnc_compose_reads_data_as_the_other_tools(tmp_path, capsys):
+    """The data options of docs/cli.md: the header error names --header/--no-header,
+    which spnc-compose must then take (it refused them), and --delimiter/--by-position."""
+    a = spnc.compile(spnc.Product([spnc.Bernoulli(0, 0.2), spnc.Bernoulli(1, 0.7),
+                                   spnc.Categorical(2, [0.2, 0.3, 0.5])]))
+    spnc.save(a, tmp_path / "a.h5")
+    X = np.array([[0, 1, 2], [1, 1, 0], [0, 0, 1]])
+    np.savetxt(tmp_path / "d.csv", X, delimiter=",", fmt="%d")       # row 1 reads like a header
+    np.savetxt(tmp_path / "d.txt", X, delimiter=";", fmt="%d")
+    np.savetxt(tmp_path / "d.tsv", X, delimiter="\t", fmt="%d", header="p\tq\tr", comments="")
+    base = ["mix", str(tmp_path / "a.h5"), str(tmp_path / "a.h5"), "-o", str(tmp_path / "m.h5"), "--data"]
+    assert cli.main(base + [str(tmp_path / "d.csv")]) == 2
+    assert "--no-header" in capsys.readouterr().err
+    want = pytest.approx(float(a.log_likelihood(X).mean()))
+    assert cli.main(base + [str(tmp_path / "d.csv"), "--no-header", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_ll"]["mixture"] == want
+    assert cli.main(base + [str(tmp_path / "d.txt"), "--delimiter", ";", "--no-header", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_ll"]["mixture"] == want
+    assert cli.main(["em", str(tmp_path / "a.h5"), "-o", str(tmp_path / "e.h5"), "--data",
+                     str(tmp_path / "d.tsv"), "--by-position", "--max-iter", "1", "-q"]) == 0

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import DataError
 from . import _data
-from . import add_common, print_json, run_tool
+from . import add_common, add_data_options, print_json, run_tool
 
 PROG = "spnc-compose"
 EXAMPLES = """\
@@ -36,12 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="IN", help="model files")
     p.add_argument("-o", "--output", required=True, help="output model file (any format spnc writes)")
     p.add_argument("--data", help="mix: data to fit the mixture weights on (EM on the root weights)")
-    p.add_argument("--dataset", help="HDF5 data: the dataset name")
     p.add_argument("--weights", help="mix: comma-separated weights (instead of --data)")
     p.add_argument("--valid", help="em: validation data (early stopping, best model kept)")
     p.add_argument("--max-iter", type=int, default=30, help="em: at most this many passes (default 30)")
     p.add_argument("--alpha", type=float, default=0.0, help="em: Dirichlet pseudo-count (default 0)")
     p.add_argument("--to", dest="to_format", metavar="FMT", help="output format if not from the extension")
+    add_data_options(p)
     add_common(p)
     return p
 
@@ -119,7 +119,9 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
 
 def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
     """Rows of ``path`` in ``model``'s variable order (columns matched by name)."""
-    tab = _data.match_columns(_data.read_table(path, dataset=args.dataset), model.var_names, model.n_vars)
+    tab = _data.read_table(path, dataset=args.dataset, delimiter=args.delimiter, header=args.header,
+                           encoding=args.encoding)
+    tab = _data.match_columns(tab, model.var_names, model.n_vars, args.by_position)
     return _data.model_rows(model, tab)
 
 
