@@ -169,3 +169,15 @@ def test_spnc_compose_reads_data_as_the_other_tools(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["mean_ll"]["mixture"] == want
     assert cli.main(["em", str(tmp_path / "a.h5"), "-o", str(tmp_path / "e.h5"), "--data",
                      str(tmp_path / "d.tsv"), "--by-position", "--max-iter", "1", "-q"]) == 0
+
+
+def test_spnc_compose_refuses_options_of_another_mode(tmp_path, capsys):
+    """--valid (em) given to mix, or --weights (mix) to em, was silently ignored."""
+    spnc.save(bern_model([0.2, 0.7]), tmp_path / "a.h5")
+    np.savetxt(tmp_path / "d.csv", np.array([[0, 1], [1, 1], [1, 0]]), delimiter=",", fmt="%d")
+    a, d = str(tmp_path / "a.h5"), str(tmp_path / "d.csv")
+    assert cli.main(["mix", a, a, "-o", str(tmp_path / "m.h5"), "--data", d, "--valid", d]) == 2
+    assert "--valid applies to em only" in capsys.readouterr().err
+    assert cli.main(["em", a, "-o", str(tmp_path / "e.h5"), "--data", d, "--weights", "1"]) == 2
+    assert "--weights applies to mix only" in capsys.readouterr().err
+    assert not (tmp_path / "m.h5").exists() and not (tmp_path / "e.h5").exists()

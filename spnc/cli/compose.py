@@ -55,6 +55,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..compose import mixture, product
     from ..io import importers
     check_writable(args.output, inputs=(*args.inputs, args.data, args.valid))
+    if args.how != "em" and args.valid:
+        raise DataError("--valid applies to em only (mix fits its weights on --data)")
+    if args.how == "em" and args.weights:
+        raise DataError("--weights applies to mix only")
     importers.check_save_format(args.output, args.to_format)
     models = [importers.load_any(p) for p in args.inputs]
     summary: dict = {"how": args.how, "inputs": list(args.inputs)}
