@@ -229,6 +229,14 @@ def test_bagging_real_data_stays_real_in_a_sample_of_whole_numbers():
         assert not np.any(m.spn_.cardinality) and np.isfinite(m.score(X))
 
 
+def test_bagging_merge_over_a_grid_needs_x_valid_before_the_bags_are_fitted():
+    # the bags would fail here on a missing value; they used to be fitted first
+    X = np.random.default_rng(0).integers(0, 2, size=(100, 3)).astype(float)
+    X[0, 0] = np.nan
+    with pytest.raises(DataError, match="merge=Merge.* needs X_valid"):
+        BaggedSPN(LearnSPN(), n_bags=2, merge=Merge()).fit(X)
+
+
 def test_bagging_errors_in_x_valid_name_x_valid():
     rng = np.random.default_rng(0)
     X = (rng.random((200, 3)) < 0.5).astype(float)

@@ -227,6 +227,9 @@ class BaggedSPN(DensityEstimator):
         self._validate_params()
         if self.weights == "valid" and X_valid is None:
             raise DataError('weights="valid" needs X_valid')
+        if self.merge is not None and X_valid is None and np.size(self.merge.epsilon) > 1:
+            raise DataError("merge=Merge(...) chooses epsilon from a grid, which needs X_valid; "
+                            "pass X_valid or give the Merge one epsilon")
         t0 = time.perf_counter()
         if is_streamed(X):
             raise DataError("BaggedSPN draws bootstrap samples in memory: read the rows first "
