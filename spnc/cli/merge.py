@@ -79,6 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     X = _read(args.data, args.dataset, args, model, complete=True)
     Xv = None if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
+    if Xv is None and len(eps) > 1:
+        raise DataError("several --epsilon values are chosen on --valid data; give --valid or one --epsilon")
     kw = {} if eps is None else {"epsilon": eps[0] if len(eps) == 1 else list(eps)}
     est = Merge(init=model, distance=args.distance, refit=args.refit, max_iter=args.max_iter, alpha=args.alpha,
                 max_rounds=args.max_rounds, chowliu_check=not args.no_chowliu_check, local_check=args.local_check,
