@@ -436,3 +436,14 @@ def test_merge_keeps_a_recorded_alpha_of_zero_and_saves_numpy_params(trees, tmp_
     with pytest.raises(spnc.DataError, match="X_valid has no rows"):
         Merge(init=tree, epsilon=0.2).fit(X, X_valid=X[:0])
 
+
+
+def test_epsilon_is_none_when_only_identical_subnetworks_merged():
+    """``epsilon_`` is None when the threshold merged nothing, with or without X_valid
+    (without it, the threshold was reported as chosen)."""
+    X = np.random.default_rng(0).integers(0, 2, (300, 4))
+    tree = LearnSPN(min_instances=20, random_state=0).fit(X).spn_
+    for Xv in (None, X):
+        m = Merge(init=tree, epsilon=0.0).fit(X, X_valid=Xv)
+        assert m.history_[-1]["merged"] == 0
+        assert m.epsilon_ is None and m.spn_.learner["epsilon"] is None

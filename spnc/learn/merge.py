@@ -265,7 +265,8 @@ class Merge(DensityEstimator):
                                   "params": n_parameters(model)[0], "merged": merged,
                                   "seconds": time.perf_counter() - t1})
             if Xv is None or v > best_v:
-                best, best_v, best_eps = model, v, float(eps)
+                best, best_v = model, v
+                best_eps = float(eps) if merged else best_eps     # None: identical merges only
             worse = worse + 1 if Xv is not None and v < best_v else 0
             if self.patience is not None and worse >= self.patience:
                 break
