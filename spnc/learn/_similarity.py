@@ -62,8 +62,9 @@ def same_scope_height(spn: SPN) -> np.ndarray:
 
 
 def n_parameters(spn: SPN) -> tuple[int, int]:
-    """(sum weights, all free parameters): sum-edge weights, plus leaf parameters
-    (Bernoulli 1, categorical k-1, Chow-Liu CPT rows, Gaussian 2, indicators 0)."""
+    """(sum weights, all parameters): sum-edge weights, plus the real numbers the leaves
+    store (Bernoulli 1, categorical k, Chow-Liu every CPT entry, Gaussian 2, indicators 0;
+    stored numbers, not free ones: a categorical leaf has k - 1 free)."""
     sums = int(np.sum(np.diff(spn.child_ptr)[spn.kind == SUM]))
     leaf = 0
     for name, t in spn.leaf_tables.items():
