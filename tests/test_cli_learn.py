@@ -206,7 +206,7 @@ def test_errors_subprocess(files, tmp_path):
                       r"discrete"),
     ("clusters", r"argument --clusters: LearnSPN: n_clusters must be an integer >= 2, got 1"),
     ("not_for_learner", r"--min-instances does not apply to --learner chowliu"),
-    ("extension", r"unknown extension '\.xyz'"),
+    ("extension", r"m\.xyz: a model is saved as \.h5, \.hdf5 or \.json"),
     ("no_dir", r"directory .* does not exist"),
     ("unseen_state", r"unseen\.csv: line 3, column 1 \('smoker'\) has value 3, but the column is binary: "
                      r"its values must be 0 or 1"),

@@ -53,6 +53,9 @@ def test_merge_tool_errors(tmp_path, capsys):
     assert cli_merge.main([str(tmp_path / "tree.h5"), str(tmp_path / "bad.csv"), "-o", str(tmp_path / "g.h5")]) == 2
     assert "columns" in capsys.readouterr().err
     assert not (tmp_path / "g.h5").exists()
+    for out in ("g.spflow", "g.dot"):       # one message for every extension that is no model file
+        assert cli_merge.main(args[:2] + ["-o", str(tmp_path / out), "--epsilon", "0.1"]) == 2
+        assert "a model is saved as .h5, .hdf5 or .json" in capsys.readouterr().err
     assert cli_merge.main(args + ["--epsilon", "0.1", "--n-threads", "1"]) == 0
     assert cli_merge.main(args + ["--epsilon", "0.1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["merged"]["nodes"] > 0
@@ -79,7 +82,7 @@ def test_bad_values_are_named_by_file_line_and_column(tmp_path, capsys):
 def test_merge_tool_progress_on_stderr_and_bad_output_refused_first(tmp_path, capsys):
     _files(tmp_path)
     base = [str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"), "--valid", str(tmp_path / "valid.csv")]
-    for name, msg in (("g.txt", "unknown extension"), ("g.dot", "saved as .h5, .hdf5 or .json")):
+    for name, msg in (("g.txt", "saved as .h5, .hdf5 or .json"), ("g.dot", "saved as .h5, .hdf5 or .json")):
         assert cli_merge.main(base + ["-o", str(tmp_path / name), "--json"]) == 2
         got = capsys.readouterr()
         assert got.out == "" and msg in got.err

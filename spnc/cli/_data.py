@@ -222,3 +222,14 @@ def write_table(path: str, X: np.ndarray, names: Sequence[str] | None = None) ->
             with open(tmp, "wb") as f:
                 f.write(body)
     atomic_write(path, write)
+
+
+def output_format(path: str) -> str | None:
+    """The model format a file name asks for (``"hdf5"``, ``"json"``, ``"dot"``), or None
+    for another extension, so a tool that writes models says which ones it writes."""
+    from ..errors import FormatError
+    from ..io import format_of
+    try:
+        return format_of(path)
+    except FormatError:
+        return None

@@ -171,9 +171,9 @@ def _check_args(args: argparse.Namespace) -> None:
         raise SpncError("give --types or --data-type, not both")
     from .. import io
     check_writable(args.output, inputs=(args.train, args.valid, args.test))
-    if io.format_of(args.output) not in ("hdf5", "json"):
+    if _data.output_format(args.output) not in ("hdf5", "json"):
         raise SpncError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
-                        "(draw it afterwards with spnc-convert)")
+                        "(convert or draw it afterwards with spnc-convert)")
     if [args.train, args.valid, args.test].count("-") > 1:
         raise SpncError("only one data file can be read from standard input (-)")
 

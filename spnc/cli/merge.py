@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     from .._atomic import check_writable
     from ..learn.merge import Merge, n_parameters
     check_writable(args.output, inputs=(args.model, args.data, args.valid))
-    if io.format_of(args.output) not in ("hdf5", "json"):
+    if _data.output_format(args.output) not in ("hdf5", "json"):
         raise DataError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(convert it afterwards with spnc-convert)")
     model = importers.load_any(args.model)     # native or another library's format
