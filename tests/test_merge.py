@@ -175,6 +175,11 @@ def test_merge_accepts_recorded_routing(trees):
     assert c.spn_.learner["params"]["routing"] == "model"
     with pytest.raises(spnc.DataError, match="routing must have shape"):
         Merge(init=tree, epsilon=0.2, routing=np.zeros((3, 3))).fit(X, X_valid=Xv)
+    # a mixture of roots gets a new sum root: the warning says so, not "identical merging"
+    roots = [tree.to_nodes(), identical_merge(models["observed", "univariate"]).to_nodes()]
+    mix = spnc.compile(roots, combine="mixture", root_weights=[0.5, 0.5], cardinality=tree.cardinality)
+    with pytest.warns(UserWarning, match="given routing is not used: a mixture of roots"):
+        Merge(init=mix, epsilon=0.2, routing=np.zeros((X.shape[0], mix.n_nodes))).fit(X)
 
 
 HAND_JSON = {

@@ -226,8 +226,9 @@ class Merge(DensityEstimator):
         if self.routing is not None:
             R0 = _routing.as_routing(self.routing, X.shape[0], init.n_nodes)
             why = ("X_valid is given (its rows' routing orders the candidates)" if Xv is not None else
-                   "identical merging renumbered the nodes" if base.n_nodes != init.n_nodes or init.combine != "single"
-                   else None)
+                   "a mixture of roots is merged under one new sum root, which renumbers the nodes"
+                   if init.combine != "single" else
+                   "identical merging renumbered the nodes" if base.n_nodes != init.n_nodes else None)
             if why:
                 warnings.warn(f"Merge: the given routing is not used: {why}", UserWarning, stacklevel=2)
                 R0 = None
