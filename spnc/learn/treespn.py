@@ -90,6 +90,14 @@ class TreeSPN(DensityEstimator):
     ``tree_alpha`` and ``em_alpha`` (EM's pseudo-count) are best chosen on validation
     (``tools/bench_treespn.py``).
 
+    ``min_instances`` (default 50) and ``alpha`` (0.1) are LearnSPN's. Each sum node's rows
+    are clustered by naive-Bayes hard EM into 2 groups with ``n_restarts`` (3) restarts of
+    at most ``n_iter`` (15) rounds; its trees get ``tree_share`` (0.5) of its weight and
+    start from groups found by ``tree_init``: ``"clusters"`` (naive-Bayes hard EM into
+    ``n_trees`` groups, the default) or ``"random"`` (a random partition). EM then runs at
+    most ``em_max_iter`` (100) passes. ``random_state`` and ``n_threads`` are passed to
+    LearnSPN and EM, ``verbose`` to EM.
+
     ``cardinality``: states per variable (None: from the training data; give it when a
     state may be missing from ``X``, as in a bootstrap sample, but occur in data scored
     later).
