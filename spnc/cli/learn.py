@@ -1,5 +1,5 @@
-"""spnc-learn: learn an SPN from a data file (LearnSPN, Chow-Liu tree or oSLRAU), optionally
-refine it with EM, save it and report log-likelihoods."""
+"""spnc-learn: learn an SPN from a data file (LearnSPN, Chow-Liu tree, oSLRAU or
+Prometheus), optionally refine it with EM, save it and report log-likelihoods."""
 from __future__ import annotations
 
 import argparse
@@ -86,7 +86,7 @@ def _flag(dest: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Learn a sum-product network from data with LearnSPN, a "
-        "Chow-Liu tree or oSLRAU (optionally refined by EM), save it (.h5/.hdf5/.json) and "
+        "Chow-Liu tree, oSLRAU or Prometheus (optionally refined by EM), save it (.h5/.hdf5/.json) and "
         "print its log-likelihood on training, validation and test data.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("train", help="training data (.csv, .tsv, .txt, .npy, .h5); no missing values")
