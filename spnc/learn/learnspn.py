@@ -187,7 +187,8 @@ class LearnSPN(DensityEstimator):
     min_instances : mu; slices with fewer rows end in the base model.
     ``min_instances``, ``alpha``, ``g_factor``, ``entropy_threshold`` and ``corr_threshold``
     may be ``"auto"``: chosen from ``_auto_candidates`` on a held-out tenth of the training
-    rows, then refitted on all of them (``auto_params_`` tells the choice).
+    rows, then refitted on all of them (``auto_params_`` tells the choice, ``auto_scores_``
+    each candidate's held-out score).
     max_depth : at most this many sum nodes on a path (None: unlimited); deeper slices end
         in the base model (the depth h of Rahman & Gogate).
     n_clusters, n_restarts, n_iter : row clustering (defaults: 2 clusters, 3 restarts, 15

@@ -93,7 +93,9 @@ class Prometheus(DensityEstimator):
     Attributes after :meth:`fit`: ``spn_`` (carrying the learner's parameters and its layer
     sizes), ``layer_nodes_``, ``layer_edges_`` (per sum layer), ``n_shared_`` (nodes with
     several parents), ``n_structure_rows_`` (rows the structure search saw),
-    ``fit_seconds_``, ``structure_seconds_``, ``n_features_in_``.
+    ``fit_seconds_``, ``structure_seconds_``, ``n_features_in_``, ``cardinality_``,
+    ``n_calls_`` (decompositions built), ``n_sampled_calls_`` (those on a sampled graph),
+    ``max_call_ratio_`` (largest product edges / scope size² of one decomposition).
 
     Examples
     --------

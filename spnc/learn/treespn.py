@@ -103,7 +103,8 @@ class TreeSPN(DensityEstimator):
     later).
 
     ``fit(X, X_valid=None)``; attributes ``spn_`` (after EM), ``structure_`` (before EM),
-    ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes)."""
+    ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes),
+    ``n_features_in_``."""
 
     _parameter_constraints = {
         "n_trees": [Interval(int, 1)],
