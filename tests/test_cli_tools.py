@@ -175,3 +175,17 @@ def test_convert_to_names_the_format_over_a_drawing_extension(tmp_path):
     out = tmp_path / "b.svg"
     assert convert.main([str(tmp_path / "b.json"), str(out), "--to", "spflow-text"]) == 0
     assert out.read_text().startswith("(0.4*(Bernoulli(V0|p=0.2))")
+
+
+def test_convert_dot_to_standard_output_and_no_file_named_dash(tmp_path, capsys, monkeypatch):
+    """OUTPUT '-' writes DOT text to standard output; for model files and pictures it is
+    refused, instead of writing a file named '-'."""
+    monkeypatch.chdir(tmp_path)
+    src = EX / "mixed.json"
+    assert convert.main([str(src), "-", "--to", "dot", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("digraph") and not (tmp_path / "-").exists()
+    for to in ("json", "svg", None):
+        assert convert.main([str(src), "-"] + (["--to", to] if to else [])) == 2
+        assert "takes DOT text only" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()

@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         "draw them as .dot (.svg/.png/.pdf when Graphviz is installed).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="model file (.h5, .hdf5 or .json)")
-    p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf)")
+    p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf), "
+                                             "or - for DOT text on standard output (--to dot)")
     p.add_argument("--from", dest="from_format", metavar="FMT", default=None,
                    help="input format (default: from the extension): hdf5, json or a foreign "
                    "format (spflow-text, spflow-json, deeprob-json, sparc-json)")
@@ -72,15 +73,21 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.output:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")
-    check_writable(args.output, inputs=(args.input,))
     ext = os.path.splitext(args.output)[1].lower()
     drawing = (".dot", ".gv", ".svg", ".png", ".pdf")
     if args.to_format:                   # --to dot, --to svg, ...; any other format is no drawing
         ext = "." + args.to_format.lower()
+    if args.output == "-" and ext not in (".dot", ".gv"):
+        raise SpncError("OUTPUT '-' (standard output) takes DOT text only (--to dot); "
+                        "give a file name for a model file or a picture")
+    if args.output != "-":
+        check_writable(args.output, inputs=(args.input,))
     if ext in drawing:
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
                          show_counts=args.show_counts)
-        if ext in (".dot", ".gv"):
+        if args.output == "-":
+            sys.stdout.write(text)
+        elif ext in (".dot", ".gv"):
             data = text.encode("utf-8")
 
             def write(tmp: str) -> None:
