@@ -1,4 +1,4 @@
-"""Merging similar sub-SPNs (spnc.learn.Merge), routing, and bagged ensembles."""
+"""Merging similar sub-SPNs (spnc.learn.Merge) and routing (bagged ensembles: test_bagging.py)."""
 from __future__ import annotations
 
 import json
@@ -176,8 +176,8 @@ def test_merge_accepts_recorded_routing(trees):
     with pytest.raises(spnc.DataError, match="routing must have shape"):
         Merge(init=tree, epsilon=0.2, routing=np.zeros((3, 3))).fit(X, X_valid=Xv)
     # a mixture of roots gets a new sum root: the warning says so, not "identical merging"
-    roots = [tree.to_nodes(), identical_merge(models["observed", "univariate"]).to_nodes()]
-    mix = spnc.compile(roots, combine="mixture", root_weights=[0.5, 0.5], cardinality=tree.cardinality)
+    roots = [tree.to_nodes(), models["observed", "univariate"].to_nodes()]
+    mix = spnc.compile(roots, combine="mixture", root_weights=[.5, .5], cardinality=tree.cardinality)
     with pytest.warns(UserWarning, match="given routing is not used: a mixture of roots"):
         Merge(init=mix, epsilon=0.2, routing=np.zeros((X.shape[0], mix.n_nodes))).fit(X)
 
@@ -218,85 +218,6 @@ def test_hand_written_json_model_merges_and_refines(tmp_path):
     assert np.exp(_brute_ll(g, card)).sum() == pytest.approx(1.0)
     p0 = np.exp(g.log_likelihood(np.array([[1.0, np.nan, np.nan]])))[0]
     assert p0 == pytest.approx(X[:2000, 0].mean(), abs=1e-3)      # refit on the merged rows
-
-
-# ---------------------------------------------------------------- bagging
-@pytest.fixture(scope="module")
-def small():
-    return _data(seed=5, n=450, d=5)
-
-
-def test_bagged_spn_is_one_spn_and_deterministic_across_n_jobs(small):
-    X, Xv = small
-    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
-    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
-    a = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7).fit(X)
-    b = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=7, n_jobs=2).fit(X)
-    assert a.spn_.combine == "single" and a.spn_.kind[a.spn_.root] == 0
-    assert len(a.spn_.children(a.spn_.root)) == 3
-    assert a.bag_params_ == b.bag_params_
-    assert np.array_equal(a.spn_.log_likelihood(Xv), b.spn_.log_likelihood(Xv))
-    assert np.allclose(a.bag_weights_.sum(), 1.0)
-    c = BaggedSPN(base, n_bags=3, param_distributions=pd, random_state=8).fit(X)
-    assert not np.array_equal(a.spn_.log_likelihood(Xv), c.spn_.log_likelihood(Xv))
-
-
-def test_bagged_spn_merged_as_a_whole(small):
-    X, Xv = small
-    base = LearnSPN(splitter="mi_components", sum_split="observed", leaves="univariate", min_instances=20)
-    bag = BaggedSPN(base, n_bags=3, param_distributions={"max_depth": [2, 3]}, random_state=1,
-                    merge=Merge(epsilon=[0.05, 0.2])).fit(X, X_valid=Xv)
-    assert bag.merge_ is not None
-    assert bag.spn_.log_likelihood(Xv).mean() >= bag.ensemble_.log_likelihood(Xv).mean() - 1e-9
-    assert bag.spn_.n_nodes <= bag.ensemble_.n_nodes
-
-
-def test_bagged_spn_weights(small):
-    X, Xv = small
-    base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
-    pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
-    fits = {w: BaggedSPN(base, n_bags=3, param_distributions=pd, weights=w, random_state=7).fit(X, X_valid=Xv)
-            for w in ("train", "uniform", "valid")}
-    assert np.allclose(fits["uniform"].bag_weights_, 1 / 3)
-    # the same bags; validation weights are the maximum-likelihood mixture on X_valid
-    models = [spnc.compile(c, n_vars=X.shape[1]) for c in fits["train"].ensemble_.to_nodes().children]
-    L = np.column_stack([m.log_likelihood(Xv) for m in models])
-    mix = lambda w: np.log(np.exp(L) @ w).mean()  # noqa: E731
-    best = mix(fits["valid"].bag_weights_)
-    assert best >= max(mix(fits["train"].bag_weights_), mix(fits["uniform"].bag_weights_)) - 1e-9
-    assert fits["valid"].spn_.log_likelihood(Xv).mean() == pytest.approx(best, abs=1e-9)
-    with pytest.raises(spnc.DataError, match="X_valid"):
-        BaggedSPN(base, n_bags=2, weights="valid").fit(X)
-
-
-def test_bagged_spn_out_of_bag_validation(small):
-    """With oob_valid each bag is its learner fitted with the rows its sample missed as
-    X_valid (TreeSPN: EM stops on them); X_valid of fit never reaches the bags."""
-    X, Xv = small
-    from spnc.learn import TreeSPN
-    base = TreeSPN(n_trees=2, max_depth=2, min_instances=40, em_max_iter=6, patience=1)
-    pd = {"em_alpha": [0.1, 1.0]}
-    bag = BaggedSPN(base, n_bags=2, param_distributions=pd, oob_valid=True, weights="uniform",
-                    random_state=3).fit(X, X_valid=Xv)
-    assert bag.spn_.learner["params"]["oob_valid"] is True
-    bags = [spnc.compile(c, n_vars=X.shape[1]) for c in bag.ensemble_.to_nodes().children]
-    for (params, rows), got in zip(bag._bag_plans(X), bags):
-        out = np.setdiff1d(np.arange(len(X)), rows)
-        assert 0 < len(out) < len(X)
-        want = TreeSPN(**params).fit(X[rows], X_valid=X[out]).spn_
-        assert np.allclose(got.log_likelihood(Xv), want.log_likelihood(Xv), rtol=0, atol=1e-10)
-    with pytest.raises(ParameterError, match="oob_valid=True needs a base learner whose fit takes X_valid"):
-        BaggedSPN(spnc.learn.ChowLiuTree(), n_bags=2, oob_valid=True).fit(X)
-
-
-def test_bagged_spn_bad_parameters(small):
-    X, _ = small
-    with pytest.raises(ParameterError, match="param_distributions"):
-        BaggedSPN(LearnSPN(), n_bags=2, param_distributions={"bogus": [1]}).fit(X)
-    with pytest.raises(ParameterError, match="BaggedSPN: base_learner must be"):
-        BaggedSPN(None).fit(X)
-    with pytest.raises(ParameterError, match="BaggedSPN: n_jobs must be"):
-        BaggedSPN(LearnSPN(), n_jobs=0).fit(X)
 
 
 def test_estimators_clone_with_scikit_learn(trees):
