@@ -107,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
                    "default) or observed (condition on one variable)")
     g.add_argument("--leaves", metavar="NAME", help="base model: univariate (default), bernoulli "
                    "(0/1 data) or chowliu (Chow-Liu tree leaves)")
-    g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold (default auto: 5, 10 or 20, chosen on held-out "
-                   "training rows)")
+    g.add_argument("--g-factor", type=float, metavar="X", help="GVS/RGVS independence threshold "
+                   "(default auto: 5, 10 or 20, chosen on held-out training rows)")
     g.add_argument("--entropy-threshold", type=float, metavar="X",
                    help="EBVS/EBVS-AE threshold in bits (default 0.3)")
     g.add_argument("--mi-threshold", type=float, metavar="X", help="mutual-information threshold in nats of "
@@ -169,7 +169,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise SpncError("--n-threads must be a positive number, or -1 for all cores")
     if args.types is not None and args.data_type is not None:
         raise SpncError("give --types or --data-type, not both")
-    from .. import io
     check_writable(args.output, inputs=(args.train, args.valid, args.test))
     if _data.output_format(args.output) not in ("hdf5", "json"):
         raise SpncError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "

@@ -199,9 +199,9 @@ class BaggedSPN(DensityEstimator):
         n = X.shape[0]
         _budget.check(8.0 * n * int(self.n_bags), f"{int(self.n_bags)} bootstrap samples of {n} rows",
                       "use fewer bags")
-        whole = not np.any(X != np.round(X))
-        with np.errstate(invalid="ignore"):
-            real = bool(np.any(np.isfinite(X) & (X != np.round(X))))   # as data_type="auto" decides
+        frac = X != np.round(X)                    # NaN counts too: such data is not whole
+        whole = not frac.any()
+        real = bool(np.any(frac & np.isfinite(X)))   # as data_type="auto" decides
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
             rng = np.random.default_rng(ss)
