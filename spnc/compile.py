@@ -14,14 +14,16 @@ from .nodes import Leaf, Node, Product, Sum
 
 def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=None,
             var_names: Sequence[str] | None = None, *, normalize: bool = False,
-            root_weights=None, combine: str | None = None) -> SPN:
+            root_weights=None, combine: str | None = None, var_type=None) -> SPN:
     """Compile construction objects into an :class:`SPN`.
 
     Walks the graph once (no recursion), keeping shared objects shared. Sum weights must
     be non-negative and add up to 1 within ``WEIGHT_TOL`` (``normalize=True`` rescales any
     positive total instead).
     Variable cardinalities are inferred from the discrete leaves unless given
-    (``cardinality[v] == 0`` marks a real variable). Several roots make an ensemble:
+    (``cardinality[v] == 0`` marks a real variable). ``var_type`` (per variable 0 binary,
+    1 categorical, 2 real, as :attr:`SPN.var_type`) tells a 2-state categorical variable
+    from a binary one; by default it follows the cardinality. Several roots make an ensemble:
     ``combine='mixture'`` with ``root_weights`` (the default when they are given), or
     ``'independent'`` (the default without them: queries give one column per root).
     """
@@ -132,7 +134,7 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
         if not normalize and abs(rw.sum() - 1.0) > WEIGHT_TOL:
             raise StructureError(f"root_weights add up to {rw.sum()!r}, not 1 (or pass normalize=True)")
         root_weights = rw / rw.sum() if normalize and abs(rw.sum() - 1.0) > 1e-12 else rw
-    return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_names=var_names,
+    return SPN.from_arrays(kind, ptr, child, weight, tables, cardinality, var_type=var_type, var_names=var_names,
                            roots=roots_idx, root_weights=root_weights, combine=combine)
 
 

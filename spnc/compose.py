@@ -25,12 +25,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
+import warnings
+
+from ._kinds import VAR_REAL
 from .errors import DataError, ParameterError, ScopeError, StructureError
 from .graph import SPN, compile
 from .leaves import ChowLiuLeaf, MultivariateGaussian
 from .nodes import Leaf, Node, Product, Sum
 
 __all__ = ["mixture", "product"]
+
+_TYPES = {0: "binary", 1: "categorical", 2: "real"}
 
 
 def _check_models(models: Sequence[Any], what: str) -> list[SPN]:
@@ -92,21 +97,36 @@ def _move_leaf(leaf: Leaf, perm: np.ndarray) -> Leaf:
     raise StructureError(f"cannot rename the variables of a {type(leaf).__name__} leaf")
 
 
-def _card_of(models: list[SPN], perms: list[np.ndarray | None], n_vars: int) -> np.ndarray:
-    """Cardinality of each output variable; the models that use a variable must agree."""
+def _card_of(models: list[SPN], perms: list[np.ndarray | None], n_vars: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cardinality and type of each output variable. The models that use a variable must
+    agree on its cardinality; its type is that of the first model using it (a warning
+    says when another calls a 2-state variable otherwise). A variable no model uses keeps
+    what the first model declaring it says."""
     card = np.full(n_vars, -1, dtype=np.int64)
+    vtype = np.full(n_vars, VAR_REAL, dtype=np.uint8)
     who = np.full(n_vars, -1, dtype=np.int64)
     for k, (m, perm) in enumerate(zip(models, perms)):
         used = m.node_scope(int(m.roots[0]))
         for v in used:
             g = int(v if perm is None else perm[v])
-            c = int(m.cardinality[v])
+            c, t = int(m.cardinality[v]), int(m.var_type[v])
+            name = m.var_names[v] if m.var_names is not None else f"variable {g}"
             if card[g] >= 0 and card[g] != c:
-                name = m.var_names[v] if m.var_names is not None else f"variable {g}"
                 raise ScopeError(f"{name!r}: cardinality {c} in models[{k}] but {card[g]} in models[{who[g]}]")
-            card[g], who[g] = c, k
+            if card[g] >= 0 and vtype[g] != t:
+                warnings.warn(f"{name!r} is {_TYPES[t]} in models[{k}] but {_TYPES[vtype[g]]} in "
+                              f"models[{who[g]}]; the result keeps {_TYPES[vtype[g]]}", UserWarning, stacklevel=3)
+                continue
+            card[g], vtype[g], who[g] = c, t, k
+    for m, perm in zip(models, perms):      # variables in no leaf of any model
+        src = np.arange(m.n_vars)
+        g = src if perm is None else np.asarray(perm, dtype=np.int64)
+        src, g = src[g < n_vars], g[g < n_vars]
+        unset = card[g] < 0
+        card[g[unset]], vtype[g[unset]] = m.cardinality[src[unset]], m.var_type[src[unset]]
+    vtype[card < 0] = VAR_REAL
     card[card < 0] = 0
-    return card
+    return card, vtype
 
 
 def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=None, *,
@@ -134,7 +154,7 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
                                  "give the models var_names to match them by name")
             perms.append(None)
         names = None
-    card = _card_of(models, perms, base.n_vars)
+    card, vtype = _card_of(models, perms, base.n_vars)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
@@ -142,16 +162,16 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
                                  "numbers with a positive total")
         w = w / w.sum()
     elif X is not None:
-        parts = [m if p is None else _relabelled(m, p, card, names) for m, p in zip(models, perms)]
+        parts = [m if p is None else _relabelled(m, p, card, vtype, names) for m, p in zip(models, perms)]
         w = fit_weights(parts, X, max_iter=max_iter, tol=tol)
     else:
         w = np.full(len(models), 1.0 / len(models))
     root = Sum([_graph(m, p) for m, p in zip(models, perms)], w)
-    return compile(root, cardinality=card, var_names=names, normalize=False)
+    return compile(root, cardinality=card, var_type=vtype, var_names=names, normalize=False)
 
 
-def _relabelled(m: SPN, perm: np.ndarray, card: np.ndarray, names: list[str] | None) -> SPN:
-    return compile(_graph(m, perm), cardinality=card, var_names=names, normalize=False)
+def _relabelled(m: SPN, perm: np.ndarray, card: np.ndarray, vtype: np.ndarray, names: list[str] | None) -> SPN:
+    return compile(_graph(m, perm), cardinality=card, var_type=vtype, var_names=names, normalize=False)
 
 
 def fit_weights(models: Sequence[SPN], X, *, max_iter: int = 200, tol: float = 1e-9,
@@ -215,6 +235,6 @@ def product(models: Sequence[SPN]) -> SPN:
                                      "a product needs disjoint variables (or var_names to tell them apart)")
                 seen[int(v)] = k
         n_vars = max(m.n_vars for m in models)
-    card = _card_of(models, perms, n_vars)
+    card, vtype = _card_of(models, perms, n_vars)
     root = Product([_graph(m, p) for m, p in zip(models, perms)])
-    return compile(root, cardinality=card, var_names=names, normalize=False)
+    return compile(root, cardinality=card, var_type=vtype, var_names=names, normalize=False)

@@ -86,6 +86,33 @@ def test_product_over_disjoint_variables():
         spnc.product([bern_model([0.2, 0.7]), bern_model([0.5])])
 
 
+def typed_model(p: float, mean: float, swap: bool = False) -> spnc.SPN:
+    """A 2-state categorical variable "c" (not binary) and a real one "g"."""
+    c, g = (1, 0) if swap else (0, 1)
+    root = spnc.Product([spnc.Categorical(c, [1 - p, p]), spnc.Gaussian(g, mean, 1.5)])
+    return spnc.compile(root, var_names=["g", "c"] if swap else ["c", "g"], var_type=[2, 1] if swap else [1, 2])
+
+
+def test_composition_keeps_variable_types():
+    a, b = typed_model(0.3, 0.0), typed_model(0.8, 1.0, swap=True)
+    assert a.var_type.tolist() == [1, 2]
+    m = spnc.mixture([a, b], weights=[0.5, 0.5])
+    assert m.var_names == ["c", "g"] and m.var_type.tolist() == [1, 2]
+    X = np.array([[0.0, 0.3], [1.0, -1.0]])
+    assert spnc.mixture([a, b], X=X).var_type.tolist() == [1, 2]
+    p = spnc.product([a, bern_model([0.4], names=["b"])])
+    assert p.var_names == ["c", "g", "b"] and p.var_type.tolist() == [1, 2, 0]
+    # a variable no leaf uses keeps its declared cardinality and type
+    d = spnc.compile(spnc.Bernoulli(0, 0.4), cardinality=[2, 3], var_names=["x", "y"], var_type=[0, 1])
+    q = spnc.product([a, d])
+    assert q.cardinality.tolist() == [2, 0, 2, 3] and q.var_type.tolist() == [1, 2, 0, 1]
+    # models calling a 2-state variable binary and categorical: the first one wins, with a warning
+    binary = spnc.compile(spnc.Product([spnc.Categorical(0, [0.5, 0.5]), spnc.Gaussian(1, 0.0, 1.0)]),
+                          var_names=["c", "g"])
+    with pytest.warns(UserWarning, match="'c' is binary in models\\[1\\] but categorical"):
+        assert spnc.mixture([a, binary]).var_type.tolist() == [1, 2]
+
+
 def test_shared_structure_stays_shared_and_inputs_are_untouched():
     shared = spnc.Bernoulli(1, 0.3)
     a = spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(0, 0.1), shared]),

@@ -373,3 +373,17 @@ def test_epsilon_is_none_when_only_identical_subnetworks_merged():
         m = Merge(init=tree, epsilon=0.0).fit(X, X_valid=Xv)
         assert m.history_[-1]["merged"] == 0
         assert m.epsilon_ is None and m.spn_.learner["epsilon"] is None
+
+
+def test_single_root_keeps_variable_types_and_the_learner_record():
+    from spnc.learn.merge import as_mixture, single_root
+    roots = [Product([spnc.Categorical(0, [p, 1 - p]), spnc.Gaussian(1, m, 1.0)]) for p, m in ((0.2, 0.0), (0.7, 2.0))]
+    mix = spnc.compile(roots, root_weights=[0.4, 0.6], var_names=["c", "g"], var_type=[1, 2])
+    mix.learner = {"name": "by-hand", "params": {"alpha": 0.5}}
+    one = single_root(mix)
+    assert one.combine == "single" and one.var_type.tolist() == [1, 2] and one.var_names == ["c", "g"]
+    assert one.learner == mix.learner
+    X = np.array([[0.0, 0.5], [1.0, np.nan], [np.nan, 3.0]])
+    np.testing.assert_allclose(one.log_likelihood(X), mix.log_likelihood(X), atol=1e-12)
+    back = as_mixture(one)
+    assert back.combine == "mixture" and back.var_type.tolist() == [1, 2] and back.learner == mix.learner

@@ -65,14 +65,17 @@ def identical_merge(spn: SPN) -> SPN:
 
 
 def single_root(spn: SPN) -> SPN:
-    """A mixture of roots as one latent sum root (same distribution); others unchanged."""
+    """A mixture of roots as one latent sum root (same distribution, variables and learner
+    record; per-node ``stats`` are dropped, the nodes being renumbered); others unchanged."""
     if spn.combine == "single":
         return spn
     if spn.combine == "independent":
         raise StructureError("merging needs a single-root or mixture model, not combine='independent'")
     roots = spn.to_nodes()
-    return _compile(Sum(roots, spn.root_weights), n_vars=spn.n_vars, cardinality=spn.cardinality,
-                    var_names=spn.var_names)
+    out = _compile(Sum(roots, spn.root_weights), n_vars=spn.n_vars, cardinality=spn.cardinality,
+                   var_type=spn.var_type, var_names=spn.var_names)
+    out.learner = dict(spn.learner)
+    return out
 
 
 def as_mixture(spn: SPN) -> SPN:
