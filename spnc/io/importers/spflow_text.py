@@ -92,6 +92,7 @@ def _leaf(lx: _Lexer, name: str, b: Builder, key: int, variables: dict[str, int]
     k, fname = lx.take()
     if k != "name":
         raise lx.error(f"{label}: expected a feature name, found {fname!r}")
+    fpos = lx.pos
     lx.expect("|")
     params: dict[str, Any] = {}
     while True:
@@ -129,7 +130,7 @@ def _leaf(lx: _Lexer, name: str, b: Builder, key: int, variables: dict[str, int]
     kind, names = _PARAMS[name]
     if set(params) != names:
         raise FormatError(f"{lx.where}: {label}: parameters {sorted(params)}, expected {sorted(names)}")
-    var = _variable(fname, variables)
+    var = _variable(fname, fpos, variables)
     if kind == "bernoulli":
         if isinstance(params["p"], list):
             raise FormatError(f"{lx.where}: {label}: p must be a number")
@@ -144,21 +145,36 @@ def _leaf(lx: _Lexer, name: str, b: Builder, key: int, variables: dict[str, int]
         b.leaf(key, "categorical", [var], {"probs": np.array(params["p"])}, label)
 
 
-def _variable(fname: str, variables: dict[str, int]) -> int:
-    """A placeholder id per feature name, resolved by :func:`_resolve`."""
+def _variable(fname: str, at: int, variables: dict[str, tuple[int, int]]) -> int:
+    """A placeholder id per feature name (and where it first appears), resolved by
+    :func:`_resolve`."""
     if fname not in variables:
-        variables[fname] = -1 - len(variables)   # resolved once all names are known
-    return variables[fname]
+        variables[fname] = (-1 - len(variables), at)   # resolved once all names are known
+    return variables[fname][0]
 
 
-def _resolve(b: Builder, variables: dict[str, int]) -> list[str] | None:
+def _place(text: str, at: int) -> str:
+    """``at`` (a character offset) as line and column, both counted from 1."""
+    start = text.rfind("\n", 0, at) + 1
+    return f"line {text.count(chr(10), 0, at) + 1}, character {at - start + 1}"
+
+
+def _resolve(b: Builder, variables: dict[str, tuple[int, int]], text: str, where: str) -> list[str] | None:
     fixed = {n: int(n[1:]) for n in variables if re.fullmatch(r"V\d{1,7}", n)}
     if len(fixed) == len(variables):
-        mapping_ = {variables[n]: v for n, v in fixed.items()}
+        seen: dict[int, str] = {}
+        for n in sorted(fixed, key=lambda n: variables[n][1]):     # in order of appearance
+            if fixed[n] in seen:
+                m = seen[fixed[n]]
+                raise FormatError(f"{where}: {_place(text, variables[n][1])}: feature {n!r} is variable "
+                                  f"{fixed[n]}, and so is {m!r} ({_place(text, variables[m][1])}); SPFlow "
+                                  "reads both as that one column: write each variable one way")
+            seen[fixed[n]] = n
+        mapping_ = {variables[n][0]: v for n, v in fixed.items()}
         names = None
     else:
-        order = sorted(variables, key=lambda n: -variables[n])   # first appearance
-        mapping_ = {variables[n]: i for i, n in enumerate(order)}
+        order = sorted(variables, key=lambda n: variables[n][1])   # first appearance
+        mapping_ = {variables[n][0]: i for i, n in enumerate(order)}
         names = order
     for key, spec in b.nodes.items():
         if spec[0] == "leaf":
@@ -171,7 +187,7 @@ def loads_text(data: bytes | str, where: str = TEXT) -> SPN:
     text = decode(data, where)
     lx = _Lexer(text, where)
     b = Builder(where)
-    variables: dict[str, int] = {}
+    variables: dict[str, tuple[int, int]] = {}
     # frames: [key, kind ('sum'|'prod'|None), children, weights, start]
     stack: list[list] = []
     counter = 0
@@ -229,7 +245,7 @@ def loads_text(data: bytes | str, where: str = TEXT) -> SPN:
         else:
             want = "'+' or ')'" if top[1] == "sum" else "'*' or ')'"
             raise lx.error(f"expected {want}, found {v or 'end of text'!r}")
-    names = _resolve(b, variables)
+    names = _resolve(b, variables, text, where)
     return b.build(value if value is not None else counter - 1, var_names=names)
 
 
