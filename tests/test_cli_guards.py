@@ -122,5 +122,10 @@ def test_convert_draws_with_to_dot_and_export_warns_of_lost_variables(tmp_path, 
     spnc.save(m, tmp_path / "m.h5")
     assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "m.txt"), "--to", "dot"]) == 0
     assert (tmp_path / "m.txt").read_text().startswith("digraph spnc {")
-    with pytest.warns(UserWarning, match=r"variables 2\.\.3 appear in no leaf: a reader sees 2 variables"):
+    with pytest.warns(UserWarning, match=r"variables 2\.\.3 are in no leaf, so a reader sees 2 variables"):
+        importers.save(m, tmp_path / "m.spflow")
+    import warnings
+    with warnings.catch_warnings():          # DeeProb-kit's file keeps spnc's variable count
+        warnings.simplefilter("error")
         importers.save(m, tmp_path / "m.deeprob.json")
+    assert importers.load(tmp_path / "m.deeprob.json").n_vars == 4

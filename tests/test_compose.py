@@ -140,7 +140,7 @@ def test_spnc_compose_command(tmp_path, capsys):
     b = bern_model([0.9, 0.1], names=["y", "x"])
     spnc.save(a, tmp_path / "a.h5")
     from spnc.io import importers
-    importers.save(b, tmp_path / "b.deeprob.json")    # foreign inputs work too (names are lost)
+    importers.save(bern_model([0.9, 0.1]), tmp_path / "b.deeprob.json")    # foreign inputs work too
     spnc.save(b, tmp_path / "b.h5")
     X = np.vstack([a.sample(200, seed=1), b.sample(100, seed=2)[:, [1, 0]]])
     np.savetxt(tmp_path / "d.csv", X, delimiter=",", fmt="%d", header="x,y", comments="")

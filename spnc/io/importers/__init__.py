@@ -21,6 +21,8 @@ format             files                                       library
 True
 >>> tmp.cleanup()
 
+The JSON formats keep spnc's variable names, types and count (:mod:`._variables`);
+SPFlow's text cannot, and :func:`save` warns naming what is lost.
 Every problem with a file is a :class:`spnc.FormatError` naming the node and its type.
 A new format registers a :class:`Format` with :func:`register`.
 """
@@ -33,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..._kinds import VAR_CATEGORICAL
 from ...errors import FormatError
 from ...graph import SPN
 from ._common import read_bytes
@@ -47,6 +50,8 @@ class Format:
     loads: Callable[[bytes | str, str], SPN]
     dumps: Callable[[SPN], str]
     library: str
+    #: whether files keep spnc's declaration of the variables (names, types, count)
+    keeps_variables: bool = False
 
 
 _FORMATS: dict[str, Format] = {}
@@ -63,11 +68,11 @@ for _f in (
     Format(_spt.TEXT, (".spflow", ".spflow.txt"), _spt.loads_text, _spt.dumps_text,
            "SPFlow 0.0.x (spn.io.Text.spn_to_str_equation / str_to_spn)"),
     Format(_spj.JSON, (".spflow.json",), _spj.loads_json, _spj.dumps_json,
-           "SPFlow 0.0.x (spn.io.Text.to_JSON; SPFlow cannot read it back)"),
+           "SPFlow 0.0.x (spn.io.Text.to_JSON; SPFlow cannot read it back)", True),
     Format(_deeprob.NAME, (".deeprob.json",), _deeprob.loads, _deeprob.dumps,
-           "DeeProb-kit (deeprob.spn.structure.io.save_spn_json / load_spn_json)"),
+           "DeeProb-kit (deeprob.spn.structure.io.save_spn_json / load_spn_json)", True),
     Format(_sparc.NAME, (".sparc.json", ".gcw.json"), _sparc.loads, _sparc.dumps,
-           "sparc-pc (sparc.io.serializer.CircuitSerializer, gcw-circuit-v1)"),
+           "sparc-pc (sparc.io.serializer.CircuitSerializer, gcw-circuit-v1)", True),
 ):
     register(_f)
 
@@ -110,17 +115,37 @@ def save(spn: SPN, path: str | os.PathLike, fmt: str | None = None) -> None:
         raise FormatError(f"{os.fspath(path)}: not a foreign format; name it "
                           f"({', '.join(sorted(_FORMATS))})")
     data = f.dumps(spn).encode("utf-8")
-    used = np.unique(spn.scope) if spn.scope.size else np.zeros(0, np.int64)
-    top = int(used.max()) + 1 if used.size else 0
-    if top < spn.n_vars:
-        warnings.warn(f"{os.fspath(path)}: {f.name} files store no variable count, and variables "
-                      f"{top}..{spn.n_vars - 1} appear in no leaf: a reader sees {top} variables",
-                      UserWarning, stacklevel=2)
+    if not f.keeps_variables:
+        lost = _lost_variables(spn)
+        if lost:
+            warnings.warn(f"{os.fspath(path)}: {f.name} files cannot keep {'; '.join(lost)}",
+                          UserWarning, stacklevel=2)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
             fh.write(data)
     atomic_write(path, write)
+
+
+def _lost_variables(spn: SPN) -> list[str]:
+    """What a file that names variables only by index in leaves loses of ``spn``'s."""
+    used = np.zeros(spn.n_vars, dtype=bool)
+    used[np.unique(spn.scope)] = True
+    out = []
+    if spn.var_names is not None:
+        out.append("variable names (variables are written V0, V1, ...)")
+    top = int(np.flatnonzero(used)[-1]) + 1 if used.any() else 0
+    if top < spn.n_vars:
+        out.append(f"the variable count: variables {top}..{spn.n_vars - 1} are in no leaf, so a "
+                   f"reader sees {top} variables")
+    gaps = np.flatnonzero(~used[:top] & (spn.cardinality[:top] != 0))
+    if gaps.size:
+        out.append(f"the type of discrete variables in no leaf ({', '.join(map(str, gaps[:10]))}): read back "
+                   "as real-valued")
+    cat2 = np.flatnonzero(used & (spn.var_type == VAR_CATEGORICAL) & (spn.cardinality == 2))
+    if cat2.size:
+        out.append(f"2-state categorical variables ({', '.join(map(str, cat2[:10]))}): read back as binary")
+    return out
 
 
 NATIVE = ("hdf5", "json")

@@ -187,7 +187,8 @@ class Builder:
                         stack.append((c, False))
         return order
 
-    def _cardinality(self, order: list) -> np.ndarray:
+    def _cardinality(self, order: list) -> tuple[np.ndarray, np.ndarray]:
+        """States each variable's leaves need (0: real) and which variables a leaf has."""
         card: dict[int, int] = {}
         for key in order:
             spec = self.nodes[key]
@@ -214,9 +215,10 @@ class Builder:
                 card[v] = max(card.get(v, k), k)
         n = max(card) + 1 if card else 0
         out = np.zeros(n, dtype=np.int64)
+        used = np.zeros(n, dtype=bool)
         for v, k in card.items():
-            out[v] = k
-        return out
+            out[v], used[v] = k, True
+        return out, used
 
     def _leaf_object(self, key: Hashable, card: np.ndarray) -> Any:
         _, kind, vs, p = self.nodes[key]
@@ -254,10 +256,13 @@ class Builder:
             raise self.err(key, str(e)) from None
         raise self.err(key, f"unknown leaf kind {kind!r}")  # pragma: no cover
 
-    def build(self, root: Hashable, var_names: list[str] | None = None) -> SPN:
+    def build(self, root: Hashable, var_names: list[str] | None = None, declared: Any = None) -> SPN:
+        """The SPN rooted at ``root``; ``declared``: the variables as spnc wrote them
+        (:func:`._variables.settle` says what happens without it)."""
+        from ._variables import settle
         order = self._order(root)
         index = {k: i for i, k in enumerate(order)}
-        card = self._cardinality(order)
+        card, var_type, var_names = settle(declared, *self._cardinality(order), var_names, self.source)
         N = len(order)
         kind = np.empty(N, dtype=np.uint8)
         kids: list[list[int]] = []
@@ -295,7 +300,7 @@ class Builder:
         try:
             tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), objs)
                       for lt, (ids, objs) in by_type.items()}
-            return SPN.from_arrays(kind, ptr, child, weight, tables, card,
+            return SPN.from_arrays(kind, ptr, child, weight, tables, card, var_type=var_type,
                                    var_names=None if var_names is None else var_names[:len(card)])
         except SpncError as e:
             raise FormatError(self._rename(str(e), order)) from None

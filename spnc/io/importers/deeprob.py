@@ -9,7 +9,8 @@ more, a leaf ``params``. Each link goes from child (``source``) to parent (``tar
 Mapped leaves: ``Bernoulli`` (p), ``Categorical`` (categories, probabilities),
 ``Gaussian`` (mean, stddev) and ``BinaryCLT`` (root, tree = parent index per scope position
 or -1, params = log P(X_i = k | parent = l) as ``[i][l][k]``; the root's two rows are its
-prior). ``Isotonic``, ``Uniform`` and any other class are refused. DeeProb-kit rounds what
+prior). ``Isotonic``, ``Uniform`` and any other class are refused. spnc keeps its
+declaration of the variables in the ``graph`` attributes (:mod:`._variables`). DeeProb-kit rounds what
 it writes to 8 decimals; spnc writes the shortest exact form.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from ...errors import FormatError
 from ...graph import SPN
 from ._common import Builder, MAX_NODES, binary_tree_leaf, integer, mapping, parse_json, real, reals, unsupported, walk
+from . import _variables
 
 NAME = "deeprob-json"
 _KNOWN = ("Bernoulli", "Categorical", "Gaussian", "BinaryCLT")
@@ -70,7 +72,9 @@ def loads(data: bytes | str, where: str = NAME) -> SPN:
         root = tops[0]
     if root in has_parent:
         raise FormatError(f"{where}: the root (node {root}) has a parent")
-    return b.build(root)
+    graph = doc.get("graph")
+    declared = _variables.read(graph.get(_variables.KEY), where) if isinstance(graph, dict) else None
+    return b.build(root, declared=declared)
 
 
 def _node(b: Builder, key: int, rec: dict, kids: dict[int, int], where: str) -> None:
@@ -167,7 +171,8 @@ def dumps(spn: SPN) -> str:
         if spec[0] != "leaf":
             links += [{"idx": i, "source": ident(c), "target": ident(n)} for i, c in enumerate(spec[1])]
     # NetworkX < 3.4 reads the links under "links", newer versions under "edges": write both
-    doc = {"directed": True, "multigraph": False, "graph": {}, "nodes": recs, "links": links, "edges": links}
+    doc = {"directed": True, "multigraph": False, "graph": {_variables.KEY: _variables.block(spn)},
+           "nodes": recs, "links": links, "edges": links}
     return json.dumps(doc, allow_nan=False) + "\n"
 
 

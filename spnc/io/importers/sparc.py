@@ -6,6 +6,8 @@ listed children first with ids ``0..N-1``, each ``{"id", "kind", "children", ...
 ``bernoulli`` (``scope``, ``p``), ``indicator`` (``scope``, ``value``, ``num_cats``),
 ``literal`` (``scope``, ``value``: the indicator of a binary variable) and ``gaussian``
 (``scope``, ``mean``, ``std``). ``discrete_logistic`` and unknown kinds are refused.
+spnc keeps its declaration of the variables in a top-level key sparc-pc ignores
+(:mod:`._variables`).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from ...errors import FormatError
 from ...graph import SPN
 from ._common import Builder, MAX_NODES, integer, mapping, parse_json, real, reals, unsupported, walk
+from . import _variables
 
 NAME = "sparc-json"
 FORMAT = "gcw-circuit-v1"
@@ -56,7 +59,7 @@ def loads(data: bytes | str, where: str = NAME) -> SPN:
             if str(e).startswith(where):
                 raise
             raise FormatError(f"{where}: {label}: {e}") from None
-    return b.build(root)
+    return b.build(root, declared=_variables.read(doc.get(_variables.KEY), where))
 
 
 def _node(b: Builder, key: int, kind: str, rec: dict, ch: list[int], label: str) -> None:
@@ -122,5 +125,5 @@ def dumps(spn: SPN) -> str:
             else:
                 raise unsupported(NAME, n, o)
             recs.append(r)
-    return json.dumps({"format": FORMAT, "backend": "numpy", "root": root, "nodes": recs},
-                      allow_nan=False) + "\n"
+    return json.dumps({"format": FORMAT, "backend": "numpy", "root": root, "nodes": recs,
+                       _variables.KEY: _variables.block(spn)}, allow_nan=False) + "\n"

@@ -5,6 +5,8 @@ Nested objects ``{"Sum": {"children": [...], "weights": [...], "scope": [...], "
 Mapped leaves: Bernoulli, Categorical, Gaussian, MultivariateGaussian (mean, sigma) and
 binary CLTree (tree, log_factors). Nodes are nested, so shared nodes repeat; repeated ids
 must repeat the same content. SPFlow writes numpy arrays with ``str()``, which is read too.
+spnc keeps its declaration of the variables among the root node's attributes
+(:mod:`._variables`).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from ...errors import FormatError
 from ...graph import SPN
 from ._common import MAX_NODES, Builder, binary_tree_leaf, integer, mapping, parse_json, real, reals, tree_size, unsupported, walk
+from . import _variables
 
 JSON = "spflow-json"
 
@@ -104,7 +107,7 @@ def loads_json(data: bytes | str, where: str = JSON) -> SPN:
             if str(e).startswith(where):
                 raise
             raise FormatError(f"{where}: {label}: {e}") from None
-    return b.build(root_key)
+    return b.build(root_key, declared=_variables.read(root_body.get(_variables.KEY), where))
 
 
 def _cltree(body: dict, n: int) -> dict:
@@ -177,6 +180,8 @@ def dumps_json(spn: SPN) -> str:
                                                      "scope": o.vars.tolist(), "sigma": o.cov.tolist()}}
             else:
                 raise unsupported(JSON, n, o)
+    (body,) = built[root].values()
+    body[_variables.KEY] = _variables.block(spn)
     try:
         return json.dumps(built[root], sort_keys=True, allow_nan=False) + "\n"
     except ValueError:
