@@ -16,8 +16,9 @@ True
 ['a', 'b', 'c', 'd']
 
 Where every model carries ``var_names`` variables are matched by name (a model's columns
-are reordered to the first model's order); otherwise by index. Shared sub-networks stay
-shared; the inputs are not modified.
+are reordered to the first model's order); otherwise by index, and the result keeps the
+names of the models that have them if they agree and name every variable (else a warning
+says they are dropped). Shared sub-networks stay shared; the inputs are not modified.
 """
 from __future__ import annotations
 
@@ -50,6 +51,28 @@ def _check_models(models: Sequence[Any], what: str) -> list[SPN]:
 
 def _named(models: list[SPN]) -> bool:
     return all(m.var_names is not None for m in models)
+
+
+def _index_names(models: list[SPN], n_vars: int) -> list[str] | None:
+    """Names for variables matched by index, from the models that have them: kept when they
+    agree and name every variable, else dropped with a warning."""
+    named = [m for m in models if m.var_names is not None]
+    if not named:
+        return None
+    names: list[str | None] = [None] * n_vars
+    for m in named:
+        for v, n in enumerate(m.var_names):
+            if names[v] is not None and names[v] != n:
+                warnings.warn(f"variable {v} is {names[v]!r} in one model and {n!r} in another, and not every "
+                              "model has var_names to match them by: the result has no var_names",
+                              UserWarning, stacklevel=3)
+                return None
+            names[v] = n
+    if None in names:
+        warnings.warn(f"variable {names.index(None)} is named by no model (not every model has var_names): "
+                      "the result has no var_names", UserWarning, stacklevel=3)
+        return None
+    return names  # type: ignore[return-value]
 
 
 def _graph(spn: SPN, perm: np.ndarray | None) -> Node:
@@ -153,7 +176,7 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
                 raise ScopeError(f"models[{k}] has {m.n_vars} variables, models[0] {base.n_vars}; "
                                  "give the models var_names to match them by name")
             perms.append(None)
-        names = None
+        names = _index_names(models, base.n_vars)
     card, vtype = _card_of(models, perms, base.n_vars)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -235,6 +258,7 @@ def product(models: Sequence[SPN]) -> SPN:
                                      "a product needs disjoint variables (or var_names to tell them apart)")
                 seen[int(v)] = k
         n_vars = max(m.n_vars for m in models)
+        names = _index_names(models, n_vars)
     card, vtype = _card_of(models, perms, n_vars)
     root = Product([_graph(m, p) for m, p in zip(models, perms)])
     return compile(root, cardinality=card, var_type=vtype, var_names=names, normalize=False)
