@@ -86,18 +86,47 @@ class BlockSource:
         self.close()
 
 
-class ArraySource(BlockSource):
-    """Row slabs of an array, h5py dataset or Zarr array (only one slab in memory)."""
+class FileGuard:
+    """The state of a file being read (device, inode, size, modification time), checked
+    before each block: a file rewritten between or during passes is an error, not a silent
+    mix of old and new rows (nor, for a memory-mapped ``.npy`` cut short, a crash)."""
 
-    def __init__(self, A, block_rows: int | None = None, name: str = "X", owner=None):
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self.state = self._state()
+
+    def _state(self):
+        try:
+            s = os.stat(self.path)
+        except OSError:
+            return None
+        return s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns
+
+    def check(self, name: str) -> None:
+        if self._state() != self.state:
+            same = os.path.abspath(split_spec(name)[0]) == self.path
+            raise DataError(f"{name}: {'the file' if same else self.path} was changed, replaced or removed "
+                            "while being read; a pass over it would mix old and new rows (EM and other fits "
+                            "read it several times): copy the data first, or wait until it is written")
+
+
+class ArraySource(BlockSource):
+    """Row slabs of an array, h5py dataset or Zarr array (only one slab in memory).
+    ``guard``: a :class:`FileGuard` of the file the rows are read from."""
+
+    def __init__(self, A, block_rows: int | None = None, name: str = "X", owner=None,
+                 guard: FileGuard | None = None):
         shape = tuple(A.shape)
         if len(shape) != 2:
             raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {shape}")
         self.A, self.n_rows, self.n_cols, self.name, self._owner = A, shape[0], shape[1], name, owner
         self.block_rows = int(block_rows) if block_rows else default_block_rows(shape[1])
+        self._guard = guard
 
     def blocks(self):
         for r0 in range(0, self.n_rows, self.block_rows):
+            if self._guard is not None:
+                self._guard.check(self.name)
             yield r0, np.asarray(self.A[r0:r0 + self.block_rows])
 
     def close(self) -> None:
@@ -157,7 +186,9 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):
-        return ArraySource(X, block_rows, name)
+        f = getattr(X, "file", None)     # an h5py dataset of a file opened read-only: guard it
+        guard = FileGuard(f.filename) if getattr(f, "mode", None) == "r" and os.path.isfile(f.filename) else None
+        return ArraySource(X, block_rows, name, guard=guard)
     if callable(X) or isinstance(X, Iterable):
         return IterableSource(X, name, var_names)
     raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
@@ -180,13 +211,15 @@ def _open_path(path: str, block_rows: int | None) -> BlockSource:
         raise DataError(f"{file}: no such file or directory")
     if ext == ".npy":
         try:
-            return ArraySource(np.load(file, mmap_mode="r", allow_pickle=False), block_rows, path)
+            guard = FileGuard(file)
+            return ArraySource(np.load(file, mmap_mode="r", allow_pickle=False), block_rows, path, guard=guard)
         except ValueError as e:
             raise DataError(f"{file}: cannot read .npy: {e}") from None
     if ext in (".h5", ".hdf5"):
         import h5py
         if not ds:
             raise DataError(f"{file}: name the dataset, as in '{file}:/path/to/data'")
+        guard = FileGuard(file)
         try:
             f = h5py.File(file, "r")
         except OSError as e:
@@ -199,7 +232,7 @@ def _open_path(path: str, block_rows: int | None) -> BlockSource:
             what = f"{d.dtype} {d.shape}"       # read before closing the file
             f.close()
             raise DataError(f"{path}: need a 2-D numeric dataset, got {what}")
-        return ArraySource(d, block_rows, path, owner=f)
+        return ArraySource(d, block_rows, path, owner=f, guard=guard)
     if ext == ".zarr":
         try:
             import zarr
