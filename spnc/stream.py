@@ -8,7 +8,8 @@ A *block source* delivers the rows of a 2-D table in order, a block of rows at a
 * a spec string ``"file.h5:/path"`` (HDF5), ``"file.zarr"`` / ``"file.zarr:/path"`` (Zarr)
   or ``"file.npy"`` (memory-mapped);
 * any iterable of row blocks (arrays of shape (m, d)). A one-shot iterator allows one
-  pass only; a list of arrays or a callable returning a fresh iterator allows several.
+  pass only; a list of arrays or a callable returning a fresh iterator allows several
+  (each must give the same rows).
   Blocks that are DataFrames (``pd.read_csv(..., chunksize=...)``) are matched by column
   name to the model's variables, or else to the first block's columns.
 
@@ -151,7 +152,7 @@ class IterableSource(BlockSource):
             raise DataError(f"{self.name} is a one-shot iterator and was already read; pass a list of "
                             "blocks, a dataset or a callable returning a fresh iterator for several passes")
         self._used = True
-        r0 = 0
+        r0, first = 0, self.n_rows      # rows of an earlier pass: every pass must give as many
         for b in (self._it() if callable(self._it) else self._it):
             if is_frame(b):
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}")
@@ -165,9 +166,17 @@ class IterableSource(BlockSource):
             elif b.shape[1] != self.n_cols:
                 raise DataError(f"{self.name}: the block at row {r0} has {b.shape[1]} columns, "
                                 f"the first had {self.n_cols}")
+            if first is not None and r0 + b.shape[0] > first:
+                self._changed(first, f"more than {first}")
             yield r0, b
             r0 += b.shape[0]
+        if first is not None and r0 != first:
+            self._changed(first, str(r0))
         self.n_rows = r0
+
+    def _changed(self, first: int, now: str):
+        raise DataError(f"{self.name}: this pass over the blocks gave {now} rows, an earlier one {first}; "
+                        "a fit reading X several times needs the same rows on every pass")
 
 
 def default_block_rows(n_cols: int) -> int:

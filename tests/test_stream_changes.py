@@ -1,4 +1,5 @@
-"""Streamed inputs that change while a fit reads them several times."""
+"""Streamed inputs that change while a fit reads them several times: a file rewritten
+between EM's passes, blocks that differ from pass to pass."""
 from __future__ import annotations
 
 import h5py
@@ -71,3 +72,23 @@ def test_an_unchanged_file_is_read_as_before(tmp_path):
         f["X"] = X
     with h5py.File(tmp_path / "x.h5", "r") as f:      # an open read-only dataset is guarded too
         assert np.array_equal(stream.log_likelihood(spn, f["X"]), spn.log_likelihood(X))
+
+
+def test_blocks_that_change_between_passes_are_an_error():
+    # was: a callable giving fewer rows on a later pass halved EM's objective silently
+    spn, X = _model_and_rows(2000)
+    calls = []
+
+    def blocks():
+        calls.append(1)
+        n = len(X) if len(calls) <= 2 else 1000
+        return iter([X[i:i + 100] for i in range(0, n, 100)])
+    for w in (None, np.ones(len(X))):
+        calls.clear()
+        with pytest.raises(DataError, match="gave 1000 rows, an earlier one 2000"):
+            EM(init=spn, max_iter=3, tol=-np.inf).fit(blocks, sample_weight=w)
+    passes = iter([[X], [X, X[:1]]])
+    src = stream.open_source(lambda: iter(next(passes)))
+    list(src.blocks())
+    with pytest.raises(DataError, match="gave more than 2000 rows"):
+        list(src.blocks())
