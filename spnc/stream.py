@@ -21,6 +21,7 @@ are added in block order. The same block functions run on a Dask cluster
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -34,12 +35,15 @@ BLOCK_BYTES = 32 << 20
 
 def split_spec(path: str) -> tuple[str, str | None]:
     """``"data.h5:/train"`` -> ``("data.h5", "/train")``; a plain path -> ``(path, None)``.
-    Only a ``:`` after an ``.h5``/``.hdf5``/``.zarr`` name separates a dataset."""
-    for ext in (".h5:", ".hdf5:", ".zarr:"):
-        k = path.lower().rfind(ext)
-        if k >= 0:
-            k += len(ext) - 1
-            return path[:k], path[k + 1:] or None
+    Only a ``:`` after an ``.h5``/``.hdf5``/``.zarr`` name separates a dataset (the last
+    such, unless it is part of the name of an existing directory, as in ``"run.h5:2/x.npy"``)."""
+    low = path.lower()
+    cuts = sorted((m.end() - 1 for m in re.finditer(r"\.(h5|hdf5|zarr):", low)), reverse=True)
+    for k in cuts:
+        j = path.find("/", k + 1)
+        if j > k + 1 and os.path.isdir(path[:j]):       # the ':' is inside a directory's name
+            continue
+        return path[:k], path[k + 1:] or None
     return path, None
 
 

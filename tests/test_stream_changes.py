@@ -1,5 +1,5 @@
-"""Streamed inputs that change while a fit reads them several times: a file rewritten
-between EM's passes, blocks that differ from pass to pass."""
+"""Streamed inputs that change or are named awkwardly: a file rewritten between EM's passes,
+blocks that differ from pass to pass, ':' inside directory names."""
 from __future__ import annotations
 
 import h5py
@@ -92,3 +92,22 @@ def test_blocks_that_change_between_passes_are_an_error():
     list(src.blocks())
     with pytest.raises(DataError, match="gave more than 2000 rows"):
         list(src.blocks())
+
+
+def test_colon_in_a_directory_name(tmp_path):
+    # was: 'run.h5:2/x.npy' was split into the file 'run.h5' and the dataset '2/x.npy' -- a read
+    # failed with "no such file", a write created an HDF5 file 'run.h5' beside the directory
+    spn, X = _model_and_rows()
+    d = tmp_path / "run.h5:2"
+    d.mkdir()
+    np.save(d / "x.npy", X)
+    with h5py.File(d / "x.h5", "w") as f:
+        f["X"] = X
+    ref = spn.log_likelihood(X)
+    assert np.array_equal(stream.log_likelihood(spn, str(d / "x.npy")), ref)
+    assert np.array_equal(stream.log_likelihood(spn, f"{d / 'x.h5'}:/X"), ref)
+    assert stream.log_likelihood_to_file(spn, f"{d / 'x.h5'}:/X", str(d / "ll.npy")) == len(X)
+    assert np.array_equal(np.load(d / "ll.npy"), ref)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5:2"]
+    assert stream.split_spec("data.h5:/X") == ("data.h5", "/X")
+    assert stream.split_spec(str(tmp_path / "a:b" / "c.H5:g/X")) == (str(tmp_path / "a:b" / "c.H5"), "g/X")
