@@ -1,5 +1,5 @@
 """Streamed inputs that change or are named awkwardly: a file rewritten between EM's passes,
-blocks that differ from pass to pass, ':' inside directory names."""
+blocks that differ from pass to pass, ':' inside directory names, files left open."""
 from __future__ import annotations
 
 import h5py
@@ -111,3 +111,16 @@ def test_colon_in_a_directory_name(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5:2"]
     assert stream.split_spec("data.h5:/X") == ("data.h5", "/X")
     assert stream.split_spec(str(tmp_path / "a:b" / "c.H5:g/X")) == (str(tmp_path / "a:b" / "c.H5"), "g/X")
+
+
+def test_em_closes_the_file_it_opened_when_it_fails(tmp_path):
+    # was: the HDF5 file stayed open (and locked against writers) while the error was alive
+    spn, X = _model_and_rows()
+    X[700, 1] = 7
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["X"] = X
+    with pytest.raises(DataError, match=r"X\[700, 1\] = 7") as err:
+        EM(init=spn, max_iter=2).fit(f"{tmp_path / 'x.h5'}:/X")
+    assert err.value is not None
+    with h5py.File(tmp_path / "x.h5", "w"):         # refused while another handle has it open
+        pass

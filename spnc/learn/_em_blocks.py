@@ -9,6 +9,7 @@ refused; the online variant draws rows at random and needs the data in memory.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
@@ -51,6 +52,20 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
         raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
                         "statistics would overflow; rescale the weights")
     return src, w, float(w.sum())
+
+
+@contextlib.contextmanager
+def opened(X, model):
+    """``X`` for :meth:`EM.fit`, a file or dataset opened as a block source (closed on exit)."""
+    if not _stream.is_streamed(X) or _stream.is_dask(X):
+        yield X
+        return
+    src = _stream.open_source(X, var_names=model.var_names)
+    try:
+        yield src
+    finally:
+        if src is not X:
+            src.close()
 
 
 def _stats_of(em, table):

@@ -166,6 +166,10 @@ class EM(DensityEstimator):
         may be any of these too; it is read into memory once."""
         self._no_target(y)
         self._validate_params()
+        with _em_blocks.opened(X, self.init) as X:      # a file opened here is closed, even on errors
+            return self._fit(X, X_valid, sample_weight)
+
+    def _fit(self, X, X_valid, sample_weight) -> "EM":
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
