@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .data import refuse_dask_frame
 from .errors import DataError, ParameterError, SpncError
 from .stream import add, block_log_likelihood, is_dask
 
@@ -49,6 +50,7 @@ def current_client(client=None):
 
 def check_array(X, name: str = "X"):
     """``X``, a Dask array, if it is 2-D and its chunk sizes are known; else DataError."""
+    refuse_dask_frame(X, name)
     if X.ndim != 2:
         raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {X.shape}")
     if any(s != s for s in X.shape):     # NaN: unknown chunk sizes
@@ -134,8 +136,10 @@ def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: b
     whose graph holds the model."""
     _require()
     import dask.array as da
+    refuse_dask_frame(X)
     if not is_dask(X):
-        raise DataError("X must be a dask.array (use spnc.stream for files and iterables)")
+        raise DataError(f"X must be a dask.array, got {type(X).__name__} (use spnc.stream for files and "
+                        "iterables)")
     cl = current_client(client)
     rows = X.chunks[0]
     if not compute:     # the graph holds the model: any scheduler can compute it later

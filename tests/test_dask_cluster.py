@@ -1,0 +1,86 @@
+"""spnc.dask on a 2-worker process cluster against the in-memory path on the same rows:
+uneven chunks (a last chunk of one row, column chunks), dtypes, missing values, mixtures,
+EM on discrete and Gaussian leaves; and what is refused (skipped without distributed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import spnc  # noqa: E402
+from spnc import dask as sd  # noqa: E402
+from spnc.chowliu import fit_chow_liu  # noqa: E402
+from spnc.errors import DataError  # noqa: E402
+from spnc.learn.em import EM  # noqa: E402
+
+from conftest import random_spn  # noqa: E402
+from test_em import MODELS, data_for  # noqa: E402
+from test_stream import _same_fit, _tree_data  # noqa: E402
+
+UNEVEN = ((7, 600, 393, 1),)        # 1001 rows: a chunk of 7 rows first, a chunk of 1 row last
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_log_likelihood_on_uneven_chunks_and_dtypes(client):
+    rng = np.random.default_rng(1)
+    a, b = (random_spn(rng, [2, 3, 2, 4, 2], depth=3) for _ in range(2))
+    spn = spnc.compile(a)
+    mix = spnc.compile([a, b], combine="mixture", root_weights=[0.3, 0.7])
+    X = spn.sample(1001, seed=1)
+    X[::9, 1] = np.nan
+    X[4] = np.nan
+    for chunks in (UNEVEN + (-1,), UNEVEN + ((2, 3),), ((1000, 1), (1,) * 5)):
+        D = da.from_array(X, chunks=chunks)
+        for m in (spn, mix):
+            assert np.array_equal(sd.log_likelihood(m, D), m.log_likelihood(X))
+        assert np.array_equal(sd.log_likelihood(mix, D, compute=False).compute(), mix.log_likelihood(X))
+    Y = np.nan_to_num(X)
+    for Z in (Y.astype(np.int8), Y.astype(np.float32), Y.astype(np.uint8), Y > 0):
+        assert np.array_equal(sd.log_likelihood(spn, da.from_array(Z, chunks=UNEVEN + (-1,))), spn.log_likelihood(Z))
+
+
+def test_chow_liu_counts_on_uneven_chunks(client):
+    X = _tree_data(np.random.default_rng(3), 1001, [2, 3, 2, 4, 2])
+    for Z in (X.astype(np.uint8), X.astype(np.float32), (X > 0)):
+        _same_fit(fit_chow_liu(Z), fit_chow_liu(da.from_array(Z, chunks=UNEVEN + ((2, 3),))), exact=True)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "gaussian", "mvgaussian", "mixture"])
+def test_em_on_uneven_chunks(client, kind):
+    if kind == "mixture":
+        a, b = MODELS["discrete"](3), MODELS["discrete"](4)
+        init = spnc.compile([a.to_nodes(), b.to_nodes()], combine="mixture", root_weights=[0.4, 0.6])
+        X = data_for("discrete", n=1001, seed=1)
+    else:
+        init, X = MODELS[kind](3), data_for(kind, n=1001, seed=1)
+    X[::11, 0] = np.nan
+    for variant in ("soft", "hard"):
+        kw = dict(init=init, max_iter=3, tol=-np.inf, variant=variant, alpha=0.1, n_threads=1)
+        ref, got = EM(**kw).fit(X), EM(**kw).fit(da.from_array(X, chunks=UNEVEN + (-1,)))
+        np.testing.assert_allclose(got.history_["train"], ref.history_["train"], rtol=1e-12)
+        np.testing.assert_allclose(got.spn_.weight, ref.spn_.weight, rtol=1e-12, atol=1e-14)
+        if kind == "mixture":
+            np.testing.assert_allclose(got.spn_.root_weights, ref.spn_.root_weights, rtol=1e-12)
+        for k, t in ref.spn_.leaf_tables.items():
+            for name, v in t.to_arrays().items():
+                np.testing.assert_allclose(got.spn_.leaf_tables[k].to_arrays()[name], v, rtol=1e-11, atol=1e-13)
+
+
+def test_dask_dataframes_are_refused_by_spnc_dask(client):
+    # was: "X must be a dask.array" (log_likelihood) and a TypeError from Dask (map_reduce)
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    spn = spnc.compile(random_spn(np.random.default_rng(2), [2, 2, 2], depth=2))
+    D = dd.from_pandas(pd.DataFrame(spn.sample(50, seed=1), columns=list("abc")), npartitions=2)
+    for run in (lambda: sd.log_likelihood(spn, D), lambda: sd.log_likelihood(spn, D, compute=False),
+                lambda: sd.map_reduce(lambda b, r0, ctx: b.sum(), D)):
+        with pytest.raises(DataError, match=r"Dask DataFrame.*compute\(\).*to_dask_array"):
+            run()
