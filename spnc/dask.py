@@ -104,8 +104,12 @@ def _compute(objs, client, what: str):
     try:
         return client.gather(client.compute(objs))
     except Exception as e:
-        if not isinstance(e, SpncError):      # a failed worker or connection, not bad data
-            e.add_note(f"spnc.dask: while computing {what} on {client!r}")
+        if isinstance(e, SpncError):
+            raise
+        if getattr(client, "status", None) in ("closing", "closed"):
+            raise ParameterError("client", f"the Dask client was closed while computing {what}; keep it "
+                                           "open until the fit or evaluation returns") from e
+        e.add_note(f"spnc.dask: while computing {what} on {client!r}")    # a failed worker or connection
         raise
 
 

@@ -3,6 +3,10 @@ uneven chunks (a last chunk of one row, column chunks), dtypes, missing values, 
 EM on discrete and Gaussian leaves; and what is refused (skipped without distributed)."""
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -12,7 +16,7 @@ distributed = pytest.importorskip("distributed")
 import spnc  # noqa: E402
 from spnc import dask as sd  # noqa: E402
 from spnc.chowliu import fit_chow_liu  # noqa: E402
-from spnc.errors import DataError  # noqa: E402
+from spnc.errors import DataError, ParameterError  # noqa: E402
 from spnc.learn.em import EM  # noqa: E402
 
 from conftest import random_spn  # noqa: E402
@@ -84,3 +88,29 @@ def test_dask_dataframes_are_refused_by_spnc_dask(client):
                 lambda: sd.map_reduce(lambda b, r0, ctx: b.sum(), D)):
         with pytest.raises(DataError, match=r"Dask DataFrame.*compute\(\).*to_dask_array"):
             run()
+
+
+def test_a_client_closed_during_a_pass_is_named(client, tmp_path):
+    # was: distributed's FutureCancelledError "... cancelled for reason: unknown"
+    X = np.zeros((40, 2))
+    mark = str(tmp_path / "started")
+
+    def slow(block, r0, ctx):
+        if r0 == 0:
+            open(ctx, "w").close()
+        time.sleep(0.5)
+        return block.sum()
+
+    with distributed.Client(client.scheduler.address, set_as_default=False) as own:
+        def close_when_started():
+            end = time.monotonic() + 60
+            while not os.path.exists(mark) and time.monotonic() < end:
+                time.sleep(0.01)
+            own.close()
+        t = threading.Thread(target=close_when_started)
+        t.start()
+        try:
+            with pytest.raises(ParameterError, match="client was closed while computing slow"):
+                sd.map_reduce(slow, da.from_array(X, chunks=(5, -1)), mark, client=own)
+        finally:
+            t.join()
