@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .data import as_data, is_frame, refuse_dask_frame
-from .errors import DataError
+from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
 BLOCK_BYTES = 32 << 20
@@ -125,7 +125,7 @@ class ArraySource(BlockSource):
         if len(shape) != 2:
             raise DataError(f"{name} must be 2-D (n_rows, n_vars), got shape {shape}")
         self.A, self.n_rows, self.n_cols, self.name, self._owner = A, shape[0], shape[1], name, owner
-        self.block_rows = int(block_rows) if block_rows else default_block_rows(shape[1])
+        self.block_rows = check_block_rows(block_rows) or default_block_rows(shape[1])
         self._guard = guard
 
     def blocks(self):
@@ -183,6 +183,17 @@ class IterableSource(BlockSource):
                         "a fit reading X several times needs the same rows on every pass")
 
 
+def check_block_rows(block_rows) -> int | None:
+    """``block_rows`` as an int >= 1, or None (the default size); else ParameterError."""
+    if block_rows is None:
+        return None
+    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(block_rows, (int, np.integer)) \
+            or block_rows < 1:
+        raise ParameterError("block_rows", f"block_rows must be a whole number of rows >= 1 (or None for "
+                                           f"blocks of about {BLOCK_BYTES >> 20} MB), got {block_rows!r}")
+    return int(block_rows)
+
+
 def default_block_rows(n_cols: int) -> int:
     return max(1024, BLOCK_BYTES // (8 * max(int(n_cols), 1)) // 64 * 64)
 
@@ -193,6 +204,7 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     ``var_names``: the model's variables, to which DataFrame blocks are matched."""
     if isinstance(X, BlockSource):
         return X
+    check_block_rows(block_rows)
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X), block_rows)
     refuse_dask_frame(X, name)

@@ -1,5 +1,5 @@
 """Streamed inputs that change or are named awkwardly: a file rewritten between EM's passes,
-blocks that differ from pass to pass, ':' inside directory names, files left open."""
+blocks that differ from pass to pass, ':' inside directory names, files left open, block sizes."""
 from __future__ import annotations
 
 import h5py
@@ -8,7 +8,7 @@ import pytest
 
 import spnc
 from spnc import stream
-from spnc.errors import DataError
+from spnc.errors import DataError, ParameterError
 from spnc.learn import _em_blocks
 from spnc.learn.em import EM
 
@@ -124,3 +124,20 @@ def test_em_closes_the_file_it_opened_when_it_fails(tmp_path):
     assert err.value is not None
     with h5py.File(tmp_path / "x.h5", "w"):         # refused while another handle has it open
         pass
+
+
+@pytest.mark.parametrize("bad", [-5, 0, 2.5, "7", True])
+def test_block_rows_must_be_a_positive_whole_number(tmp_path, bad):
+    # was: block_rows=-5 read no blocks: log_likelihood_to_file wrote an empty result and
+    # returned 0, Chow-Liu said "X has no rows"; 2.5, "7" and True were taken as 2, 7 and 1
+    spn, X = _model_and_rows()
+    np.save(tmp_path / "x.npy", X)
+    from spnc.chowliu_blocks import fit_chow_liu_blocks
+    for run in (lambda: stream.log_likelihood_to_file(spn, str(tmp_path / "x.npy"), str(tmp_path / "ll.npy"),
+                                                      block_rows=bad),
+                lambda: fit_chow_liu_blocks(X, block_rows=bad), lambda: stream.open_source(X, bad)):
+        with pytest.raises(ParameterError, match=r"block_rows must be a whole number of rows >= 1"):
+            run()
+    assert not (tmp_path / "ll.npy").exists()
+    assert stream.log_likelihood_to_file(spn, str(tmp_path / "x.npy"), str(tmp_path / "ll.npy"),
+                                         block_rows=np.int64(7)) == len(X)
