@@ -256,6 +256,9 @@ def test_pairwise_gtest_over_blocks_equals_learnspn_test(tmp_path):
         assert np.array_equal(G, G2) and np.array_equal(dof, dof2)
     with pytest.raises(DataError, match=r"X\[0, 2\] = 2"):
         pairwise_gtest(_blocks(X, 700), [2] * 8)
+    for bad in ([2.5] * 8, [True] * 8, [[2] * 8]):     # was: 2.5 taken as 2, a 2-D list read on
+        with pytest.raises(DataError, match="cardinality must be positive integers"):
+            pairwise_gtest(_blocks(X, 700), bad)
 
 
 def test_load_keeps_to_the_memory_budget(tmp_path, monkeypatch):
