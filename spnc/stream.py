@@ -235,11 +235,12 @@ def _open_path(path: str, block_rows: int | None) -> BlockSource:
     if not os.path.exists(file):
         raise DataError(f"{file}: no such file or directory")
     if ext == ".npy":
+        guard = FileGuard(file)
         try:
-            guard = FileGuard(file)
-            return ArraySource(np.load(file, mmap_mode="r", allow_pickle=False), block_rows, path, guard=guard)
-        except ValueError as e:
-            raise DataError(f"{file}: cannot read .npy: {e}") from None
+            A = np.load(file, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise DataError(f"{file}: cannot read .npy: {getattr(e, 'strerror', None) or e}") from None
+        return ArraySource(A, block_rows, path, guard=guard)
     if ext in (".h5", ".hdf5"):
         import h5py
         if not ds:

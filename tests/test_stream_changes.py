@@ -141,3 +141,16 @@ def test_block_rows_must_be_a_positive_whole_number(tmp_path, bad):
     assert not (tmp_path / "ll.npy").exists()
     assert stream.log_likelihood_to_file(spn, str(tmp_path / "x.npy"), str(tmp_path / "ll.npy"),
                                          block_rows=np.int64(7)) == len(X)
+
+
+def test_unreadable_npy_files_are_named(tmp_path):
+    # was: an empty .npy raised numpy's bare EOFError, a directory named x.npy IsADirectoryError,
+    # and a 1-D array "x.npy: cannot read .npy: x.npy must be 2-D" (it was read, and named twice)
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "dir.npy").mkdir()
+    np.save(tmp_path / "flat.npy", np.zeros(4))
+    for name, msg in (("empty.npy", "cannot read .npy"), ("dir.npy", "cannot read .npy"),
+                      ("flat.npy", r"flat\.npy must be 2-D \(n_rows, n_vars\), got shape \(4,\)$")):
+        with pytest.raises(DataError, match=msg) as err:
+            stream.open_source(str(tmp_path / name))
+        assert str(err.value).startswith(str(tmp_path / name)) and str(err.value).count(name) == 1
