@@ -129,10 +129,12 @@ class ArraySource(BlockSource):
         self._guard = guard
 
     def blocks(self):
+        check = self._guard.check if self._guard is not None else (lambda name: None)
         for r0 in range(0, self.n_rows, self.block_rows):
-            if self._guard is not None:
-                self._guard.check(self.name)
-            yield r0, np.asarray(self.A[r0:r0 + self.block_rows])
+            check(self.name)        # before: reading a memory-mapped file cut short would crash
+            b = np.asarray(self.A[r0:r0 + self.block_rows])
+            check(self.name)        # after: the block holds no rows written meanwhile
+            yield r0, b
 
     def close(self) -> None:
         if self._owner is not None:

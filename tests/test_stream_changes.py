@@ -62,6 +62,21 @@ def test_a_file_changed_between_em_passes_is_an_error(tmp_path, monkeypatch, how
         EM(init=spn, max_iter=3, tol=-np.inf).fit(spec)
 
 
+def test_a_block_read_while_its_file_changes_is_refused(tmp_path):
+    X = np.arange(20.0).reshape(10, 2)
+    np.save(tmp_path / "x.npy", X)
+
+    class Rewritten:        # the file changes while the first block is read
+        shape = X.shape
+
+        def __getitem__(self, rows):
+            np.save(tmp_path / "x.npy", X + 1)
+            return X[rows]
+    src = stream.ArraySource(Rewritten(), 4, "X", guard=stream.FileGuard(str(tmp_path / "x.npy")))
+    with pytest.raises(DataError, match=r"^X: .*x\.npy was changed"):
+        next(src.blocks())
+
+
 def test_an_unchanged_file_is_read_as_before(tmp_path):
     spn, X = _model_and_rows()
     np.save(tmp_path / "x.npy", X)
