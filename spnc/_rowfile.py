@@ -68,8 +68,11 @@ class RowWriter:
                 del self.h[self.ds]
         else:
             self.h = h5py.File(self.tmp, "w")
-        self.dset = self.h.create_dataset(self.ds, shape=(0,) + shape1, maxshape=(None,) + shape1,
-                                          dtype="f8", chunks=True)
+        try:
+            self.dset = self.h.create_dataset(self.ds, shape=(0,) + shape1, maxshape=(None,) + shape1,
+                                              dtype="f8", chunks=True)
+        except (TypeError, ValueError) as e:      # e.g. a dataset where the path needs a group
+            raise DataError(f"{self.file}:/{self.ds.strip('/')}: cannot create a dataset there ({e})") from None
 
     def finish(self) -> None:
         """Complete the temporary file (an empty output when no block came)."""
