@@ -169,3 +169,18 @@ def test_unreadable_npy_files_are_named(tmp_path):
         with pytest.raises(DataError, match=msg) as err:
             stream.open_source(str(tmp_path / name))
         assert str(err.value).startswith(str(tmp_path / name)) and str(err.value).count(name) == 1
+
+
+@pytest.mark.parametrize("learner", ["LearnSPN", "Prometheus"])
+def test_learners_close_the_file_when_sampling_fails(tmp_path, learner):
+    # was: an error while reading the structure sample (here: no rows) left the file open
+    from spnc.learn import LearnSPN
+    from spnc.learn.prometheus import Prometheus
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f.create_dataset("E", shape=(0, 4), dtype="u1")
+    est = {"LearnSPN": LearnSPN, "Prometheus": Prometheus}[learner](sample_rows=10)
+    with pytest.raises(DataError, match="has no rows") as err:
+        est.fit(f"{tmp_path / 'x.h5'}:/E")
+    assert err.value is not None
+    with h5py.File(tmp_path / "x.h5", "w"):
+        pass

@@ -62,6 +62,17 @@ def structure_rows(X, sample_rows: int | None, random_state, learner: str) -> Ro
         idx = sample_index(src.shape[0], sample_rows, random_state)
         return Rows(np.asarray((src if idx is None else src[idx]).compute()), src, src.shape[0], True,
                     0 if idx is None else idx)
+    try:
+        return _sample_blocks(src, sample_rows, random_state, learner)
+    except BaseException:
+        if src is not X:        # opened here: not left open (and locked) while the error lives
+            src.close()
+        raise
+
+
+def _sample_blocks(src, sample_rows: int | None, random_state, learner: str) -> Rows:
+    """:func:`structure_rows` of a block source, in one pass (two for an iterable of blocks
+    of unknown length)."""
     n = src.n_rows
     if n is None and sample_rows is not None:      # an iterable of blocks: count them first
         if not src.reiterable:
