@@ -154,7 +154,7 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
         if card is None or np.all(card == 2):
             res = _stream.map_reduce(_binary_block, src, ctx, _combine_binary, **run)
             if res is None:
-                raise DataError("X has no rows; nothing to fit")
+                raise DataError(f"{_stream.label(src)} has no rows; nothing to fit")
             card, C, total, n, raw = res
             _check_rows(n, raw, w)
             if C is not None:
@@ -174,7 +174,7 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
                             f"(sum of cardinalities) exceed {MAX_INDICATORS}")
         res = _stream.map_reduce(_onehot_block, src, dict(ctx, card=card, off=off), **run)
         if res is None:
-            raise DataError("X has no rows; nothing to fit")
+            raise DataError(f"{_stream.label(src)} has no rows; nothing to fit")
         C, total, n, raw = res
         _check_rows(n, raw, w)
         if const:
@@ -210,7 +210,7 @@ def pairwise_gtest(X, cardinality=None, *, n_threads: int | None = None, client=
         if cardinality is None:
             card = _stream.map_reduce(_card_block, src, None, _max, **run)
             if card is None:
-                raise DataError("X has no rows")
+                raise DataError(f"{_stream.label(src)} has no rows")
             if not _stream.is_dask(src) and not src.reiterable:
                 raise DataError("pairwise_gtest needs two passes without cardinality, but X is a one-shot iterator")
         else:
@@ -223,7 +223,7 @@ def pairwise_gtest(X, cardinality=None, *, n_threads: int | None = None, client=
         ctx = {"card": card, "w": None, "const": True, "n_threads": n_threads, "off": off}
         res = _stream.map_reduce(_onehot_block, src, ctx, **run)
         if res is None:
-            raise DataError("X has no rows")
+            raise DataError(f"{_stream.label(src)} has no rows")
         C, _, n, _ = res
         return _cl._MI.gtest_onehot(np.ascontiguousarray(C), off, float(n))
     finally:

@@ -63,6 +63,11 @@ def is_streamed(X: Any) -> bool:
     return isinstance(X, list) and len(X) > 0 and all(np.ndim(b) == 2 for b in X)
 
 
+def label(src: Any) -> str:
+    """How errors name a source: the file spec it was opened from, else "X"."""
+    return getattr(src, "name", None) if isinstance(src, BlockSource) else "X"
+
+
 def is_dask(X: Any) -> bool:
     return (type(X).__module__ or "").startswith("dask") and hasattr(X, "chunks")
 

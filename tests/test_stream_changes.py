@@ -179,8 +179,24 @@ def test_learners_close_the_file_when_sampling_fails(tmp_path, learner):
     with h5py.File(tmp_path / "x.h5", "w") as f:
         f.create_dataset("E", shape=(0, 4), dtype="u1")
     est = {"LearnSPN": LearnSPN, "Prometheus": Prometheus}[learner](sample_rows=10)
-    with pytest.raises(DataError, match="has no rows") as err:
+    with pytest.raises(DataError, match=r"x\.h5:/E has no rows") as err:
         est.fit(f"{tmp_path / 'x.h5'}:/E")
     assert err.value is not None
     with h5py.File(tmp_path / "x.h5", "w"):
         pass
+
+
+def test_an_empty_dataset_is_named(tmp_path):
+    # was: "X has no rows", though the caller named a file
+    from spnc.chowliu import fit_chow_liu
+    from spnc.chowliu_blocks import pairwise_gtest
+    spn, _ = _model_and_rows(10)
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f.create_dataset("E", shape=(0, 5), dtype="u1")
+    spec = f"{tmp_path / 'x.h5'}:/E"
+    for run in (lambda: EM(init=spn).fit(spec), lambda: fit_chow_liu(spec), lambda: pairwise_gtest(spec),
+                lambda: pairwise_gtest(spec, [2] * 5)):
+        with pytest.raises(DataError, match=r"x\.h5:/E has no rows"):
+            run()
+    with pytest.raises(DataError, match="^X has no rows"):
+        fit_chow_liu([np.zeros((0, 5))])

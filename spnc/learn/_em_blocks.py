@@ -40,7 +40,7 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
     if n is None:
         n = sum(b.shape[0] for _, b in src.blocks())
     if n == 0:
-        raise DataError("X has no rows")
+        raise DataError(f"{_stream.label(src)} has no rows")
     if sample_weight is None:
         return src, None, float(n)
     w = np.asarray(sample_weight, dtype=np.float64)

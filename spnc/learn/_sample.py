@@ -89,7 +89,7 @@ def _sample_blocks(src, sample_rows: int | None, random_state, learner: str) -> 
             if hi > lo:
                 parts.append(np.asarray(b)[idx[lo:hi] - r0])
     if not parts:
-        raise DataError(f"{learner}: X has no rows")
+        raise DataError(f"{learner}: {_stream.label(src)} has no rows")
     data = np.concatenate(parts)
     return Rows(data, src, n if n is not None else data.shape[0], True, 0 if idx is None else idx)
 
