@@ -84,6 +84,12 @@ def shared(obj: Any, client=None, name: str = "spnc-ctx"):
     return fut
 
 
+def _name(fn: Callable) -> str:
+    """A function's name for task keys and messages (also of a partial or a callable object)."""
+    f = getattr(fn, "func", fn)
+    return getattr(f, "__name__", type(f).__name__)
+
+
 def _tasks(fn: Callable, X, ctx: Any, client) -> list:
     """One task ``fn(block, row0, ctx)`` per row chunk of ``X``, ``ctx`` :func:`shared`."""
     import dask
@@ -93,7 +99,7 @@ def _tasks(fn: Callable, X, ctx: Any, client) -> list:
     f = dask.delayed(fn, pure=False)
     tok = uuid.uuid4().hex
     # keys that say what failed, should a task fail; the chunk number keeps empty chunks apart
-    return [f(b, int(r0), c, dask_key_name=f"spnc-{fn.__name__}-chunk-{i}-rows-{r0}:{r1}-{tok}")
+    return [f(b, int(r0), c, dask_key_name=f"spnc-{_name(fn)}-chunk-{i}-rows-{r0}:{r1}-{tok}")
             for i, (b, r0, r1) in enumerate(zip(blocks, offs, ends))]
 
 
@@ -126,7 +132,7 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
     while len(parts) > 1:
         parts = [comb(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
-    return _compute(parts, cl, f"{fn.__name__} over the {len(X.chunks[0])} row chunks of X")[0]
+    return _compute(parts, cl, f"{_name(fn)} over the {len(X.chunks[0])} row chunks of X")[0]
 
 
 def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:

@@ -114,3 +114,18 @@ def test_a_client_closed_during_a_pass_is_named(client, tmp_path):
                 sd.map_reduce(slow, da.from_array(X, chunks=(5, -1)), mark, client=own)
         finally:
             t.join()
+
+
+def test_map_reduce_takes_partials_and_callable_objects(client):
+    # was: AttributeError "'functools.partial' object has no attribute '__name__'" (the task keys)
+    import functools
+
+    def scaled(block, r0, ctx, k=1):
+        return float(block.sum()) * k
+
+    class Rows:
+        def __call__(self, block, r0, ctx):
+            return len(block)
+    D = da.from_array(np.ones((1001, 3)), chunks=UNEVEN + (-1,))
+    assert sd.map_reduce(functools.partial(scaled, k=2), D) == 6006.0
+    assert sd.map_reduce(Rows(), D) == 1001
