@@ -110,13 +110,21 @@ def _compute(objs, client, what: str):
     try:
         return client.gather(client.compute(objs))
     except Exception as e:
-        if isinstance(e, SpncError):
-            raise
-        if getattr(client, "status", None) in ("closing", "closed"):
-            raise ParameterError("client", f"the Dask client was closed while computing {what}; keep it "
-                                           "open until the fit or evaluation returns") from e
-        e.add_note(f"spnc.dask: while computing {what} on {client!r}")    # a failed worker or connection
-        raise
+        raise failed(e, client, what)
+
+
+def failed(e: Exception, client, what: str) -> Exception:
+    """The exception to raise for ``e`` from a computation on ``client``: spnc's own as it
+    is; a ParameterError when the client was closed meanwhile; else ``e`` with a note."""
+    if isinstance(e, SpncError):
+        return e
+    if getattr(client, "status", None) in ("closing", "closed"):
+        err = ParameterError("client", f"the Dask client was closed while computing {what}; keep it "
+                                       "open until the fit or evaluation returns")
+        err.__cause__ = e
+        return err
+    e.add_note(f"spnc.dask: while computing {what} on {client!r}")    # a failed worker or connection
+    return e
 
 
 def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, client=None) -> Any:

@@ -90,6 +90,14 @@ def test_dask_dataframes_are_refused_by_spnc_dask(client):
             run()
 
 
+def _close_when(mark: str, client) -> None:
+    """Close ``client`` once the file ``mark`` exists (a task has started), or after 60 s."""
+    end = time.monotonic() + 60
+    while not os.path.exists(mark) and time.monotonic() < end:
+        time.sleep(0.01)
+    client.close()
+
+
 def test_a_client_closed_during_a_pass_is_named(client, tmp_path):
     # was: distributed's FutureCancelledError "... cancelled for reason: unknown"
     X = np.zeros((40, 2))
@@ -102,12 +110,7 @@ def test_a_client_closed_during_a_pass_is_named(client, tmp_path):
         return block.sum()
 
     with distributed.Client(client.scheduler.address, set_as_default=False) as own:
-        def close_when_started():
-            end = time.monotonic() + 60
-            while not os.path.exists(mark) and time.monotonic() < end:
-                time.sleep(0.01)
-            own.close()
-        t = threading.Thread(target=close_when_started)
+        t = threading.Thread(target=_close_when, args=(mark, own))
         t.start()
         try:
             with pytest.raises(ParameterError, match="client was closed while computing slow"):
@@ -129,3 +132,28 @@ def test_map_reduce_takes_partials_and_callable_objects(client):
     D = da.from_array(np.ones((1001, 3)), chunks=UNEVEN + (-1,))
     assert sd.map_reduce(functools.partial(scaled, k=2), D) == 6006.0
     assert sd.map_reduce(Rows(), D) == 1001
+
+
+def test_a_client_closed_during_bagging_is_named(client, tmp_path):
+    # was: distributed's CommClosedError "Stream is closed"
+    from spnc.learn import LearnSPN
+    from spnc.learn.bagging import BaggedSPN
+    from test_learnspn import planted
+
+    class Slow(LearnSPN):
+        def fit(self, X, y=None, X_valid=None):
+            open(self.mark, "w").close()
+            time.sleep(0.5)
+            return super().fit(X, y, X_valid)
+
+    Slow.mark = mark = str(tmp_path / "started")
+    own = distributed.Client(client.scheduler.address, set_as_default=False)
+    t = threading.Thread(target=_close_when, args=(mark, own))
+    t.start()
+    try:
+        with own.as_current(), pytest.raises(ParameterError, match="client was closed while computing the 6 bags"):
+            BaggedSPN(Slow(min_instances=50), n_bags=6, random_state=0, backend="dask").fit(
+                planted(np.random.default_rng(1), n=300).astype(np.float64))
+    finally:
+        t.join()
+        own.close()

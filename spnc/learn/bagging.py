@@ -107,10 +107,13 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) ->
                            for i, (p, rows) in enumerate(plans)])
     where = {f.key: i for i, f in enumerate(futs)}
     results: list = [None] * len(plans)
-    for f in as_completed(futs):
-        i = where[f.key]
-        results[i] = f.result()
-        _report(verbose, i, len(plans), results[i])
+    try:
+        for f in as_completed(futs):
+            i = where[f.key]
+            results[i] = f.result()
+            _report(verbose, i, len(plans), results[i])
+    except Exception as e:
+        raise _dask.failed(e, client, f"the {len(plans)} bags")
     return results
 
 
