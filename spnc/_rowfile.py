@@ -74,10 +74,11 @@ class RowWriter:
         except (TypeError, ValueError) as e:      # e.g. a dataset where the path needs a group
             raise DataError(f"{self.file}:/{self.ds.strip('/')}: cannot create a dataset there ({e})") from None
 
-    def finish(self) -> None:
-        """Complete the temporary file (an empty output when no block came)."""
+    def finish(self, shape1: tuple = ()) -> None:
+        """Complete the temporary file (when no block came, an empty output of rows of
+        shape ``shape1``)."""
         if self.h is None:
-            self.write(np.zeros(0))
+            self.write(np.zeros((0,) + tuple(shape1)))
         if self.ext == ".npy":
             self.h.seek(0)
             self.h.write(npy_header((self.n,) + self.shape1))

@@ -26,7 +26,7 @@ import numpy as np
 
 from .data import refuse_dask_frame
 from .errors import DataError, ParameterError, SpncError
-from .stream import add, block_log_likelihood, is_dask
+from .stream import add, block_log_likelihood, is_dask, ll_columns
 
 
 def _require():
@@ -162,8 +162,8 @@ def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: b
     rows = X.chunks[0]
     if not compute:     # the graph holds the model: any scheduler can compute it later
         parts = _tasks(_ll_block, X, (spn, n_threads), None)
-        cols = (len(spn.roots),) if spn.combine == "independent" else ()     # one column per root
+        cols = ll_columns(spn)
         return da.concatenate([da.from_delayed(p, shape=(m,) + cols, dtype=np.float64) for p, m in zip(parts, rows)])
     parts = _tasks(_ll_block, X, (spn, n_threads), cl)
     out = _compute(parts, cl, f"log-likelihoods of the {len(rows)} row chunks of X")
-    return np.concatenate(out) if out else np.zeros(0)
+    return np.concatenate(out) if out else np.zeros((0,) + ll_columns(spn))

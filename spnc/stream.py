@@ -327,8 +327,9 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
 
 
 def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
-                    dataset: str, var_names=None) -> int:
-    """:func:`map_to_file` of ``fn(block, row0)``."""
+                    dataset: str, var_names=None, empty: tuple = ()) -> int:
+    """:func:`map_to_file` of ``fn(block, row0)``; ``empty``: the shape of a row of the
+    output when ``X`` has no rows."""
     from ._atomic import atomic_write
     from ._rowfile import RowWriter, refuse_the_input
     file, ds = split_spec(out)
@@ -344,7 +345,7 @@ def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, bl
         try:
             for r0, b in src.blocks():
                 w.write(fn(b, r0))
-            w.finish()
+            w.finish(empty)
         finally:
             w.close()
     try:
@@ -361,7 +362,13 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
     block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
     ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
     return _blocks_to_file(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
-                           "log_likelihood", spn.var_names)
+                           "log_likelihood", spn.var_names, ll_columns(spn))
+
+
+def ll_columns(spn) -> tuple:
+    """The shape of one row's log-likelihood: one column per root for
+    ``combine='independent'``, else a scalar."""
+    return (len(spn.roots),) if spn.combine == "independent" else ()
 
 
 def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) -> np.ndarray:
@@ -426,4 +433,4 @@ def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.n
     finally:
         if src is not X:
             src.close()
-    return np.concatenate(parts) if parts else np.zeros(0)
+    return np.concatenate(parts) if parts else np.zeros((0,) + ll_columns(spn))

@@ -200,3 +200,21 @@ def test_an_empty_dataset_is_named(tmp_path):
             run()
     with pytest.raises(DataError, match="^X has no rows"):
         fit_chow_liu([np.zeros((0, 5))])
+
+
+def test_no_rows_give_one_column_per_root_of_an_independent_model(tmp_path):
+    # was: shape (0,) from an empty file (in memory: (0, roots)), written so to the output too
+    rng = np.random.default_rng(1)
+    a, b = (random_spn(rng, [2, 3, 2], depth=2) for _ in range(2))
+    bag = spnc.compile([a, b], combine="independent")
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f.create_dataset("E", shape=(0, 3), dtype="f8")
+    spec = f"{tmp_path / 'x.h5'}:/E"
+    assert bag.log_likelihood(np.zeros((0, 3))).shape == (0, 2)
+    assert stream.log_likelihood(bag, spec).shape == stream.log_likelihood(bag, []).shape == (0, 2)
+    assert stream.log_likelihood(spnc.compile(a), spec).shape == (0,)
+    for out in ("ll.npy", "ll.h5"):
+        assert stream.log_likelihood_to_file(bag, spec, str(tmp_path / out)) == 0
+    assert np.load(tmp_path / "ll.npy").shape == (0, 2)
+    with h5py.File(tmp_path / "ll.h5") as f:
+        assert f["log_likelihood"].shape == (0, 2)
