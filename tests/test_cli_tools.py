@@ -189,3 +189,21 @@ def test_convert_dot_to_standard_output_and_no_file_named_dash(tmp_path, capsys,
         assert convert.main([str(src), "-"] + (["--to", to] if to else [])) == 2
         assert "takes DOT text only" in capsys.readouterr().err
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("how", ["sample", "streamed"])
+def test_reader_of_stdout_leaving_exits_141(tmp_path, how):
+    """``spnc-eval ... | head``: the large write to the closed pipe comes back short without
+    an error, so the tool used to drop the rest silently and exit 0."""
+    if how == "sample":
+        args = [EX / "mixed.h5", "--sample", "1000000", "--seed", "0"]
+    else:
+        data = tmp_path / "big.npy"
+        np.save(data, np.tile([[1.0, 0.3], [0.0, 1.2]], (200_000, 1)))
+        args = [EX / "mixed.h5", data, "--out-ll", "-", "--chunk-rows", "1000000"]
+    p = subprocess.Popen([sys.executable, "-m", "spnc.cli.evaluate", *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    assert p.stdout.read(100)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141 and err == b""

@@ -79,7 +79,28 @@ def positive_count(limit: int = 10**12) -> Callable[[str], int]:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, allow_nan=False, default=_jsonable) + "\n")
+    write_stdout(json.dumps(obj, allow_nan=False, default=_jsonable) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write all of ``text`` to stdout, or raise :class:`BrokenPipeError`. A large write
+    to a pipe whose reader has gone comes back short from CPython's buffered writer, with
+    no error: the rest would be dropped and the tool would exit 0 (not 141), so write
+    until every byte is taken."""
+    out = sys.stdout
+    buf = getattr(out, "buffer", None)
+    if buf is None:                 # a text-only stream (a test's StringIO)
+        out.write(text)
+        out.flush()
+        return
+    out.flush()
+    data = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    while data:
+        n = buf.write(data)
+        if not n:
+            raise BrokenPipeError(32, "standard output takes no more data")
+        data = data[n:]
+    buf.flush()
 
 
 def _jsonable(v: Any) -> Any:

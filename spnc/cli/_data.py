@@ -7,7 +7,6 @@ import io
 import json
 import os
 import re
-import sys
 from typing import Sequence
 
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from .._atomic import atomic_write
 from .._budget import MAX_INFERRED_STATES
 from ..errors import DataError
+from . import write_stdout
 from ._table import MISSING, Table, delimiter_of, read_table  # noqa: F401  (re-exported)
 
 OUT_EXT = (".npy", ".csv", ".tsv", ".txt", ".json")
@@ -207,8 +207,7 @@ def write_table(path: str, X: np.ndarray, names: Sequence[str] | None = None) ->
     float repr); ``-`` writes CSV to stdout."""
     X = np.asarray(X)
     if path == "-":
-        sys.stdout.write(_text(X, names, ",", "csv"))
-        sys.stdout.flush()
+        write_stdout(_text(X, names, ",", "csv"))
         return
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npy":

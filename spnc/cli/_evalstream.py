@@ -16,7 +16,7 @@ from .. import _rowfile, stream
 from .._atomic import atomic_write
 from .._progress import Progress
 from ..errors import DataError
-from . import _data
+from . import _data, write_stdout
 from ._table import Table, attr_names
 
 
@@ -117,7 +117,11 @@ class _Out:
             self.h.write(np.ascontiguousarray(block, dtype="<f8").tobytes())
         else:
             d = "," if self.target == "-" else _data.delimiter_of(self.target, None)
-            self.h.write(_data._text(block, self.names if self.n == 0 else None, d, "csv"))
+            text = _data._text(block, self.names if self.n == 0 else None, d, "csv")
+            if self.target == "-":
+                write_stdout(text)
+            else:
+                self.h.write(text)
         self.n += len(block)
 
     def close(self) -> None:

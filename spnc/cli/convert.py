@@ -7,7 +7,7 @@ import sys
 
 from ..errors import SpncError
 from .._atomic import atomic_write, check_writable
-from . import add_common, run_tool
+from . import add_common, run_tool, write_stdout
 
 PROG = "spnc-convert"
 EXAMPLES = """\
@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         text = io.to_dot(v.tree, max_nodes=args.max_nodes, max_depth=args.max_depth,
                          show_counts=args.show_counts)
         if args.output == "-":
-            sys.stdout.write(text)
+            write_stdout(text)
         elif ext in (".dot", ".gv"):
             data = text.encode("utf-8")
 
