@@ -1,7 +1,7 @@
 """Console tools: ``spnc-convert`` (spnc.cli.convert), ``spnc-eval`` (spnc.cli.evaluate),
 ``spnc-learn`` (spnc.cli.learn), ``spnc-info`` (spnc.cli.info), ``spnc-merge``
-(spnc.cli.merge) and ``spnc-demo``
-(spnc.cli.demo). Each module defines ``main(argv=None) -> int``.
+(spnc.cli.merge), ``spnc-compose`` (spnc.cli.compose) and ``spnc-demo`` (spnc.cli.demo).
+Each module defines ``main(argv=None) -> int`` and ``_parser()``.
 
 One vocabulary across tools: ``-q/--quiet``, ``--json`` (a machine-readable summary on
 stdout), ``--n-threads`` (``--threads`` is a hidden alias), ``-`` for stdin/stdout, and the
@@ -20,6 +20,10 @@ from typing import Any, Callable
 from .._atomic import Interrupted, signals_as_exceptions
 from .._progress import cli_logging, cli_logging_done
 from ..errors import SpncError
+
+#: help of a model-file argument: spnc's own formats and the importers' (docs/interop.md)
+MODEL_HELP = ("model file (.h5, .hdf5, .json, or another library's: .spflow, .spflow.json, "
+              ".deeprob.json, .sparc.json)")
 
 
 def add_common(p: argparse.ArgumentParser, *, threads: bool = True, json_summary: bool = True) -> None:

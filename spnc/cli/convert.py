@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="Convert spnc model files between .h5/.hdf5 and .json, or "
         "draw them as .dot (.svg/.png/.pdf when Graphviz is installed).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("input", help="model file (.h5, .hdf5, .json, or another library's, see --from)")
     p.add_argument("output", nargs="?", help="output file (.h5, .hdf5, .json, .dot, .svg, .png, .pdf), "
                                              "or - for DOT text on standard output (--to dot)")
     p.add_argument("--from", dest="from_format", metavar="FMT", default=None,

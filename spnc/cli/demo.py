@@ -37,15 +37,21 @@ def ground_truth(n_vars: int, seed: int) -> spnc.SPN:
     return spnc.compile(Sum(comps, rng.dirichlet(np.ones(3))))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="spnc-demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="spnc-demo.h5", help="where to save the learned model (.h5 or .json)")
-    ap.add_argument("--vars", type=int, default=16)
-    ap.add_argument("--rows", type=int, default=10000, help="training rows sampled from the true model")
-    ap.add_argument("--seed", type=seed_value, default=0)
+    ap.add_argument("--out", default="spnc-demo.h5",
+                    help="where to save the learned model (.h5 or .json; default spnc-demo.h5)")
+    ap.add_argument("--vars", type=int, default=16, help="variables of the true model (default 16)")
+    ap.add_argument("--rows", type=int, default=10000,
+                    help="training rows sampled from the true model (default 10000)")
+    ap.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     add_common(ap, threads=False, json_summary=False)
-    return run_tool("spnc-demo", ap, _run, argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_tool("spnc-demo", _parser(), _run, argv)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from .. import _budget as budget
 from .._atomic import check_writable
 from .._progress import Progress
 from . import _data, _evalstream
-from . import add_common, add_data_options, finite, positive_count, print_json, run_tool, seed_value
+from . import MODEL_HELP, add_common, add_data_options, finite, positive_count, print_json, run_tool, seed_value
 
 PROG = "spnc-eval"
 EXAMPLES = """\
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="Evaluate an spnc model on data: mean and standard error of "
         "the log-likelihood, per-row values, MPE completions or samples.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("data", nargs="?", help="data file (.csv, .tsv, .txt, .npy, .h5, .parquet; - = stdin)")
     add_data_options(p)
     p.add_argument("--query", help="columns to score (names or indices, e.g. 0,2,5-7)")
@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=positive_count(MAX_SAMPLES), metavar="N", help="draw N samples")
     p.add_argument("--out", metavar="FILE", help="where --sample writes (default - = CSV on stdout)")
     p.add_argument("--seed", type=seed_value, default=None, help="random seed for --sample")
-    p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per batch (progress unit)")
+    p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per block: HDF5, Zarr and .npy "
+                   "data are read and evaluated this many rows at a time (default 100000)")
     add_common(p)
     return p
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._kinds import LEAF, PRODUCT, SUM
 from ..errors import SpncError
-from . import add_common, print_json, run_tool
+from . import MODEL_HELP, add_common, print_json, run_tool
 
 PROG = "spnc-info"
 EXAMPLES = """\
@@ -30,9 +30,9 @@ def _parser() -> argparse.ArgumentParser:
                                 "node and edge counts, parameters, depth, sharing, scopes and "
                                 "leaf families; optionally draw it.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--plot", metavar="FILE", help="draw the model to FILE (.svg, .png or .pdf)")
-    p.add_argument("--max-nodes", type=int, default=500, help="--plot: draw at most this many nodes")
+    p.add_argument("--max-nodes", type=int, default=500, help="--plot: draw at most this many nodes (default 500)")
     add_common(p, threads=False)
     return p
 

@@ -112,11 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--entropy-threshold", type=float, metavar="X",
                    help="EBVS/EBVS-AE threshold in bits (default 0.3)")
     g.add_argument("--mi-threshold", type=float, metavar="X", help="mutual-information threshold in nats of "
-                   "mi_components and of Chow-Liu edges")
+                   "mi_components and of Chow-Liu edges (default 0.01; chowliu 0)")
     g.add_argument("--corr-threshold", type=float, metavar="X",
                    help="|correlation| of dependent real variables (default 0.3)")
     g.add_argument("--alpha", type=float, metavar="X",
-                   help="Laplace smoothing (LearnSPN, Chow-Liu; also used by --em on discrete data)")
+                   help="Laplace smoothing (default 0.1; also used by --em on discrete data)")
     g.add_argument("--min-instances", type=int, metavar="N",
                    help="fewer rows end in the base model (default 50; prometheus 100)")
     g.add_argument("--max-depth", type=int, metavar="N",

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import DataError, ParameterError
 from . import _data
-from . import add_common, add_data_options, print_json, run_tool
+from . import MODEL_HELP, add_common, add_data_options, print_json, run_tool
 
 PROG = "spnc-merge"
 EXAMPLES = """\
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "faster to evaluate, re-estimated on the pooled training rows; the threshold is chosen "
         "on validation data, and the result is never worse there than the input.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model file (.h5, .hdf5 or .json)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("data", help="training data (re-estimation)")
     p.add_argument("--valid", metavar="FILE", help="validation data (choices; strongly advised)")
     p.add_argument("-o", "--output", required=True, help="merged model (.h5, .hdf5 or .json; written atomically)")
@@ -41,13 +41,16 @@ def _parser() -> argparse.ArgumentParser:
     add_data_options(p)
     p.add_argument("--epsilon", type=float, nargs="+", default=None,
                    help="distance threshold(s); several are chosen on --valid (default: 0.001 0.01 0.1 0.2 0.4)")
-    p.add_argument("--distance", choices=["manhattan", "kl", "hellinger"], default="manhattan")
-    p.add_argument("--refit", choices=["hard_em", "counts", "em"], default="counts",
-                   help="re-estimation of merged sub-networks: one counting pass, hard EM, or soft EM "
-                   "(for models fitted softly: EM-refined, mixtures, other libraries)")
-    p.add_argument("--max-iter", type=int, default=20, help="hard-EM or EM passes per round")
-    p.add_argument("--alpha", type=float, default=None, help="Laplace pseudo-count (default: the learner's)")
-    p.add_argument("--max-rounds", type=int, default=3)
+    p.add_argument("--distance", choices=["manhattan", "kl", "hellinger"], default="manhattan",
+                   help="distance between sub-networks, averaged over their variables (default manhattan)")
+    p.add_argument("--refit", choices=["counts", "hard_em", "em"], default="counts",
+                   help="re-estimation of merged sub-networks: counts, one counting pass (default counts); "
+                   "hard_em; or em, soft EM (for models fitted softly: EM-refined, mixtures, other libraries)")
+    p.add_argument("--max-iter", type=int, default=20, help="hard-EM or EM passes per round (default 20)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="Laplace pseudo-count (default: the one the model's learner recorded, else 0.1)")
+    p.add_argument("--max-rounds", type=int, default=3,
+                   help="search-merge-refit rounds per threshold (default 3)")
     p.add_argument("--no-chowliu-check", action="store_true", help="skip the Chow-Liu sanity check")
     p.add_argument("--local-check", action="store_true",
                    help="merge a node only when that is no worse on the validation rows reaching it")
