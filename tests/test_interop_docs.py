@@ -69,3 +69,13 @@ def test_worked_example_runs_and_the_composed_model_wins(tmp_path, monkeypatch, 
         got = np.array(json.loads(r.stdout.strip().splitlines()[-1])[0])
         want = back.log_likelihood(Xv[:50])
         assert np.all(np.abs(got - want) <= 5e-6 * np.maximum(1, np.abs(want)))
+
+
+def test_quoted_refusal_is_what_spnc_convert_prints(tmp_path, monkeypatch, capsys):
+    """The error line docs/interop.md shows is the tool's, word for word (it said
+    "character 8" for a leaf that starts at character 1)."""
+    text = (ROOT / "docs" / "interop.md").read_text()
+    shown = re.search(r"```\n(spnc-convert: error: spflow_poisson\.spflow .*)\n```", text).group(1)
+    monkeypatch.chdir(ROOT / "tests" / "data" / "peers")
+    assert convert.main(["spflow_poisson.spflow", str(tmp_path / "m.h5")]) == 2
+    assert capsys.readouterr().err.strip() == shown
