@@ -1,5 +1,6 @@
 """Every example a user may copy runs: the ``>>>`` examples of spnc's docstrings, and the
-Python blocks of README.md and docs/*.md (in order, one namespace per file). A block that
+Python blocks of README.md, docs/*.md and formats/**/*.md (in order, one namespace per
+file; the command lines of the docs are parsed in test_cli_help.py). A block that
 cannot run as it stands (a skeleton, a cluster, a tool that may be missing) says so in a
 ``<!-- not run: why -->`` line right above it. Blocks that read ../shared/data are slow
 (they learn on benchmark sets) and skip when the data is absent; the blocks before them
@@ -19,7 +20,7 @@ import spnc
 from conftest import shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "formats").rglob("*.md"))]
 BLOCK = re.compile(r"(<!-- not run[^>]*-->\n)?```python\n(.*?)```", re.S)
 SHARED = "../shared/data"
 
