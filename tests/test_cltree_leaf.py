@@ -390,3 +390,28 @@ def test_state_counts_survive_copies_when_cpt_rows_end_in_zeros(tmp_path):
     for other in (spnc.load(tmp_path / "m.h5"), spnc.load(tmp_path / "m.json"), pickle.loads(pickle.dumps(spn)),
                   spn.copy()):
         np.testing.assert_array_equal(other.log_likelihood(X), want)
+
+
+def test_tiny_cpt_entries_do_not_underflow_to_false_zeros():
+    """Messages of tiny CPT entries against tiny messages underflow in the linear pass: such
+    rows are redone in the log domain, so p = 1e-400 stays 1e-400 (it was -inf, and MPE and
+    sampling refused the row) and the fill picks the one possible state."""
+    tiny = 1e-200
+    leaf = ChowLiuLeaf([0, 1], [-1, 0], [[[1 - tiny, 0.0, tiny]], [[1, 0], [0, 1], [1 - tiny, tiny]]])
+    spn = spnc.compile(leaf)
+    x = np.array([[np.nan, 1.0]])
+    ref = 2 * np.log(tiny)
+    assert spn.log_likelihood(x)[0] == pytest.approx(ref, rel=1e-14)
+    assert spn.node_log_values(x, mode=lb.MAX)[0, 0] == pytest.approx(ref, rel=1e-14)
+    filled, lp = spn.mpe(x)
+    assert filled.tolist() == [[2.0, 1.0]] and lp[0] == pytest.approx(ref, rel=1e-14)
+    assert spn.sample(evidence=np.repeat(x, 20, 0), seed=3).tolist() == [[2.0, 1.0]] * 20
+    # two possible states: samples from the log messages keep their 1 : 3 odds
+    odds = spnc.compile(ChowLiuLeaf([0, 1], [-1, 0], [[[1 - 4 * tiny, tiny, 3 * tiny]],
+                                                       [[1, 0], [1 - tiny, tiny], [1 - tiny, tiny]]]))
+    S = odds.sample(evidence=np.repeat(x, 4000, 0), seed=5)
+    assert set(S[:, 0].tolist()) == {1.0, 2.0} and abs(np.mean(S[:, 0] == 2.0) - 0.75) < 0.03
+    # a subnormal root entry: its digits are kept in the log domain
+    sub = ChowLiuLeaf([0, 1], [-1, 0], [[[1.0, 5e-324]], [[1.0, 0.0], [0.3, 0.7]]])
+    got = spnc.compile(sub).log_likelihood(x)[0]
+    assert got == pytest.approx(np.log(5e-324) + np.log(0.7), rel=1e-14)

@@ -6,7 +6,8 @@ max-marginals, and conditional modes and samples. Parallel over rows; trusts its
 import numpy as np
 
 from cython.parallel cimport prange, parallel
-from libc.math cimport log, INFINITY, isnan
+from libc.float cimport DBL_MIN
+from libc.math cimport exp, log, INFINITY, isnan
 from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 
@@ -19,6 +20,10 @@ cdef extern from "_cltree_block.h" nogil:
                           const double *logcpt, const int32_t *cpar, const int32_t *cvar,
                           const int32_t *codes, int64_t L, const int64_t *slot, double *out,
                           int64_t stride, int64_t nb, double *acc)
+
+
+#: messages below this (DBL_MIN * 2^53) may have lost digits to underflowing products
+cdef double TINY_MESSAGE = DBL_MIN * 9007199254740992.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -62,8 +67,11 @@ cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
     return t
 
 
-cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode) noexcept nogil:
-    """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf."""
+cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode,
+                            bint *lost) noexcept nogil:
+    """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf.
+    Sets ``lost`` where underflow may have taken the result's digits: products below
+    DBL_MIN are off by at most 2^-1075 each, which only a result below TINY_MESSAGE feels."""
     cdef double s = 0.0, v
     cdef Py_ssize_t x
     if mode == MARGINAL:
@@ -73,17 +81,75 @@ cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, i
         for x in range(k):  # a select, not a branch: which entry wins is data, not pattern
             v = row[x] * lf[x]
             s = v if v > s else s
+    if s < TINY_MESSAGE:
+        if s > 0.0:
+            lost[0] = True
+        else:                # a true zero, or products that underflowed to it
+            for x in range(k):
+                if row[x] > 0.0 and lf[x] > 0.0:
+                    lost[0] = True
     return s
 
 
-cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
-                    int mode, double *lam, int32_t *val) noexcept nogil:
-    """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
-    and ``val`` (observed code or -1); returns log p (mode 0) or log max p (mode 1)."""
-    cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
-    cdef double v, m, s, logscale = 0.0, scale = 1.0, root_val = 0.0
+cdef inline double _log_message(const double *logrow, const double *lf, Py_ssize_t k, int mode) noexcept nogil:
+    """_message in the log domain: ``lf`` holds log messages."""
+    cdef double m = -INFINITY, s = 0.0, v
+    cdef Py_ssize_t x
+    for x in range(k):
+        v = logrow[x] + lf[x]
+        if v > m:
+            m = v
+    if mode != MARGINAL or m == -INFINITY:
+        return m
+    for x in range(k):
+        s += exp(logrow[x] + lf[x] - m)
+    return m + log(s)
+
+
+cdef double _upward_log(const Tree *t, Py_ssize_t i, int mode, double *lam, const int32_t *val) noexcept nogil:
+    """_upward in the log domain, for rows whose linear messages underflowed: ``lam``
+    gets the log messages (max 0), from the observed codes ``val`` _upward set."""
+    cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, p
+    cdef double m, total = 0.0, root_val = -INFINITY
     cdef double *lf
-    cdef bint all_obs = True
+    for q in range(f0, f1):
+        lf = lam + t.loff[q]
+        for x in range(t.card[q]):
+            lf[x] = 0.0 if val[q - f0] < 0 or val[q - f0] == x else -INFINITY
+    for q in range(f1 - 1, f0 - 1, -1):  # children before parents
+        f = t.order[q]
+        k = t.card[f]
+        lf = lam + t.loff[f]
+        m = -INFINITY
+        for x in range(k):
+            if lf[x] > m:
+                m = lf[x]
+        if m == -INFINITY:
+            return -INFINITY
+        for x in range(k):
+            lf[x] -= m
+        total += m
+        p = t.fpar[f]
+        if p < 0:
+            root_val = _log_message(t.logcpt + t.coff[f], lf, k, mode)
+        else:
+            for a in range(t.card[p]):
+                lam[t.loff[p] + a] += _log_message(t.logcpt + t.coff[f] + a * k, lf, k, mode)
+    return total + root_val
+
+
+cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
+                    int mode, double *lam, int32_t *val, bint *in_log) noexcept nogil:
+    """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
+    and ``val`` (observed code or -1); returns log p (mode 0) or log max p (mode 1). Where a
+    linear message loses digits to underflow (tiny CPT entries against tiny messages), the
+    pass is redone in the log domain (_upward_log) and ``in_log`` is set: ``lam`` then holds
+    log messages (max 0)."""
+    cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
+    cdef double v, m, s, msg, old, logscale = 0.0, scale = 1.0, root_val = 0.0
+    cdef double *lf
+    cdef bint all_obs = True, lost = False
+    in_log[0] = False
     for q in range(f0, f1):
         v = XT[t.gvar[q], r]
         if isnan(v):
@@ -117,7 +183,7 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
             if lf[x] > m:
                 m = lf[x]
         if m <= 0.0:
-            return -INFINITY
+            break                      # log p = -inf, unless an underflow made the zero
         for x in range(k):
             lf[x] /= m
         # messages stay <= 1, so m <= 1: multiply the scales and take one log per ~100 of
@@ -131,23 +197,41 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
                 scale = 1.0
         p = t.fpar[f]
         if p < 0:
-            root_val = _message(t.cpt + t.coff[f], lf, k, mode)
+            root_val = _message(t.cpt + t.coff[f], lf, k, mode, &lost)
         else:
             kp = t.card[p]
             m = 0.0
             for a in range(kp):
-                lam[t.loff[p] + a] *= _message(t.cpt + t.coff[f] + a * k, lf, k, mode)
-                if lam[t.loff[p] + a] > m:
-                    m = lam[t.loff[p] + a]
+                msg = _message(t.cpt + t.coff[f] + a * k, lf, k, mode, &lost)
+                old = lam[t.loff[p] + a]
+                v = old * msg
+                lost = lost | ((v < DBL_MIN) & (old > 0.0) & (msg > 0.0))
+                lam[t.loff[p] + a] = v
+                if v > m:
+                    m = v
             # a parent multiplies the messages of all its children before it is normalised:
             # rescale it on the way, or many small messages underflow to a false zero
             if 0.0 < m < 1e-100:
                 for a in range(kp):
                     lam[t.loff[p] + a] /= m
                 logscale += log(m)
+    if lost:
+        in_log[0] = True
+        return _upward_log(t, i, mode, lam, val)
     if root_val <= 0.0:
         return -INFINITY
     return logscale + log(scale) + log(root_val)
+
+
+cdef inline double _score(const double *row, const double *logrow, const double *lf, Py_ssize_t x,
+                         bint in_log, double shift) noexcept nogil:
+    """The unnormalised weight of state x in a fill: row[x] * lf[x], from the log messages
+    (relative to exp(shift)) where _upward fell back to them, row[x] alone without messages."""
+    if lf == NULL:
+        return row[x]
+    if in_log:
+        return exp(logrow[x] + lf[x] - shift)
+    return row[x] * lf[x]
 
 
 cdef enum:
@@ -203,7 +287,9 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
     cdef int32_t *val
     cdef double *lf
     cdef const double *row
-    cdef double s, best, u, acc, lp
+    cdef double s, best, u, acc, lp, shift
+    cdef const double *logrow
+    cdef bint in_log
     cdef bint want_out = out.shape[0] > 0, want_fill = active.shape[0] > 0
     cdef bint complete_pass = want_out and not want_fill
     cdef Py_ssize_t n_used = used.shape[0], blk
@@ -237,7 +323,8 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
                     continue
                 f0 = var_ptr[i]
                 # the all-observed shortcut leaves lam unset, but then nothing is missing
-                lp = _upward(&t, i, XT, r, mode, lam, val)
+                in_log = False   # assigned here, so each thread has its own
+                lp = _upward(&t, i, XT, r, mode, lam, val, &in_log)
                 if want_out:
                     out[slot[i], r] = lp
                 if not want_fill or not active[slot[i], r]:
@@ -249,33 +336,42 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
                     k = card[f]
                     p = fpar[f]
                     row = t.cpt + coff[f] + (0 if p < 0 else val[p - f0] * k)
+                    logrow = t.logcpt + coff[f] + (0 if p < 0 else val[p - f0] * k)
                     lf = lam + loff[f]
                     if lp == -INFINITY:  # impossible evidence: ignore messages
                         lf = NULL
+                    shift = 0.0          # log messages: scores relative to the largest
+                    if in_log and lf != NULL:
+                        shift = -INFINITY
+                        for x in range(k):
+                            if logrow[x] + lf[x] > shift:
+                                shift = logrow[x] + lf[x]
+                        if shift == -INFINITY:
+                            shift = 0.0
                     pick = 0
                     if mode == MAX:
                         best = -1.0
                         for x in range(k):
-                            s = row[x] * (lf[x] if lf != NULL else 1.0)
+                            s = _score(row, logrow, lf, x, in_log, shift)
                             if s > best:
                                 best = s
                                 pick = x
                     else:
                         s = 0.0
                         for x in range(k):
-                            s = s + row[x] * (lf[x] if lf != NULL else 1.0)
+                            s = s + _score(row, logrow, lf, x, in_log, shift)
                         u = rand_uniform(seed, <uint64_t>(row0 + r), <uint64_t>node[i],
                                          <uint64_t>(f - f0)) * s
                         acc = 0.0
                         pick = -1
                         for x in range(k):
-                            acc = acc + row[x] * (lf[x] if lf != NULL else 1.0)
+                            acc = acc + _score(row, logrow, lf, x, in_log, shift)
                             if u < acc:
                                 pick = x
                                 break
                         if pick < 0:  # rounding at the top end: last state with mass
                             for x in range(k):
-                                if row[x] * (lf[x] if lf != NULL else 1.0) > 0.0:
+                                if _score(row, logrow, lf, x, in_log, shift) > 0.0:
                                     pick = x
                             if pick < 0:
                                 pick = 0
