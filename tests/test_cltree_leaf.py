@@ -406,6 +406,9 @@ def test_tiny_cpt_entries_do_not_underflow_to_false_zeros():
     filled, lp = spn.mpe(x)
     assert filled.tolist() == [[2.0, 1.0]] and lp[0] == pytest.approx(ref, rel=1e-14)
     assert spn.sample(evidence=np.repeat(x, 20, 0), seed=3).tolist() == [[2.0, 1.0]] * 20
+    # the single-variable marginals (merging's evidence rows) keep p = 1e-400 as well
+    _, _, logm = spn.leaf_tables["cltree"].log_marginals()
+    np.testing.assert_allclose(logm[3:], np.log([1 - tiny, tiny]) + [0, np.log(tiny)], rtol=1e-14)
     # two possible states: samples from the log messages keep their 1 : 3 odds
     odds = spnc.compile(ChowLiuLeaf([0, 1], [-1, 0], [[[1 - 4 * tiny, tiny, 3 * tiny]],
                                                        [[1, 0], [1 - tiny, tiny], [1 - tiny, tiny]]]))

@@ -382,13 +382,17 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
 
 def var_marginals(const int64_t[::1] var_ptr, const int32_t[::1] order, const int32_t[::1] card,
                   const int32_t[::1] fpar, const int64_t[::1] coff, const double[::1] cpt,
-                  const int64_t[::1] soff, double[::1] out):
-    """Single-variable marginals of every leaf: ``out[soff[f] + k] = P(x_f = k)`` for flat
-    variable f, pushed from the root down (parents first), one pass per leaf."""
-    cdef Py_ssize_t L = var_ptr.shape[0] - 1, i, q, f, p, a, k, c, cp
-    cdef double pa
+                  const double[::1] logcpt, const int64_t[::1] soff, double[::1] out):
+    """Single-variable log marginals of every leaf: ``out[soff[f] + k] = log P(x_f = k)`` for
+    flat variable f, pushed from the root down (parents first), one pass per leaf; a leaf
+    with a marginal small enough to have lost digits to underflow (or zero) is pushed again
+    in the log domain."""
+    cdef Py_ssize_t L = var_ptr.shape[0] - 1, i, q, f, p, a, k, c, cp, j
+    cdef double pa, m, v, t
+    cdef bint redo
     with nogil:
         for i in range(L):
+            redo = False
             for q in range(var_ptr[i], var_ptr[i + 1]):
                 f = order[q]
                 c = card[f]
@@ -404,7 +408,28 @@ def var_marginals(const int64_t[::1] var_ptr, const int32_t[::1] order, const in
                     pa = out[soff[p] + a]
                     for k in range(c):
                         out[soff[f] + k] += pa * cpt[coff[f] + a * c + k]
-
+                for k in range(c):
+                    redo = redo | (out[soff[f] + k] < TINY_MESSAGE)
+            for q in range(var_ptr[i], var_ptr[i + 1]):
+                f = order[q]
+                p = fpar[f]
+                for k in range(card[f]):
+                    j = soff[f] + k
+                    if not redo:
+                        out[j] = log(out[j])
+                    elif p < 0:
+                        out[j] = logcpt[coff[f] + k]
+                    else:                  # logsumexp over the parent's states
+                        c = card[f]
+                        m = -INFINITY
+                        for a in range(card[p]):
+                            v = out[soff[p] + a] + logcpt[coff[f] + a * c + k]
+                            m = v if v > m else m
+                        t = 0.0
+                        if m > -INFINITY:
+                            for a in range(card[p]):
+                                t += exp(out[soff[p] + a] + logcpt[coff[f] + a * c + k] - m)
+                        out[j] = m + log(t) if m > -INFINITY else -INFINITY
 
 
 cdef Py_ssize_t _bfs(const int32_t[::1] fpar, const int64_t[::1] var_ptr, int32_t[::1] out,

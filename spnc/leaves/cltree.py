@@ -306,9 +306,8 @@ class CLTreeLeafType(LeafType):
         soff = np.zeros(len(P.card) + 1, dtype=np.int64)
         np.cumsum(P.card, out=soff[1:])
         out = np.empty(int(soff[-1]))
-        K.var_marginals(P.var_ptr, P.order, P.card, P.fpar, P.coff, P.cpt, soff[:-1], out)
-        with np.errstate(divide="ignore"):
-            return P.var_ptr, P.gvar.astype(np.int64), np.log(out)
+        K.var_marginals(P.var_ptr, P.order, P.card, P.fpar, P.coff, P.cpt, P.logcpt, soff[:-1], out)
+        return P.var_ptr, P.gvar.astype(np.int64), out
 
     # ---------------------------------------------------------------- learning
     def weighted_fit(self, X, resp, *, alpha: float = 0.0, mi_threshold: float = 0.0,
