@@ -180,6 +180,8 @@ def random_model(rng, card, *, depth=3, share=0.4, extreme=False, multi=False):
                 parts = sorted({tuple(sorted(perm[:cut])), tuple(sorted(perm[cut:]))})
                 kids.append(Product([build(p, d - 1) for p in parts]))
             node = Sum(kids, _weights(rng, len(kids), extreme))
+        if rng.random() < 0.1:      # chains of one-child nodes
+            node = Product([node]) if rng.random() < 0.5 else Sum([node], [1.0])
         got.append(node)
         return node
 
