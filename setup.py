@@ -15,6 +15,7 @@ MODULES = [
     ("spnc._data", True),
     ("spnc.leaves._kernels", True),
     ("spnc.leaves._cltree", True),
+    ("spnc.leaves._cltree_order", False),
     ("spnc._counts", True),
     ("spnc._mi", True),
     ("spnc.learn._oslrau", False),

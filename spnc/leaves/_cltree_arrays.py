@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import StructureError
-from ._cltree import bfs_order as _bfs
+from ._cltree_order import bfs_order as _bfs
 from .base import LeafType, _err
 
 #: CPT rows must sum to 1 within this tolerance
