@@ -14,6 +14,8 @@ relative) between thread counts.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import Iterator
 
 import numpy as np
@@ -38,10 +40,31 @@ COMPACT_ROWS = 1024
 EXACT_LOG_RANGE = 1e15
 
 
-def row_number(row0, r: int) -> int:
-    """Row ``r`` of a block as a row of the whole input; ``row0`` is the input row where the
-    block starts, or an array of the input row of each row of the block."""
-    return int(row0[r]) if isinstance(row0, np.ndarray) else int(row0) + r
+#: the caller's row of each row a learner is fitted on, when the learner sees a resample
+#: of the caller's rows (BaggedSPN's bootstrap samples); None: the rows are the caller's
+_INPUT_ROWS: contextvars.ContextVar = contextvars.ContextVar("spnc_input_rows", default=None)
+
+
+@contextlib.contextmanager
+def resampled_rows(rows: np.ndarray):
+    """Within this block the training rows are ``X[rows]`` of the caller's ``X``: row
+    numbers in training-data errors (:func:`row_number`) name the caller's rows. Nests."""
+    outer = _INPUT_ROWS.get()
+    token = _INPUT_ROWS.set(np.asarray(rows) if outer is None else outer[np.asarray(rows)])
+    try:
+        yield
+    finally:
+        _INPUT_ROWS.reset(token)
+
+
+def row_number(row0, r: int, name: str = "X") -> int:
+    """Row ``r`` of a block as a row of the training input; ``row0`` is the input row where
+    the block starts, or an array of the input row of each row of the block. Inside
+    :func:`resampled_rows`, the caller's row that a row of the training data ``X`` (not of
+    other data, by ``name``) was drawn from."""
+    i = int(row0[r]) if isinstance(row0, np.ndarray) else int(row0) + int(r)
+    rows = _INPUT_ROWS.get()
+    return i if rows is None or name != "X" or not 0 <= i < len(rows) else int(rows[i])
 
 
 def check_posterior_range(ll: np.ndarray, row0=0) -> None:

@@ -128,7 +128,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
             why = "is not a discrete state (states are integer codes 0, 1, 2, ...)"
         else:
             why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
-        raise DataError(f"{name}[{row_number(row0, r)}, {c}] = {v!r} {why}")
+        raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {v!r} {why}")
 
 
 def check_weights(sample_weight, n: int) -> np.ndarray | None:

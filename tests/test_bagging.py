@@ -2,12 +2,14 @@
 across processes, weights, out-of-bag validation, merging as a whole."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import spnc
 from spnc import ParameterError
-from spnc.learn import BaggedSPN, LearnSPN, Merge
+from spnc.learn import OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge
 
 from test_merge import _data
 
@@ -88,3 +90,23 @@ def test_bagged_spn_bad_parameters(small):
         BaggedSPN(None).fit(X)
     with pytest.raises(ParameterError, match="BaggedSPN: n_jobs must be"):
         BaggedSPN(LearnSPN(), n_jobs=0).fit(X)
+
+
+@pytest.mark.parametrize("base", [LearnSPN(), ChowLiuTree(), OSLRAU()], ids=lambda b: type(b).__name__)
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_bagged_spn_errors_name_the_row_of_x_not_of_the_sample(base, n_jobs):
+    X = np.random.default_rng(0).integers(0, 2, size=(50, 4)).astype(float)
+    X[37, 2] = np.inf if isinstance(base, OSLRAU) else np.nan
+    with pytest.raises(spnc.errors.DataError) as e:
+        BaggedSPN(base, n_bags=2, random_state=0, n_jobs=n_jobs).fit(X)
+    assert "X[37, 2]" in str(e.value) and re.search("bag [12] of 2", str(e.value))
+
+
+def test_resampled_rows_nest_and_leave_other_data_alone():
+    from spnc._sweep import resampled_rows, row_number
+    with resampled_rows(np.array([5, 5, 9, 12])):
+        assert row_number(0, 2) == 9 and row_number(np.array([3, 0]), 0) == 12
+        assert row_number(1, 1, "X_valid") == 2          # not the training rows
+        with resampled_rows(np.array([3, 3, 1])):
+            assert row_number(0, 2) == 5
+    assert row_number(0, 2) == 2

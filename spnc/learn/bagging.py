@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import _budget
+from .._sweep import resampled_rows
 from ..compose import fit_weights
 from ..data import as_data, is_frame, real_array
 from ..errors import DataError, ParameterError, StructureError
@@ -48,20 +49,26 @@ def _draw(dist: Any, rng: np.random.Generator) -> Any:
 
 
 def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
-             oob: bool = False) -> tuple[SPN, float, float]:
+             oob: bool = False, bag: tuple[int, int] = (0, 1)) -> tuple[SPN, float, float]:
     """One bag (runs in a worker process): the model, its mean training log-likelihood on
     all rows and its fit seconds. ``oob``: the rows the sample missed are the bag's
-    ``X_valid``."""
+    ``X_valid``. ``bag``: (index, number of bags), for errors."""
     t0 = time.perf_counter()
-    if oob:
-        out = np.ones(X.shape[0], dtype=bool)
-        out[rows] = False
-        est = cls(**params).fit(X[rows], X_valid=X[out] if out.any() else None)
-    else:
-        est = cls(**params).fit(X[rows])
-    spn = est.spn_
-    secs = time.perf_counter() - t0
-    return spn, float(np.mean(spn.log_likelihood(X, n_threads=1))), secs
+    try:
+        with resampled_rows(rows):         # errors name rows of X, not of the sample
+            if oob:
+                out = np.ones(X.shape[0], dtype=bool)
+                out[rows] = False
+                est = cls(**params).fit(X[rows], X_valid=X[out] if out.any() else None)
+            else:
+                est = cls(**params).fit(X[rows])
+        spn = est.spn_
+        secs = time.perf_counter() - t0
+        ll = float(np.mean(spn.log_likelihood(X, n_threads=1)))
+    except DataError as e:
+        oob_rows = " (X_valid: the rows of X its bootstrap sample missed, in order)" if oob else ""
+        raise DataError(f"BaggedSPN, bag {bag[0] + 1} of {bag[1]}{oob_rows}: {e}") from e
+    return spn, ll, secs
 
 
 @contextlib.contextmanager
@@ -103,7 +110,7 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) ->
     Xd = _dask.shared(X, client, "spnc-bag-rows")     # not scattered: recomputable if workers die
     fit = dask.delayed(_fit_bag, pure=False)
     tok = uuid.uuid4().hex
-    futs = client.compute([fit(cls, p, Xd, rows, oob, dask_key_name=f"spnc-bag-{i + 1}-{tok}")
+    futs = client.compute([fit(cls, p, Xd, rows, oob, (i, len(plans)), dask_key_name=f"spnc-bag-{i + 1}-{tok}")
                            for i, (p, rows) in enumerate(plans)])
     where = {f.key: i for i, f in enumerate(futs)}
     results: list = [None] * len(plans)
@@ -152,6 +159,8 @@ class BaggedSPN(DensityEstimator):
         per worker; ``n_jobs`` is then ignored.
     random_state : seed of the samples, the draws and the bags' own seeds.
     verbose : one line per bag (on stderr, as each finishes) when > 0, with any backend.
+
+    A data error in a bag names the bag and the row of ``X`` (not of its bootstrap sample).
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
@@ -256,14 +265,14 @@ class BaggedSPN(DensityEstimator):
             results = _fit_bags_dask(cls, plans, X, oob, self.verbose)
         elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
-                results[i] = _fit_bag(cls, p, X, rows, oob)
+                results[i] = _fit_bag(cls, p, X, rows, oob, (i, len(plans)))
                 _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
             try:
                 with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
                     with _main_not_rerun(cls, plans):
-                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob): i for i, (p, rows) in enumerate(plans)}
+                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob, (i, len(plans))): i for i, (p, rows) in enumerate(plans)}
                     for f in cf.as_completed(futs):
                         i = futs[f]
                         results[i] = f.result()

@@ -42,6 +42,7 @@ from .. import _budget
 from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
+from .._sweep import row_number
 from ..data import as_data, is_frame, real_array, with_names
 from ..errors import DataError, ParameterError
 from ._training import check_real_range
@@ -343,7 +344,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise DataError("X has no columns")
         if A.size and not np.all(np.isfinite(A)):
             r, c = np.argwhere(~np.isfinite(A))[0]
-            raise DataError(f"X[{row0 + r}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
+            raise DataError(f"X[{row_number(row0, r)}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
         check_real_range(A, row0)
         return A
 
