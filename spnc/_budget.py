@@ -66,7 +66,7 @@ def check_pairwise(cardinality: np.ndarray, what: str = "pairwise statistics") -
     d, tot = float(card.size), float(card.sum())
     need = 48.0 * d * d + (0.0 if np.all(card <= 2) else 8.0 * tot * tot)
     kmax = int(card.max()) if card.size else 0
-    hint = (f"a column has {kmax} states: treat wide integer columns as real-valued "
+    hint = (f"column {int(np.argmax(card))} has {kmax} states: treat wide integer columns as real-valued "
             "(data_type='continuous', or --types r on the command line) or recode them"
             if kmax > MAX_INFERRED_STATES else "use fewer columns")
     check(need, f"{what} over {int(d)} variables with {int(tot)} states in all", hint)

@@ -124,8 +124,18 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
         v = A[r, c].item()
         if v != v:
             why = "is missing (NaN): fitting needs complete data"
-        elif card[c] >= np.iinfo(np.int64).max // 4:
-            why = "is not a discrete state (states are integer codes 0, 1, 2, ...)"
+        elif card[c] >= np.iinfo(np.int64).max // 4:       # no cardinality given: any code >= 0
+            codes = "discrete states are integer codes 0, 1, 2, ..."
+            if v >= card[c] and v != np.inf:
+                why = (f"is too large a state for discrete column {c} (codes must be below {card[c]:.3g}): "
+                       "recode the column, or treat it as real-valued where the learner can "
+                       "(data_type='continuous')")
+            elif v in (np.inf, -np.inf):
+                why = f"is infinite: {codes}"
+            elif v < 0:
+                why = f"is negative: {codes}"
+            else:
+                why = f"is not an integer: {codes}"
         else:
             why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
         raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {v!r} {why}")

@@ -197,6 +197,26 @@ def test_bad_data_raises(X, match):
         fit_chow_liu(X, cardinality=None if "state" not in match else [2, 2])
 
 
+@pytest.mark.parametrize("v, why", [
+    (5e18, r"too large a state for discrete column 1 .*recode"),
+    (1e300, r"too large a state for discrete column 1"),
+    (np.inf, r"is infinite"),
+    (-2.0, r"is negative"),
+    (0.5, r"is not an integer"),
+])
+def test_bad_state_says_what_is_wrong(v, why):
+    X = [[0, 1], [1, 0], [0, v]]
+    with pytest.raises(DataError, match=r"X\[2, 1\] = .* " + why):
+        ChowLiuTree().fit(X)
+    with pytest.raises(DataError, match=why):
+        spnc.learn.LearnSPN(leaves="chowliu", data_type="discrete").fit(np.array(X, dtype=float))
+
+
+def test_wide_column_named_by_the_budget():
+    with pytest.raises(DataError, match="column 1 has 1000001 states"):
+        fit_chow_liu([[0, 1], [1, 1e6]])
+
+
 @pytest.mark.parametrize("w, match", [
     ([1.0, -1.0, 1.0], r"sample_weight\[1\]"),
     ([1.0, 1.0, np.nan], r"sample_weight\[2\]"),
