@@ -1,6 +1,7 @@
 """Compilation: construction objects (:mod:`spnc.nodes`) to an :class:`spnc.SPN`, and back."""
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,13 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
     from a binary one; by default it follows the cardinality. Several roots make an ensemble:
     ``combine='mixture'`` with ``root_weights`` (the default when they are given), or
     ``'independent'`` (the default without them: queries give one column per root).
+
+    Variables that no leaf uses (below the largest one used, or up to ``n_vars`` or the
+    length of ``cardinality``) are allowed. The model has no distribution over such a
+    variable: it is real-valued unless ``cardinality`` says otherwise, its values are
+    checked and then ignored by every query, and ``mpe`` and ``sample`` leave it missing
+    (NaN). When ``n_vars`` or ``cardinality`` is given, a ``UserWarning`` names them, as
+    this is more often a mistake than meant.
     """
     roots = list(root) if isinstance(root, (list, tuple)) else [root]
     if not roots:
@@ -107,11 +115,18 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]
+    told = n_vars is not None or cardinality is not None
     if n_vars is None:
         n_vars = (max(all_vars) + 1) if all_vars else 0
         if cardinality is not None:
             n_vars = len(cardinality)
     _budget.check_n_vars(int(n_vars))
+    unused = np.setdiff1d(np.arange(int(n_vars)), np.asarray(all_vars, dtype=np.int64))
+    if told and unused.size:
+        shown = ", ".join(map(str, unused[:8].tolist())) + (", ..." if unused.size > 8 else "")
+        warnings.warn(f"compile: {unused.size} of the {int(n_vars)} variables ({shown}) are in no leaf: the model "
+                      "has no distribution over them (queries ignore their values; mpe and sample leave them "
+                      "NaN)", UserWarning, stacklevel=2)
     if cardinality is None:
         card = np.full(n_vars, -1, dtype=np.int64)
         for ids in by_type.values():

@@ -261,8 +261,8 @@ class SPN:
         maximises, free with the completion. It equals log p(X_filled) on selective models
         and is a lower bound of it otherwise. With ``log_likelihood=True``, ``log_p`` is
         log p(X_filled) itself (the sum-product value), computed in the same sweep at the
-        cost of about one more log-likelihood pass. Observed entries are kept as given; the
-        columns are X's (a DataFrame's in its own order)."""
+        cost of about one more log-likelihood pass. Observed entries are kept as given, and
+        variables in no leaf stay NaN; the columns are X's (a DataFrame's in its own order)."""
         A = self._check_X(X)
         self._need_single_root("mpe")
         ll = np.empty(A.shape[0]) if log_likelihood else None
@@ -283,7 +283,8 @@ class SPN:
                n_threads: int | None = None) -> np.ndarray:
         """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row
         of ``evidence`` (NaN marks what to sample; a DataFrame's rows come back in its own
-        column order). Reproducible for a given ``seed``, whatever ``n_threads``."""
+        column order). Variables in no leaf stay NaN (the model has no distribution over
+        them). Reproducible for a given ``seed``, whatever ``n_threads``."""
         self._need_single_root("sample")
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):

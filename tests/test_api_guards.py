@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -121,3 +122,18 @@ def test_backward_refuses_weights_whose_counts_would_overflow():
         spn.backward([[0], [1]], sample_weight=[1e308, 1e308])
     out = spn.backward([[0], [1]], sample_weight=[1e100, 1e100])
     assert np.all(np.isfinite(out["edge_counts"]))
+
+
+def test_variables_in_no_leaf_are_named_at_compile_and_stay_missing():
+    root = spnc.Product([spnc.Bernoulli(0, .3), spnc.Bernoulli(1, .6)])
+    with pytest.warns(UserWarning, match=r"2 of the 4 variables \(2, 3\) are in no leaf"):
+        m = spnc.compile(root, n_vars=4)
+    assert m.cardinality.tolist() == [2, 2, 0, 0]
+    S = m.sample(5, seed=0)
+    assert np.isnan(S[:, 2:]).all() and not np.isnan(S[:, :2]).any()
+    filled, _ = m.mpe(np.full((1, 4), np.nan))
+    assert np.isnan(filled[0, 2:]).all() and filled[0, :2].tolist() == [0, 1]
+    assert m.log_likelihood([[0, 1, 7.5, -3]]) == pytest.approx(np.log(.7 * .6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spnc.compile(root, n_vars=2)

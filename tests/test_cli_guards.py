@@ -118,7 +118,8 @@ def test_tools_read_other_libraries_files_and_refuse_negative_seeds(tmp_path, ca
 def test_convert_draws_with_to_dot_and_export_warns_of_lost_variables(tmp_path, capsys):
     from spnc.cli import convert
     from spnc.io import importers
-    m = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]), n_vars=4)
+    with pytest.warns(UserWarning, match="in no leaf"):
+        m = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]), n_vars=4)
     spnc.save(m, tmp_path / "m.h5")
     assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "m.txt"), "--to", "dot"]) == 0
     assert (tmp_path / "m.txt").read_text().startswith("digraph spnc {")
