@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import spnc
 import spnc.io as sio
 from spnc.cli import learn
 
@@ -202,9 +203,8 @@ def test_errors_subprocess(files, tmp_path):
     ("bernoulli", r"cat\.csv: line 3, column 1 \('a'\) has value 2: --leaves bernoulli needs 0/1 data"),
     ("wide_valid", r"wide\.csv: the header does not match the model's variables \(missing 'x4', 'x5'\); "
                    r"give --by-position"),
-    ("splitter_kind", r"argument --splitter: splitter='correlation' works on continuous data, but the data is "
-                      r"discrete"),
-    ("clusters", r"argument --clusters: LearnSPN: n_clusters must be an integer >= 2, got 1"),
+    ("splitter_kind", r"error: --splitter correlation works on continuous data, but the data is discrete$"),
+    ("clusters", r"error: LearnSPN: --clusters must be an integer >= 2, got 1$"),
     ("not_for_learner", r"--min-instances does not apply to --learner chowliu"),
     ("extension", r"m\.xyz: a model is saved as \.h5, \.hdf5 or \.json"),
     ("no_dir", r"directory .* does not exist"),
@@ -248,7 +248,7 @@ def test_errors_in_process(files, tmp_path, capsys):
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--learner", "oslrau",
                        "--batch-size", "0", "-q"]) == 2
     assert capsys.readouterr().err.strip() == \
-        "spnc-learn: error: argument --batch-size: OSLRAU: batch_size must be an integer >= 1 or one of 'auto', got 0"
+        "spnc-learn: error: OSLRAU: --batch-size must be an integer >= 1 or auto, got 0"
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "--em", "0"]) == 2
     assert "--em needs N >= 1" in capsys.readouterr().err
 
@@ -292,3 +292,25 @@ def test_help_states_each_learners_default():
                 assert v in helps[dest], (dest, name, v)
             elif v is not None:
                 assert format(v, "g") in said.group(1), (dest, name, v)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--splitter", "gvs"], "--splitter gvs works on discrete data, but the data is continuous; "
+                            "use --splitter correlation"),
+    (["--min-instances", "99999999999"], "LearnSPN: --min-instances must be an integer >= 1 or auto, got "
+                                         "99999999999 (integers beyond +-2147483647 are not supported)"),
+    (["--max-depth", "-1"], "LearnSPN: --max-depth must be an integer >= 0, got -1"),
+    (["--learner", "prometheus", "--min-std", "nan"], "Prometheus: --min-std must be a finite number > 0, got nan"),
+])
+def test_estimator_errors_spell_the_options(files, tmp_path, capsys, argv, line):
+    assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "-q"] + argv) == 2
+    assert capsys.readouterr().err.strip() == "spnc-learn: error: " + line
+
+
+def test_estimator_errors_keep_python_spelling_outside_the_tools():
+    from spnc.learn import LearnSPN
+    with pytest.raises(spnc.ParameterError, match=r"^splitter='gvs' works on discrete data.*"
+                                                  r"use splitter='correlation'$"):
+        LearnSPN(splitter="gvs").fit(np.random.default_rng(0).normal(size=(20, 3)))
+    with pytest.raises(spnc.ParameterError, match=r"g_factor must be a finite number >= 0 or 'auto', got -1$"):
+        LearnSPN(g_factor=-1).fit(np.zeros((4, 2)))

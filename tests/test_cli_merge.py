@@ -46,7 +46,7 @@ def test_merge_tool_errors(tmp_path, capsys):
     _files(tmp_path)
     args = [str(tmp_path / "tree.h5"), str(tmp_path / "train.csv"), "-o", str(tmp_path / "g.h5"), "--quiet"]
     assert cli_merge.main(args + ["--epsilon", "-1"]) == 2
-    assert "argument --epsilon" in capsys.readouterr().err
+    assert "Merge: --epsilon must be a number >= 0" in capsys.readouterr().err
     assert cli_merge.main(args + ["--epsilon", "0.1", "0.2"]) == 2     # a grid is chosen on --valid
     assert "--valid" in capsys.readouterr().err
     np.savetxt(tmp_path / "bad.csv", np.zeros((5, 3)), delimiter=",")

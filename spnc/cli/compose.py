@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from ..errors import DataError
+from ..learn._params import options_named
 from . import _data
 from . import add_common, add_data_options, print_json, run_tool
 
@@ -109,7 +110,8 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
     X = _read(args.data, args, m)
     Xv = _read(args.valid, args, m) if args.valid else None
     nt = args.n_threads
-    em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha, n_threads=nt).fit(X, X_valid=Xv)
+    with options_named({"max_iter": "--max-iter", "alpha": "--alpha", "n_threads": "--n-threads"}):
+        em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha, n_threads=nt).fit(X, X_valid=Xv)
     out = em.spn_
     ll = {"train": [float(np.mean(s.log_likelihood(X, n_threads=nt))) for s in (m, out)]}
     if Xv is not None:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._atomic import check_writable
 from ..errors import DataError, ParameterError, SpncError
+from ..learn._params import options_named
 from ..learn._training import MAX_REAL
 from . import _data
 from . import add_common, add_data_options, finite, print_json, run_tool, seed_value
@@ -290,14 +291,17 @@ def _estimator(args: argparse.Namespace, discrete: bool):
 
 _PARAM_FLAGS = {param: _flag(dest) for dest, (param, _) in _OPTIONS.items()}
 _PARAM_FLAGS.update(random_state="--seed", n_threads="--n-threads")
+_EM_FLAGS = {"alpha": "--alpha", "min_std": "--min-std", "max_iter": "--em", "random_state": "--seed",
+             "n_threads": "--n-threads"}
 
 
-def _as_data_error(e: ValueError) -> DataError:
-    """An estimator's complaint as a command-line error: a :class:`ParameterError` names
-    the flag that sets the parameter."""
+def _as_data_error(e: ValueError, flags: dict) -> DataError:
+    """An estimator's complaint (raised inside :func:`options_named`, so it spells the
+    options as typed) as a command-line error that names the option it is about."""
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    if isinstance(e, ParameterError) and e.param in _PARAM_FLAGS:
-        msg = f"argument {_PARAM_FLAGS[e.param]}: {msg}"
+    flag = flags.get(e.param) if isinstance(e, ParameterError) else None
+    if flag is not None and flag not in msg:
+        msg = f"argument {flag}: {msg}"
     return DataError(msg)
 
 
@@ -349,12 +353,13 @@ def _run(args: argparse.Namespace) -> int:
     est = _estimator(args, discrete)
     t0 = time.perf_counter()
     try:
-        est.fit(X)
+        with options_named(_PARAM_FLAGS):
+            est.fit(X)
         model = est.spn_
     except ValueError as e:
         if isinstance(e, SpncError) and not isinstance(e, ParameterError):
             raise
-        raise _as_data_error(e) from None
+        raise _as_data_error(e, _PARAM_FLAGS) from None
     fit_s = time.perf_counter() - t0
     if not model.learner:           # record which learner made the model and how
         params = {k: v for k, v in est.get_params(deep=False).items()
@@ -368,11 +373,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: EM on the parameters, at most {args.em} passes", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
-            model, em = _refine(model, est, X, extra.get("valid"), args, discrete)
+            with options_named(_EM_FLAGS):
+                model, em = _refine(model, est, X, extra.get("valid"), args, discrete)
         except ValueError as e:
             if isinstance(e, SpncError) and not isinstance(e, ParameterError):
                 raise
-            raise _as_data_error(e) from None
+            raise _as_data_error(e, _EM_FLAGS) from None
         em_s = time.perf_counter() - t1
 
     lls = {"train": model.log_likelihood(X, n_threads=args.n_threads)}

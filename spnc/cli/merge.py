@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from ..errors import DataError, ParameterError
+from ..learn._params import options_named
 from . import _data
 from . import MODEL_HELP, add_common, add_data_options, print_json, run_tool
 
@@ -90,10 +91,11 @@ def _run(args: argparse.Namespace) -> int:
                 verbose=0 if (args.quiet or args.json) else 1, n_threads=args.n_threads, **kw)
     t0 = time.perf_counter()
     try:
-        est.fit(X, X_valid=Xv)
+        with options_named(_PARAM_FLAGS):
+            est.fit(X, X_valid=Xv)
     except ParameterError as e:
         flag = _PARAM_FLAGS.get(e.param)
-        raise DataError(f"argument {flag}: {e}" if flag else str(e)) from None
+        raise DataError(f"argument {flag}: {e}" if flag and flag not in str(e) else str(e)) from None
     secs = time.perf_counter() - t0
     out = est.spn_
     summary: dict = {"epsilon": est.epsilon_, "merge_seconds": secs}

@@ -2,9 +2,15 @@
 ``_parameter_constraints = {name: [constraint, ...]}`` and ``fit`` checks it with
 :func:`validate_params`, which raises one :class:`~spnc.errors.ParameterError` naming the
 parameter. A value is valid when any constraint of its list accepts it; ``None`` in a list
-admits ``None``."""
+admits ``None``.
+
+Messages name a parameter with :func:`pname` / :func:`setting`: in Python's spelling
+(``splitter='correlation'``), or, inside :func:`options_named` (the console tools), as the
+command-line option that sets it (``--splitter correlation``)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
 from typing import Any, Callable
@@ -14,11 +20,56 @@ import numpy as np
 from ..errors import ParameterError
 
 
-class Constraint:
-    """A named predicate; ``text`` completes "must be ..."."""
+#: parameter name -> the command-line option that sets it, while a console tool runs
+_OPTIONS: contextvars.ContextVar = contextvars.ContextVar("spnc_option_names", default=None)
 
-    def __init__(self, ok: Callable[[Any], bool], text: str):
+
+@contextlib.contextmanager
+def options_named(flags: dict[str, str]):
+    """Within this block, messages name the parameters in ``flags`` as those options."""
+    token = _OPTIONS.set(dict(flags))
+    try:
+        yield
+    finally:
+        _OPTIONS.reset(token)
+
+
+def _flag(name: str) -> str | None:
+    flags = _OPTIONS.get()
+    return None if flags is None else flags.get(name)
+
+
+def pname(name: str) -> str:
+    """``name`` as the user set it: the parameter, or its command-line option."""
+    return _flag(name) or name
+
+
+def pvalue(v: Any, name: str) -> str:
+    """A value of parameter ``name`` as the user wrote it (``repr`` for Python)."""
+    if _flag(name) is None:
+        return repr(v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return " ".join(pvalue(x, name) for x in v) if isinstance(v, (list, tuple)) else str(v)
+
+
+def setting(name: str, v: Any) -> str:
+    """``name='value'`` in Python, ``--name value`` on the command line."""
+    flag = _flag(name)
+    return f"{name}={v!r}" if flag is None else f"{flag} {pvalue(v, name)}"
+
+
+class Constraint:
+    """A named predicate; ``text`` completes "must be ..." (a callable: text for a
+    parameter name, for values spelled as the user writes them)."""
+
+    c_int = False      # an integer range (values go to C ints)
+
+    def __init__(self, ok: Callable[[Any], bool], text: str | Callable[[str], str]):
         self.ok, self.text = ok, text
+
+    def describe(self, name: str) -> str:
+        return self.text(name) if callable(self.text) else self.text
 
 
 #: integer parameters go to C ints in the kernels: larger values are refused here
@@ -56,13 +107,15 @@ def Interval(kind: type, lo=None, hi=None, closed: str = "both") -> Constraint:
         bounds.append(f"{'>=' if lo_in else '>'} {lo}")
     if hi is not None:
         bounds.append(f"{'<=' if hi_in else '<'} {hi}")
-    return Constraint(ok, what + (" " + " and ".join(bounds) if bounds else ""))
+    c = Constraint(ok, what + (" " + " and ".join(bounds) if bounds else ""))
+    c.c_int = kind is int
+    return c
 
 
 def Options(*values) -> Constraint:
     """One of ``values`` (compared with ``==``; strings only match strings)."""
     return Constraint(lambda v: any(type(v) is type(x) and v == x for x in values),
-                      "one of " + ", ".join(repr(x) for x in values))
+                      lambda name: ("one of " if len(values) > 1 else "") + ", ".join(pvalue(x, name) for x in values))
 
 
 def Instance(*classes: type, name: str | None = None) -> Constraint:
@@ -103,5 +156,11 @@ def validate_params(est) -> None:
             continue
         if any(c is not None and c.ok(v) for c in allowed):
             continue
-        texts = [c.text for c in allowed if c is not None] + (["None"] if None in allowed else [])
-        raise ParameterError(name, f"{type(est).__name__}: {name} must be {' or '.join(texts)}, got {v!r}")
+        texts = [c.describe(name) for c in allowed if c is not None]
+        if None in allowed and _flag(name) is None:      # an option left out is None
+            texts.append("None")
+        big = isinstance(v, numbers.Integral) and not isinstance(v, bool) and abs(int(v)) > MAX_INT and \
+            any(getattr(c, "c_int", False) for c in allowed)
+        raise ParameterError(name, f"{type(est).__name__}: {pname(name)} must be {' or '.join(texts)}, "
+                                   f"got {pvalue(v, name)}" + (f" (integers beyond +-{MAX_INT} are not supported)"
+                                                               if big else ""))

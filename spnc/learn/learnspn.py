@@ -16,7 +16,7 @@ from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options, setting
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
@@ -300,12 +300,12 @@ class LearnSPN(DensityEstimator):
             bad = np.argwhere((A != 0) & (A != 1))
             if not bad.size:
                 c = int(np.flatnonzero(card != 2)[0])
-                raise DataError(f"leaves='bernoulli' needs binary variables, but cardinality[{c}] is "
-                                f"{int(card[c])}; use leaves='univariate'")
+                raise DataError(f"{setting('leaves', 'bernoulli')} needs binary variables, but cardinality[{c}] "
+                                f"is {int(card[c])}; use {setting('leaves', 'univariate')}")
             r, c = bad[0]
-            raise DataError(f"leaves='bernoulli' needs 0/1 data, but column {c} has value {A[r, c].item()!r} "
-                            f"(row {row_number(row0, int(r))}); use leaves='univariate' for categorical or "
-                            "real data")
+            raise DataError(f"{setting('leaves', 'bernoulli')} needs 0/1 data, but column {c} has value "
+                            f"{A[r, c].item()!r} (row {row_number(row0, int(r))}); use "
+                            f"{setting('leaves', 'univariate')} for categorical or real data")
         return data, card, continuous
 
     def _auto_unused(self) -> set[str]:

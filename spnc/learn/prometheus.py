@@ -12,7 +12,7 @@ from ..chowliu import resolve_threads
 from ..data import as_data
 from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options, setting
 from ._prometheus_build import Builder, Settings
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
@@ -182,7 +182,8 @@ class Prometheus(DensityEstimator):
     def _fit(self, rows, X_valid, names=None) -> "Prometheus":
         data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus", rows.ids)
         if self.affinity == "mi" and continuous:
-            raise ParameterError("affinity", "Prometheus: affinity='mi' needs discrete data; use 'correlation'")
+            raise ParameterError("affinity", f"Prometheus: {setting('affinity', 'mi')} needs discrete data; "
+                                             f"use {setting('affinity', 'correlation')}")
         n, d = data.shape
         t0 = time.perf_counter()
         ctx = Context(data, card, continuous, alpha=self.alpha, min_std=self.min_std,

@@ -27,7 +27,7 @@ from ..errors import ParameterError
 from ..leaves.cltree import ChowLiuLeaf
 from ..leaves.univariate import Bernoulli, Categorical, Gaussian
 from ..nodes import Node, Product
-from ._params import Constraint
+from ._params import Constraint, setting
 from .row_splits import InstanceSplitter, KMeansSplit, NaiveBayesEM, ObservedSplit, Part  # noqa: F401
 
 
@@ -319,12 +319,13 @@ def resolve_step(kind: str, spec, est, continuous: bool):
     elif isinstance(spec, str) and spec in _STEPS[kind]:
         step = _STEPS[kind][spec](est, continuous)
     else:
-        raise ParameterError(kind, f"{kind}={spec!r} is not known; use one of {sorted(_STEPS[kind])} "
+        raise ParameterError(kind, f"{setting(kind, spec)} is not known; use one of {sorted(_STEPS[kind])} "
                                    f"or a {base.__name__} instance")
     data_kind = "continuous" if continuous else "discrete"
     if data_kind not in step.data_kinds:
-        raise ParameterError(kind, f"{kind}={spec!r} works on {' or '.join(step.data_kinds)} data, but the data is "
-                         f"{data_kind}" + ("; use splitter='correlation'" if kind == "splitter" and continuous else ""))
+        hint = f"; use {setting('splitter', 'correlation')}" if kind == "splitter" and continuous else ""
+        raise ParameterError(kind, f"{setting(kind, spec)} works on {' or '.join(step.data_kinds)} data, but the "
+                                   f"data is {data_kind}{hint}")
     return step
 
 
