@@ -199,8 +199,8 @@ def test_em_blocks_equal_in_memory(tmp_path, kind, variant):
 def test_em_blocks_refusals(tmp_path):
     from test_em import cltree_model
     X = data_for("discrete", n=200)
-    with pytest.raises(ParameterError, match="variant"):
-        EM(init=MODELS["discrete"](3), variant="online").fit(_blocks(X, 50))
+    with pytest.raises(ParameterError, match="batch_size >= the 200 rows"):
+        EM(init=MODELS["discrete"](3), variant="online", batch_size=50).fit(_blocks(X, 50))
     with pytest.raises(DataError, match="one-shot"):
         EM(init=MODELS["discrete"](3)).fit(iter(_blocks(X, 50)))
     with pytest.raises(DataError, match="cltree"):

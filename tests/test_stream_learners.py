@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spnc import DataError, ParameterError
-from spnc.learn import LearnSPN
+from spnc.learn import EM, LearnSPN
 from spnc.learn.prometheus import Prometheus
 
 from test_learnspn import planted
@@ -78,11 +78,21 @@ def test_prometheus_continuous_streamed(tmp_path):
     z = rng.random(2000) < 0.5
     X = rng.normal(size=(2000, 4)) + 3.0 * z[:, None]
     spec = _h5(tmp_path, X)
-    kw = dict(min_instances=300, refine_iter=2, random_state=0)
-    got = Prometheus(**kw).fit(spec)           # refine="auto" streams soft EM
-    same_model(Prometheus(refine="em", **kw).fit(X).spn_, got.spn_)
-    with pytest.raises(ParameterError, match="refine"):
-        Prometheus(refine="running_average", **kw).fit(spec)
+    kw = dict(min_instances=300, refine_iter=3, random_state=0)
+    got = Prometheus(**kw).fit(spec)           # refine="auto": the running average, streamed too
+    mem = Prometheus(**kw).fit(X).spn_
+    same_model(mem, got.spn_)
+    same_model(mem, Prometheus(refine="running_average", **kw).fit(spec).spn_)
+    assert not np.allclose(mem.log_likelihood(X), Prometheus(refine="em", **kw).fit(X).spn_.log_likelihood(X))
+
+
+def test_streamed_online_em_is_full_batch_only(tmp_path):
+    X = np.random.default_rng(3).normal(size=(500, 3))
+    init = Prometheus(min_instances=200, refine="none", random_state=0).fit(X).spn_
+    kw = dict(init=init, variant="online", step_decay=1.0, max_iter=3)
+    same_model(EM(batch_size=500, **kw).fit(X).spn_, EM(batch_size=500, **kw).fit(_h5(tmp_path, X)).spn_)
+    with pytest.raises(ParameterError, match="batch_size >= the 500 rows"):
+        EM(batch_size=100, **kw).fit(_h5(tmp_path, X))
 
 
 def test_streamed_learner_errors(tmp_path, binary):

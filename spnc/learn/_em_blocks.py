@@ -25,9 +25,6 @@ _NOT_ADDED = ("center",)
 
 def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]:
     """(source, weights or None, total weight) for :meth:`EM.fit` on a streamed ``X``."""
-    if em.variant == "online":
-        raise ParameterError("variant", "variant='online' draws rows at random and needs X in memory; "
-                                        "use 'soft' or 'hard' to stream X from a file or a Dask array")
     for k, t in model.leaf_tables.items():
         if len(t) and _stats_of(em, t) is None:
             raise DataError(f"EM over streamed data needs streaming statistics for every leaf type; "
@@ -41,6 +38,10 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
         n = sum(b.shape[0] for _, b in src.blocks())
     if n == 0:
         raise DataError(f"{_stream.label(src)} has no rows")
+    if em.variant == "online" and int(em.batch_size) < n:
+        raise ParameterError("batch_size", f"variant='online' over streamed X takes one batch of all rows per pass "
+                                           f"(batch_size >= the {n} rows); smaller batches are drawn at random "
+                                           "and need X in memory")
     if sample_weight is None:
         return src, None, float(n)
     w = np.asarray(sample_weight, dtype=np.float64)
@@ -66,6 +67,25 @@ def opened(X, model):
     finally:
         if src is not X:
             src.close()
+
+
+def online_batches(X, w, ids, rng, batch_size: int):
+    """One pass of online EM: ``(rows, weights, row ids)`` of each mini-batch in a random
+    order; a streamed ``X`` is one batch of all its rows (the order plays no part then)."""
+    if not isinstance(X, np.ndarray):
+        yield X, w, ids
+        return
+    order = rng.permutation(X.shape[0])
+    for b0 in range(0, len(order), batch_size):
+        rows = np.sort(order[b0:b0 + batch_size])
+        yield X[rows], w[rows], ids[rows]
+
+
+def mean_ll(em, spn, X, w, wsum: float) -> float:
+    """The weighted mean log-likelihood of ``spn`` over ``X`` (in memory or streamed)."""
+    if isinstance(X, np.ndarray):
+        return float(np.einsum("i,i->", w, spn.log_likelihood(X, n_threads=em.n_threads)) / wsum)
+    return em._estep(spn, X, w, hard=False, stats=False)["objective"] / wsum
 
 
 def _stats_of(em, table):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import stream as _stream
 from ..data import real_array
-from ..errors import DataError, ParameterError
+from ..errors import DataError
 
 #: ``refine`` values that run EM, and the EM variant of each
 EM_VARIANTS = {"em": "soft", "hard": "hard", "running_average": "online"}
@@ -95,15 +95,9 @@ def _sample_blocks(src, sample_rows: int | None, random_state, learner: str) -> 
 
 
 def refine_mode(refine: str, rows: Rows, continuous: bool, default_auto: str) -> str:
-    """The parameter pass that ``refine`` asks for: ``"auto"`` is ``default_auto`` (in
-    memory) or ``"em"`` (streamed rows: the running average draws rows at random)."""
-    mode = refine
-    if mode == "auto":
-        mode = "em" if rows.streamed and default_auto == "running_average" else default_auto
-    if mode == "running_average" and rows.streamed:
-        raise ParameterError("refine", "refine='running_average' draws rows at random and needs X in memory; "
-                                       "use 'em' or 'hard' to stream X from a file or a Dask array")
-    return mode
+    """The parameter pass that ``refine`` asks for (``"auto"``: ``default_auto``), the
+    same for ``X`` in memory and streamed."""
+    return default_auto if refine == "auto" else refine
 
 
 def refine_params(spn, rows: Rows, mode: str, *, n_iter: int, alpha: float, min_std: float, random_state,

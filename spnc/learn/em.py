@@ -95,7 +95,8 @@ class EM(DensityEstimator):
     patience : with validation data, stop after this many passes without a better
         validation log-likelihood and return the best model seen.
     batch_size : rows per mini-batch of the online variant (soft and hard EM read X in the
-        sweep engine's chunks and ignore it).
+        sweep engine's chunks and ignore it); over streamed ``X`` only one batch of all
+        rows per pass (``batch_size`` >= the rows).
     step_decay : online step exponent, in (0.5, 1].
     freeze : node ids whose parameters stay fixed (sum weights or leaf parameters).
     check_leaves : apply the Eq. 12 check to every leaf update.
@@ -215,25 +216,22 @@ class EM(DensityEstimator):
         for it in range(1, int(self.max_iter) + 1):
             t0 = time.perf_counter()
             if self.variant == "online":
-                order = rng.permutation(X.shape[0])
-                for b0 in range(0, len(order), int(self.batch_size)):
-                    rows = np.sort(order[b0:b0 + int(self.batch_size)])
-                    est = self._estep(spn, X[rows], w[rows], hard=False, rows=ids[rows])
+                for Xb, wb, ib in _em_blocks.online_batches(X, w, ids, rng, int(self.batch_size)):
+                    est = self._estep(spn, Xb, wb, hard=False, rows=ib)
                     if run is not None:
                         for k, st in run["leaf"].items():
                             h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
                             if hasattr(h, "recentre") and k in est["leaf"]:
                                 h.recentre(st, est["leaf"][k]["center"])
-                    scale = wsum / max(float(w[rows].sum()), 1e-300)
+                    scale = 1.0 if wb is None else wsum / max(float(wb.sum()), 1e-300)
                     eta = (t_step + 1.0) ** -float(self.step_decay)
                     run = _mix(run, est, eta, scale)
                     t_step += 1
-                    spn = self._mstep(spn, run, X[rows], w[rows])
+                    spn = self._mstep(spn, run, Xb, wb)
                 est = run
-                obj = float(np.einsum("i,i->", w, spn.log_likelihood(X, n_threads=self.n_threads)) / wsum)
+                obj = _em_blocks.mean_ll(self, spn, X, w, wsum)
                 if it == 1:
-                    hist_t.append(float(np.einsum("i,i->", w, model.log_likelihood(X, n_threads=self.n_threads)))
-                                  / wsum)
+                    hist_t.append(_em_blocks.mean_ll(self, model, X, w, wsum))
             else:
                 est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
                 if spn is best:          # the counts saved are those of the model returned

@@ -68,10 +68,10 @@ class Prometheus(DensityEstimator):
     min_instances : blocks whose cluster has fewer rows end in base leaves.
     max_depth : at most this many sum layers (None: until the rows or variables run out).
     refine : ``"auto"`` (``"running_average"`` for real data, as the paper, ``"em"`` for
-        discrete data and for streamed ``X``), ``"em"`` (soft EM), ``"running_average"``
-        (stepwise EM with step 1/t, one step per pass: every pass's statistics averaged with
-        all earlier ones; needs ``X`` in memory), ``"hard"`` (hard EM) or ``"none"`` (counts
-        only).
+        discrete data; the same whether ``X`` is in memory or streamed), ``"em"`` (soft
+        EM), ``"running_average"`` (stepwise EM with step 1/t, one step per pass: every
+        pass's statistics averaged with all earlier ones), ``"hard"`` (hard EM) or
+        ``"none"`` (counts only).
     refine_iter : passes of the refinement; with ``X_valid`` in :meth:`fit` the best
         model on it is kept (the count-based model competes too).
     alpha : Laplace smoothing of discrete leaves and mutual information.
@@ -85,10 +85,9 @@ class Prometheus(DensityEstimator):
 
     ``X`` may be larger than memory: a file spec ``"data.h5:/X"`` (or Zarr, ``.npy``), an
     h5py dataset, an iterable of row blocks or a Dask array. The structure search reads
-    ``sample_rows`` rows (all rows when None) into memory; the refinement (``"em"`` or
-    ``"hard"``) streams all rows block by block (on a Dask array, as tasks over its chunks)
-    and gives the model learned from the same rows as a numpy array, up to the order of
-    additions.
+    ``sample_rows`` rows (all rows when None) into memory; the refinement (any of them)
+    streams all rows block by block (on a Dask array, as tasks over its chunks) and gives
+    the model learned from the same rows as a numpy array, up to the order of additions.
 
     Attributes after :meth:`fit`: ``spn_`` (carrying the learner's parameters and its layer
     sizes), ``layer_nodes_``, ``layer_edges_`` (per sum layer), ``n_shared_`` (nodes with
