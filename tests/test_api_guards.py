@@ -137,3 +137,11 @@ def test_variables_in_no_leaf_are_named_at_compile_and_stay_missing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         spnc.compile(root, n_vars=2)
+
+
+@pytest.mark.parametrize("make", [lambda: Prometheus(min_std=1e300), lambda: LearnSPN(splitter="correlation",
+                                                                                      min_std=1e300)])
+def test_a_huge_std_floor_is_refused_by_name(make):
+    # its square overflowed inside the Gaussian M-step (OverflowError from a leaf module)
+    with pytest.raises(ParameterError, match=r"min_std must be a finite number > 0 and <= 1e\+150, got 1e\+300"):
+        make().fit(np.random.default_rng(0).normal(size=(60, 3)))

@@ -36,7 +36,7 @@ from .._threads import effective_n_threads
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options
 from .base import DensityEstimator
 
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
@@ -127,7 +127,7 @@ class EM(DensityEstimator):
         "variant": [Options("soft", "hard", "online")],
         "alpha": [Interval(float, 0)],
         "weight_floor": [Interval(float, 0, 1, closed="left")],
-        "min_std": [Interval(float, 0, closed="neither")],
+        "min_std": [MIN_STD],
         "patience": [Interval(int, 1)],
         "batch_size": [Interval(int, 1)],
         "step_decay": [Interval(float, 0.5, 1, closed="right")],

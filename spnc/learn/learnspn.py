@@ -16,7 +16,7 @@ from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options, setting
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Interval, Options, setting
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
@@ -246,7 +246,7 @@ class LearnSPN(DensityEstimator):
         "n_restarts": [Interval(int, 1)],
         "n_iter": [Interval(int, 1)],
         "criterion": [Options("info_gain", "mi_score")],
-        "min_std": [Interval(float, 0, closed="neither")],
+        "min_std": [MIN_STD],
         "data_type": [Options("auto", "discrete", "continuous")],
         "cardinality": [ARRAY_LIKE, None],
         "sample_rows": [Interval(int, 1), None],

@@ -12,7 +12,7 @@ from ..chowliu import resolve_threads
 from ..data import as_data
 from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Instance, Interval, Options, setting
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, setting
 from ._prometheus_build import Builder, Settings
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
@@ -122,7 +122,7 @@ class Prometheus(DensityEstimator):
         "refine": [Options("auto", "em", "running_average", "hard", "none")],
         "refine_iter": [Interval(int, 1)],
         "alpha": [Interval(float, 0)],
-        "min_std": [Interval(float, 0, closed="neither")],
+        "min_std": [MIN_STD],
         "data_type": [Options("auto", "discrete", "continuous")],
         "cardinality": [ARRAY_LIKE, None],
         "sample_rows": [Interval(int, 1), None],
