@@ -110,3 +110,13 @@ def test_resampled_rows_nest_and_leave_other_data_alone():
         with resampled_rows(np.array([3, 3, 1])):
             assert row_number(0, 2) == 5
     assert row_number(0, 2) == 2
+
+
+@pytest.mark.parametrize("v, why", [(-1, "is negative"), (2.0**63, "too large a state")])
+def test_bagged_spn_leaves_bad_codes_to_the_bags_check(v, why):
+    X = np.random.default_rng(0).integers(0, 2, size=(40, 3)).astype(float)
+    X[:, 1] = v                                   # in every bootstrap sample
+    with pytest.raises(spnc.errors.DataError, match=rf"bag 1 of 2: X\[0, 1\] = .* {why}"):
+        BaggedSPN(LearnSPN(), n_bags=2, random_state=0).fit(X)
+    with pytest.raises(spnc.errors.DataError, match=r"^X must be a non-empty 2-D array .* \(40, 0\)"):
+        BaggedSPN(LearnSPN(), n_bags=2).fit(np.zeros((40, 0)))

@@ -32,7 +32,7 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
-from ._params import BOOL, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
+from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
 from .base import DensityEstimator
 from .merge import Merge
 
@@ -212,7 +212,8 @@ class BaggedSPN(DensityEstimator):
         _budget.check(8.0 * n * int(self.n_bags), f"{int(self.n_bags)} bootstrap samples of {n} rows",
                       "use fewer bags")
         frac = X != np.round(X)                    # NaN counts too: such data is not whole
-        whole = not frac.any()
+        # codes only: a bag's own check names a negative or huge value, not a cardinality
+        whole = not frac.any() and X.min() >= 0 and X.max() < MAX_INT
         real = bool(np.any(frac & np.isfinite(X)))   # as data_type="auto" decides
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
@@ -248,8 +249,8 @@ class BaggedSPN(DensityEstimator):
                             "(spnc.stream.load) or bag a sample of them")
         X, names = as_data(X)
         X = real_array(X).astype(np.float64)
-        if X.ndim != 2 or X.shape[0] == 0:
-            raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+        if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+            raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {X.shape}")
         if names is not None and X_valid is not None and is_frame(X_valid):
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names
         self._check_valid(X_valid, n_cols=X.shape[1])
