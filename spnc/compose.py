@@ -183,6 +183,7 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
         if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ParameterError("weights", f"weights must be {len(models)} finite non-negative "
                                  "numbers with a positive total")
+        w = w / w.max()              # first: a sum of huge weights may overflow
         w = w / w.sum()
     elif X is not None:
         parts = [m if p is None else _relabelled(m, p, card, vtype, names) for m, p in zip(models, perms)]

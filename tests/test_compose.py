@@ -219,3 +219,13 @@ def test_spnc_compose_refuses_options_of_another_mode(tmp_path, capsys):
     assert cli.main(["em", a, "-o", str(tmp_path / "e.h5"), "--data", d, "--weights", "1"]) == 2
     assert "--weights applies to mix only" in capsys.readouterr().err
     assert not (tmp_path / "m.h5").exists() and not (tmp_path / "e.h5").exists()
+
+
+def test_huge_or_empty_mixture_weights(tmp_path, capsys):
+    a, b = bern_model([0.2, 0.7]), bern_model([0.9, 0.1])
+    m = spnc.mixture([a, b], weights=[1e308, 1e308])      # their sum overflowed: 'add up to 0.0'
+    np.testing.assert_allclose(m.log_likelihood(all_states(2)), spnc.mixture([a, b]).log_likelihood(all_states(2)))
+    spnc.save(a, tmp_path / "a.h5")
+    assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "a.h5"), "-o", str(tmp_path / "m.h5"),
+                     "--weights", ""]) == 2                  # was: equal weights, silently
+    assert "--weights '': not comma-separated numbers" in capsys.readouterr().err

@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         X = None
         w = None
-        if args.weights:
+        if args.weights is not None:
             try:
                 w = [float(t) for t in args.weights.split(",")]
             except ValueError:
