@@ -145,3 +145,8 @@ def test_a_huge_std_floor_is_refused_by_name(make):
     # its square overflowed inside the Gaussian M-step (OverflowError from a leaf module)
     with pytest.raises(ParameterError, match=r"min_std must be a finite number > 0 and <= 1e\+150, got 1e\+300"):
         make().fit(np.random.default_rng(0).normal(size=(60, 3)))
+
+
+def test_n_threads_beyond_a_c_int_says_so():
+    with pytest.raises(ParameterError, match=r"n_threads must be a non-zero integer .* not supported\)$"):
+        ChowLiuTree(n_threads=2**40).fit(np.zeros((3, 2)))

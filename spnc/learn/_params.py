@@ -128,6 +128,7 @@ CALLABLE = Constraint(callable, "a callable")
 RANDOM_STATE = Constraint(lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
                           and 0 <= int(v) <= 2**64 - 1, "an integer >= 0 and <= 2**64 - 1")
 N_THREADS = Constraint(lambda v: _is_int(v) and v != 0, "a non-zero integer (-1: all cores)")
+N_THREADS.c_int = True
 #: a Gaussian leaf's std floor: its square must stay finite (as real training values do)
 MIN_STD = Interval(float, 0, 1e150, closed="right")
 ARRAY_LIKE = Constraint(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes)), "a sequence")
