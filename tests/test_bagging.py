@@ -120,3 +120,11 @@ def test_bagged_spn_leaves_bad_codes_to_the_bags_check(v, why):
         BaggedSPN(LearnSPN(), n_bags=2, random_state=0).fit(X)
     with pytest.raises(spnc.errors.DataError, match=r"^X must be a non-empty 2-D array .* \(40, 0\)"):
         BaggedSPN(LearnSPN(), n_bags=2).fit(np.zeros((40, 0)))
+
+
+def test_bagged_spn_names_a_bad_draw_before_fitting():
+    X = np.random.default_rng(0).integers(0, 2, size=(40, 3)).astype(float)
+    draws = iter([10, -5])
+    with pytest.raises(ParameterError, match=r"^BaggedSPN: param_distributions drew min_instances=-5 for bag 2: "
+                                             r"LearnSPN: min_instances must be"):
+        BaggedSPN(LearnSPN(), n_bags=2, param_distributions={"min_instances": lambda r: next(draws)}).fit(X)

@@ -230,6 +230,11 @@ class BaggedSPN(DensityEstimator):
             if "cardinality" in names and params.get("cardinality") is None and \
                     params.get("data_type") != "continuous" and whole:
                 params["cardinality"] = np.maximum(2, X.max(axis=0).astype(np.int64) + 1).tolist()
+            try:            # a bad draw is refused now, before any bag is fitted, and said to be one
+                type(base)(**params)._validate_params()
+            except ParameterError as e:
+                raise ParameterError("param_distributions", f"BaggedSPN: param_distributions drew "
+                                     f"{e.param}={params.get(e.param)!r} for bag {len(plans) + 1}: {e}") from None
             plans.append((params, np.sort(rng.integers(0, n, size=n))))
         return plans
 
