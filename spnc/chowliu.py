@@ -153,7 +153,7 @@ def check_weights(sample_weight, n: int) -> np.ndarray | None:
         raise DataError(f"sample_weight must have shape ({n},) (one weight per row), got {w.shape}")
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:
-        raise DataError(f"sample_weight[{bad[0]}] = {w[bad[0]]!r}: weights must be finite and non-negative")
+        raise DataError(f"sample_weight[{bad[0]}] = {float(w[bad[0]])!r}: weights must be finite and non-negative")
     if not w.sum() > 0:
         raise DataError("sample_weight is zero for every row; nothing to fit")
     if not w.sum() <= MAX_WEIGHT_SUM:

@@ -220,6 +220,7 @@ def test_wide_column_named_by_the_budget():
 @pytest.mark.parametrize("w, match", [
     ([1.0, -1.0, 1.0], r"sample_weight\[1\]"),
     ([1.0, 1.0, np.nan], r"sample_weight\[2\]"),
+    ([1.0, 1.0, np.inf], r"sample_weight\[2\] = inf: weights must be finite"),
     ([0.0, 0.0, 0.0], r"zero for every row"),
     ([1.0, 1.0], r"shape \(3,\)"),
 ])
