@@ -150,3 +150,11 @@ def test_a_huge_std_floor_is_refused_by_name(make):
 def test_n_threads_beyond_a_c_int_says_so():
     with pytest.raises(ParameterError, match=r"n_threads must be a non-zero integer .* not supported\)$"):
         ChowLiuTree(n_threads=2**40).fit(np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("n", [1.5, "3", -1])
+def test_estimator_sample_refuses_a_count_that_is_not_whole(n):
+    est = ChowLiuTree().fit(np.array([[0, 1], [1, 0], [1, 1]]))
+    with pytest.raises(ValueError, match="whole number"):       # 1.5 drew 1 row, "3" three
+        est.sample(n)
+    assert est.sample(np.int64(2), seed=0).shape == (2, 2)

@@ -144,4 +144,4 @@ class DensityEstimator:
 
     def sample(self, n: int, seed: int | None = None) -> np.ndarray:
         """Draw ``n`` rows from the learned model, reproducible for a given ``seed``."""
-        return self._model().sample(int(n), seed=seed)
+        return self._model().sample(n, seed=seed)      # not int(n): 1.5 would draw 1 row
