@@ -130,3 +130,16 @@ def test_convert_draws_with_to_dot_and_export_warns_of_lost_variables(tmp_path, 
         warnings.simplefilter("error")
         importers.save(m, tmp_path / "m.deeprob.json")
     assert importers.load(tmp_path / "m.deeprob.json").n_vars == 4
+
+
+def test_demo_and_info_refuse_sizes_they_cannot_use(tmp_path, capsys):
+    from spnc.cli import demo, info
+    out = str(tmp_path / "d.h5")
+    with pytest.raises(SystemExit, match="2"):                          # built the true model for ever
+        demo.main(["--vars", "99999999999", "--out", out])
+    assert "argument --vars: 99999999999 is above the limit 2000" in capsys.readouterr().err
+    assert demo.main(["--vars", "4", "--rows", "10", "--out", out, "--seed", str(2**64 - 1), "-q"]) == 0
+    capsys.readouterr()                                               # seed + 1 was refused by sample
+    with pytest.raises(SystemExit, match="2"):
+        info.main([out, "--max-nodes", "0"])
+    assert "argument --max-nodes: needs a whole number >= 1, got 0" in capsys.readouterr().err

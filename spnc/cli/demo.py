@@ -18,7 +18,11 @@ import numpy as np
 import spnc
 from spnc import Bernoulli, Product, Sum
 from spnc._atomic import check_writable
-from spnc.cli import add_common, run_tool, seed_value
+from spnc.cli import add_common, positive_count, run_tool, seed_value
+
+
+#: the demo's sizes: above them it would run for hours (or build the true model for ever)
+MAX_VARS, MAX_ROWS = 2000, 10**7
 
 
 def ground_truth(n_vars: int, seed: int) -> spnc.SPN:
@@ -42,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="spnc-demo.h5",
                     help="where to save the learned model (.h5 or .json; default spnc-demo.h5)")
-    ap.add_argument("--vars", type=int, default=16, help="variables of the true model (default 16)")
-    ap.add_argument("--rows", type=int, default=10000,
-                    help="training rows sampled from the true model (default 10000)")
+    ap.add_argument("--vars", type=positive_count(MAX_VARS), default=16,
+                    help=f"variables of the true model (4 to {MAX_VARS}; default 16)")
+    ap.add_argument("--rows", type=positive_count(MAX_ROWS), default=10000,
+                    help=f"training rows sampled from the true model (10 to {MAX_ROWS}; default 10000)")
     ap.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     add_common(ap, threads=False, json_summary=False)
     return ap
@@ -65,8 +70,8 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     truth = ground_truth(args.vars, args.seed)
     print(f"true model:    {truth!r}")
-    train = truth.sample(args.rows, seed=args.seed + 1)
-    test = truth.sample(max(args.rows // 4, 100), seed=args.seed + 2)
+    train = truth.sample(args.rows, seed=(args.seed + 1) % 2**64)     # seeds stay below 2**64
+    test = truth.sample(max(args.rows // 4, 100), seed=(args.seed + 2) % 2**64)
     print(f"data:          {len(train)} train / {len(test)} test rows sampled from it")
 
     se = lambda x: x.std(ddof=1) / np.sqrt(len(x))  # noqa: E731

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._kinds import LEAF, PRODUCT, SUM
 from ..errors import SpncError
-from . import MODEL_HELP, add_common, print_json, run_tool
+from . import MODEL_HELP, add_common, positive_count, print_json, run_tool
 
 PROG = "spnc-info"
 EXAMPLES = """\
@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--plot", metavar="FILE", help="draw the model to FILE (.svg, .png or .pdf)")
-    p.add_argument("--max-nodes", type=int, default=500, help="--plot: draw at most this many nodes (default 500)")
+    p.add_argument("--max-nodes", type=positive_count(), default=500,
+                   help="--plot: draw at most this many nodes (default 500)")
     add_common(p, threads=False)
     return p
 
