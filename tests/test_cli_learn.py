@@ -300,7 +300,8 @@ def test_help_states_each_learners_default():
     (["--min-instances", "99999999999"], "LearnSPN: --min-instances must be an integer >= 1 or auto, got "
                                          "99999999999 (integers beyond +-2147483647 are not supported)"),
     (["--max-depth", "-1"], "LearnSPN: --max-depth must be an integer >= 0, got -1"),
-    (["--learner", "prometheus", "--min-std", "nan"], "Prometheus: --min-std must be a finite number > 0, got nan"),
+    (["--learner", "prometheus", "--min-std", "nan"],
+     "Prometheus: --min-std must be a finite number > 0 and <= 1e+150, got nan"),
 ])
 def test_estimator_errors_spell_the_options(files, tmp_path, capsys, argv, line):
     assert learn.main([str(files["cont"]), "-o", str(tmp_path / "m.h5"), "-q"] + argv) == 2
