@@ -32,8 +32,8 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
     length of ``cardinality``) are allowed. The model has no distribution over such a
     variable: it is real-valued unless ``cardinality`` says otherwise, its values are
     checked and then ignored by every query, and ``mpe`` and ``sample`` leave it missing
-    (NaN). When ``n_vars`` or ``cardinality`` is given, a ``UserWarning`` names them, as
-    this is more often a mistake than meant.
+    (NaN). When ``n_vars`` is given, a ``UserWarning`` names them, as this is more often
+    a mistake than meant.
     """
     roots = list(root) if isinstance(root, (list, tuple)) else [root]
     if not roots:
@@ -115,7 +115,7 @@ def compile(root: Node | Sequence[Node], n_vars: int | None = None, cardinality=
     tables = {lt.name: lt.from_nodes(np.asarray(ids, dtype=np.int64), [order[j] for j in ids])
               for lt, ids in by_type.items()}
     all_vars = [int(v) for ids in by_type.values() for j in ids for v in order[j].scope]
-    told = n_vars is not None or cardinality is not None
+    told = n_vars is not None        # a cardinality declares its variables on purpose
     if n_vars is None:
         n_vars = (max(all_vars) + 1) if all_vars else 0
         if cardinality is not None:
