@@ -128,8 +128,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
             codes = "discrete states are integer codes 0, 1, 2, ..."
             if v >= card[c] and v != np.inf:
                 why = (f"is too large a state for discrete column {c} (codes must be below {card[c]:.3g}): "
-                       "recode the column, or treat it as real-valued where the learner can "
-                       "(data_type='continuous')")
+                       "recode the column, or treat it as real-valued where the learner can")
             elif v in (np.inf, -np.inf):
                 why = f"is infinite: {codes}"
             elif v < 0:

@@ -438,3 +438,12 @@ def test_treespn_refuses_validation_rows_as_y():
     X = planted(np.random.default_rng(0), n=200, blocks=((0, 1), (2, 3)))
     with pytest.raises(DataError, match="X_valid"):
         TreeSPN(n_trees=2, max_depth=1).fit(X[:100], X[100:])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e140])
+def test_auto_data_type_says_it_read_whole_floats_as_codes(scale):
+    X = np.array([[0.0, 1.0], [1.0, -1.0], [2.0, 0.0]]) * scale
+    with pytest.raises(DataError, match=r"X\[\d, 1\] = .* \(data_type='auto' read X as discrete codes, .*"
+                                        r"give data_type='continuous' for real values\)$"):
+        LearnSPN().fit(X)
+    LearnSPN(data_type="continuous", splitter="correlation").fit(X)

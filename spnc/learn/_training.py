@@ -9,6 +9,7 @@ from .._sweep import row_number
 from ..chowliu import check_codes
 from ..data import real_array
 from ..errors import DataError, ParameterError
+from ._params import setting
 
 #: real training values beyond this would overflow the squares of Gaussian statistics
 MAX_REAL = 1e150
@@ -36,7 +37,14 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
         with np.errstate(invalid="ignore"):     # NaN or inf are refused below, by the path taken
             continuous = bool(np.any(np.isfinite(A) & (A != np.round(A))))
     if not continuous:
-        codes, card, _ = check_codes(A, cardinality, row0=row0)
+        try:
+            codes, card, _ = check_codes(A, cardinality, row0=row0)
+        except DataError as e:
+            if data_type != "auto" or not np.issubdtype(A.dtype, np.floating):
+                raise
+            # e.g. reals of magnitude above 2**53, all of them integers as floats
+            raise DataError(f"{e} ({setting('data_type', 'auto')} read X as discrete codes, every value being a "
+                            f"whole number; give {setting('data_type', 'continuous')} for real values)") from None
         return codes, card, False
     if cardinality is not None:
         raise ParameterError("cardinality", f"{learner}: cardinality applies to discrete data only")
