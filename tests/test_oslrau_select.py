@@ -66,6 +66,9 @@ def test_partial_fit_before_fit_refuses_select():
 def test_select_refuses_unknown_settings():
     with pytest.raises(ParameterError, match="select"):
         OSLRAU(select=[{"bogus": 1}]).fit(correlated(50))
+    with pytest.raises(ParameterError, match=r"^OSLRAU: select\[1\] = \{'correlation_threshold': 5\}: OSLRAU: "
+                                             r"correlation_threshold must be"):
+        OSLRAU(select=[{}, {"correlation_threshold": 5}]).fit(correlated(50))
 
 
 def test_size_cap_stops_structure_learning():

@@ -36,7 +36,15 @@ def candidates(est) -> list:
     overrides."""
     base = est.get_params(deep=False)
     base["select"] = None
-    return [type(est)(**{**base, **spec}) for spec in _specs(est)]
+    out = []
+    for i, spec in enumerate(_specs(est)):
+        lr = type(est)(**{**base, **spec})
+        try:                # named as the candidate it is, before any learning
+            lr._validate_params()
+        except ParameterError as e:
+            raise ParameterError("select", f"OSLRAU: select[{i}] = {spec!r}: {e}") from None
+        out.append(lr)
+    return out
 
 
 def _score(lr) -> float | None:
