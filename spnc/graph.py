@@ -189,8 +189,8 @@ class SPN:
         # a DataFrame's columns were put in the model's order: the name says which one it is
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
         if code == 1:
-            raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {A[r, c]}: infinite values are not allowed (use NaN for "
-                            f"missing), {var}")
+            raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {A[r, c]}: infinite values are not allowed "
+                            f"(use NaN for missing), {var}")
         if code == 2:
             raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {float(A[r, c])!r} is not a state "
                             f"0..{self.cardinality[c] - 1} of discrete {var}")

@@ -278,7 +278,8 @@ class BaggedSPN(DensityEstimator):
             try:
                 with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
                     with _main_not_rerun(cls, plans):
-                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob, (i, len(plans))): i for i, (p, rows) in enumerate(plans)}
+                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob, (i, len(plans))): i
+                                for i, (p, rows) in enumerate(plans)}
                     for f in cf.as_completed(futs):
                         i = futs[f]
                         results[i] = f.result()
