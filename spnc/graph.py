@@ -281,10 +281,9 @@ class SPN:
 
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
                n_threads: int | None = None) -> np.ndarray:
-        """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row
-        of ``evidence`` (NaN marks what to sample; a DataFrame's rows come back in its own
-        column order). Variables in no leaf stay NaN (the model has no distribution over
-        them). Reproducible for a given ``seed``, whatever ``n_threads``."""
+        """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row of
+        ``evidence`` (NaN: to sample; a DataFrame's in its own column order). Variables in no
+        leaf stay NaN. Reproducible for a given ``seed``, whatever ``n_threads``."""
         self._need_single_root("sample")
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
