@@ -87,8 +87,11 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     """``X`` as a numpy array of real numbers: its own integer, boolean or float dtype, or
     converted to ``dtype``; a :class:`DataError` naming ``name`` for ragged rows, complex
     values or text."""
-    if getattr(getattr(X, "dtype", None), "kind", "") == "c":
+    kind = getattr(getattr(X, "dtype", None), "kind", "")
+    if kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
+    if kind in "MmUSV" and kind:     # numpy would cast dates and text to numbers without a word
+        raise DataError(f"{name} must be numeric (real numbers), got dtype {X.dtype}")
     try:
         A = np.asarray(X) if dtype is None else np.asarray(X, dtype=dtype)
     except (TypeError, ValueError) as e:         # ragged rows, complex lists, words

@@ -2,6 +2,7 @@
 wrong (the bugs of a bad-input hunt, session 20)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import warnings
@@ -57,6 +58,19 @@ def test_ragged_or_complex_rows_are_data_errors(learner):
         learner.fit([[0, 1, 0], [1, 0]])
     with pytest.raises(DataError, match="complex"):
         learner.fit(np.array([[0, 1], [1, 0], [1, 1]]) + 0.5j)
+
+
+@pytest.mark.parametrize("dtype", ["M8[s]", "m8[s]", "U1", "S1"])
+def test_dates_and_text_are_refused_not_cast_to_numbers(dtype, tmp_path):
+    spn = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .4)]))
+    X = np.zeros((4, 2)).astype(dtype)          # numpy casts each to floats without a word
+    with pytest.raises(DataError, match=f"numeric .*got dtype {re.escape(str(np.dtype(dtype)))}"):
+        spn.log_likelihood(X)
+    np.save(tmp_path / "x.npy", X)
+    with pytest.raises(DataError, match="numeric"):
+        EM(init=spn, max_iter=1).fit(str(tmp_path / "x.npy"))
+    with pytest.raises(DataError, match="numeric"):
+        LearnSPN().fit(X)
 
 
 @pytest.mark.parametrize("learner", [LearnSPN(splitter="correlation"), Prometheus()], ids=lambda e: type(e).__name__)
