@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from .errors import ParameterError
+
 #: below this much work (rows x (edges + nodes)) a query runs on one thread: a parallel
 #: region costs tens of microseconds to start, and much more under contention
 SERIAL_WORK = 1 << 20
@@ -41,18 +43,18 @@ def effective_n_threads(n_threads: int | None, work: int = 0) -> int:
     ``None``: 1 below ``SERIAL_WORK``, else as many as the work pays for, at most
     :func:`available_threads`. A negative value counts back from all threads (-1 = all).
     A positive value is taken as given, up to ``MAX_THREADS``. 0 and non-integers raise
-    ``ValueError``."""
+    :class:`~spnc.errors.ParameterError` (a ``ValueError``)."""
     if n_threads is None:
         if work < SERIAL_WORK:
             return 1
         return max(1, min(available_threads(), int(work // WORK_PER_THREAD)))
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) and not hasattr(n_threads, "__index__"):
-        raise ValueError(f"n_threads must be an integer or None, got {n_threads!r}")
+        raise ParameterError("n_threads", f"n_threads must be an integer or None, got {n_threads!r}")
     n = int(n_threads)
     if n < 0:
         return max(1, available_threads() + 1 + n)
     if n == 0:
-        raise ValueError("n_threads must be a positive integer, -1 for all cores, or None")
+        raise ParameterError("n_threads", "n_threads must be a positive integer, -1 for all cores, or None")
     return min(n, MAX_THREADS)
 
 

@@ -19,7 +19,7 @@ from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, check_posterior_range, leaf_states, row_number
 from .data import as_data, is_frame, real_array
-from .errors import DataError, StructureError
+from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
 
@@ -287,18 +287,18 @@ class SPN:
         self._need_single_root("sample")
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
-            raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
+            raise ParameterError("n", f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
         if seed is not None and not (whole(seed) and 0 <= int(seed) < 2**64):
-            raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {seed!r}")
+            raise ParameterError("seed", f"seed must be an integer in [0, 2**64) or None, got {seed!r}")
         if evidence is None:
             if n is None or int(n) < 0:
-                raise ValueError(f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
+                raise ParameterError("n", f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
             _budget.check(16.0 * int(n) * self.n_vars, f"{int(n)} samples of {self.n_vars} variables")
             X = np.full((int(n), self.n_vars), np.nan)
         else:
             X = self._check_X(evidence, "evidence")
             if n is not None and int(n) != X.shape[0]:
-                raise ValueError(f"n={n} does not match the {X.shape[0]} evidence rows")
+                raise ParameterError("n", f"n={n} does not match the {X.shape[0]} evidence rows")
             if X.shape[0]:
                 ll = self.log_likelihood(X, n_threads=n_threads)
                 if np.any(ll == -np.inf):
@@ -421,8 +421,8 @@ class SPN:
         """log S_n(x) of every node for every row, shape (n, n_nodes); ``mode=MAX`` for
         max-product values. Memory grows with n x n_nodes: meant for learners and tests."""
         if isinstance(mode, (bool, np.bool_)) or mode not in (MARGINAL, MAX):
-            raise ValueError(f"mode must be {MARGINAL} (MARGINAL: sum-product) or {MAX} (MAX: max-product), "
-                             f"got {mode!r}")
+            raise ParameterError("mode", f"mode must be {MARGINAL} (MARGINAL: sum-product) or {MAX} "
+                                         f"(MAX: max-product), got {mode!r}")
         X = self._check_X(X)
         _budget.check(16.0 * X.shape[0] * self.n_nodes, f"node values of {X.shape[0]} rows x {self.n_nodes} nodes")
         vals = np.empty((X.shape[0], self.n_nodes))

@@ -115,11 +115,16 @@ def test_bad_data_raises_data_error(X, match):
 
 def test_bad_call_arguments():
     spn = _simple()
-    with pytest.raises(ValueError, match="n >= 0"):
+    with pytest.raises(spnc.ParameterError, match="n >= 0") as e:       # a ValueError too
         spn.sample(-1)
-    with pytest.raises(ValueError, match="whole number"):
+    assert e.value.param == "n"
+    with pytest.raises(spnc.ParameterError, match="whole number"):
         spn.sample(2.5)
-    with pytest.raises(ValueError, match="n_threads"):
+    with pytest.raises(spnc.ParameterError, match="seed"):
+        spn.sample(3, seed=-1)
+    with pytest.raises(spnc.ParameterError, match="mode"):
+        spn.node_log_values(np.zeros((1, 2)), mode=7)
+    with pytest.raises(spnc.ParameterError, match="n_threads"):
         spn.log_likelihood(np.zeros((1, 2)), n_threads=0)
     with pytest.raises(spnc.DataError, match="sample_weight"):
         spn.backward(np.zeros((2, 2)), sample_weight=[1.0, -1.0])
