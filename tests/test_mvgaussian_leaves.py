@@ -2,7 +2,8 @@
 mirrored (format §5.2), leaf by leaf, for leaves of mixed sizes."""
 import numpy as np
 
-from spnc.leaves.mvgaussian import MultivariateGaussian, MVGaussianLeaves
+from spnc.leaves import _kernels as K
+from spnc.leaves.mvgaussian import MultivariateGaussian, MVGaussianLeaves, floored_cov, floored_covs
 
 
 def test_lower_triangle_is_mirrored_per_leaf():
@@ -68,3 +69,23 @@ def test_an_in_place_covariance_edit_takes_effect():
     spn.leaf_tables["mvgaussian"].params["cov"][:] = [4.0, 1.0, 1.0, 2.0]
     want = [multivariate_normal.logpdf([0.3, -0.2], [0, 0], [[4, 1], [1, 2]]), multivariate_normal.logpdf(0.3, 0, 4)]
     np.testing.assert_allclose(spn.log_likelihood(X), want, rtol=1e-12)
+
+
+def _kernel_pd(c: np.ndarray) -> bool:
+    d = c.shape[0]
+    return K.cholesky_all(np.array([d], dtype=np.int64), np.array([0, d * d], dtype=np.int64),
+                          np.ascontiguousarray(c).ravel(), np.empty(d * d)) < 0
+
+
+def test_floored_cov_is_positive_definite_at_any_scale():
+    """A rank-one covariance of scale 1e40: the absolute floor alone is lost to rounding."""
+    x = np.random.default_rng(1).normal(size=(2, 3))
+    for scale in (1.0, 1e20, 1e140):
+        raw = np.cov(x * scale, rowvar=False, bias=True)
+        assert _kernel_pd(floored_cov(raw, 1e-4))
+    good = np.array([[2.0, 0.5], [0.5, 1.0]])
+    np.testing.assert_array_equal(floored_cov(good, 1e-4), good + 1e-4 * np.eye(2))
+    stack = np.stack([good, np.cov(x[:, :2] * 1e20, rowvar=False, bias=True)])
+    out = floored_covs(stack, 1e-4)
+    np.testing.assert_array_equal(out[0], good + 1e-4 * np.eye(2))
+    assert _kernel_pd(out[1])

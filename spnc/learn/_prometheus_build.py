@@ -26,6 +26,7 @@ from .structure import ChowLiuLeaves, Context, Part, Slice, UnivariateLeaves
 # ----------------------------------------------------------------------------------------
 from ..errors import ParameterError
 from ..leaves import MultivariateGaussian
+from ..leaves.mvgaussian import floored_cov
 from ..nodes import Node, Product, Sum
 
 
@@ -156,8 +157,7 @@ class Builder:
             return self._cl.fit(self.ctx, Slice(rows, vars))
         D = self.ctx.X[np.ix_(rows, vars)]
         cov = np.atleast_2d(np.cov(D, rowvar=False, bias=True)) if rows.size > 1 else np.zeros((vars.size,) * 2)
-        cov[np.diag_indices_from(cov)] += self.ctx.min_std ** 2
-        return MultivariateGaussian(vars, D.mean(axis=0), cov)
+        return MultivariateGaussian(vars, D.mean(axis=0), floored_cov(cov, self.ctx.min_std ** 2))
 
     def _base(self, rows: np.ndarray, vars: np.ndarray) -> Node:
         if self.cfg.base_leaves == "multivariate":

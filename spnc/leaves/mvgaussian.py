@@ -10,6 +10,46 @@ from ..nodes import Leaf
 from .base import LeafStats, LeafType, _err, register_leaf
 
 
+def floored_cov(cov, min_var: float) -> np.ndarray:
+    """``cov + j I`` with ``j = min_var``, raised until the Cholesky factor the kernels use
+    exists: on data of a large scale an absolute floor is lost to rounding, and a
+    covariance of fewer rows than variables (or of collinear columns) is singular."""
+    c = np.array(cov, dtype=np.float64)
+    d = c.shape[0]
+    eye = np.eye(d)
+    ptr = np.array([0, d * d], dtype=np.int64)
+    # Gershgorin: from j = the largest absolute row sum on, every pivot is positive
+    top = float(np.max(np.abs(c).sum(axis=1))) if d else 0.0
+    step = max(float(min_var), top * d * np.finfo(np.float64).eps)
+    j = float(min_var)
+    for _ in range(400):        # bounded: a non-finite cov is left to the leaf's own check
+        out = c + j * eye
+        if K.cholesky_all(np.array([d], dtype=np.int64), ptr, out.ravel(), np.empty(d * d)) < 0 \
+                or not j < 2.0 * top:
+            break
+        j, step = j + step, step * 10.0
+    return out
+
+
+def floored_covs(C: np.ndarray, min_var: float) -> np.ndarray:
+    """:func:`floored_cov` of each (k, k) block of the stack ``C`` (L, k, k); blocks that
+    ``min_var`` alone makes positive definite get just that."""
+    L, k = C.shape[0], C.shape[1]
+    out = np.ascontiguousarray(C + min_var * np.eye(k))
+    dims = np.full(L, k, dtype=np.int64)
+    ptr = np.arange(L + 1, dtype=np.int64) * (k * k)
+    work = np.empty(L * k * k)
+    start = 0
+    while start < L:
+        bad = K.cholesky_all(dims[start:], ptr[: L - start + 1], out[start:].ravel(), work)
+        if bad < 0:
+            break
+        i = start + bad
+        out[i] = floored_cov(C[i], min_var)
+        start = i + 1
+    return out
+
+
 class MultivariateGaussian(Leaf):
     """N(mean, cov) over the variables ``vars`` (any order; stored sorted)."""
 
@@ -155,7 +195,7 @@ class MVGaussianLeaves(LeafType):
                 continue
             mu = w @ x[ok] / tot
             dx = x[ok] - mu
-            c = (dx * w[:, None]).T @ dx / tot + min_var * np.eye(len(s))
+            c = floored_cov((dx * w[:, None]).T @ dx / tot, min_var)
             mean[p["mean_ptr"][i]:p["mean_ptr"][i + 1]] = mu
             cov[p["cov_ptr"][i]:p["cov_ptr"][i + 1]] = c.ravel()
         p["mean"], p["cov"] = mean, cov
@@ -235,7 +275,7 @@ class _MVGaussianStats(LeafStats):
             k = mi.shape[1]
             delta = sd / W[:, None]
             C = sdd / W[:, None, None] - delta[:, :, None] * delta[:, None, :]
-            C = 0.5 * (C + C.transpose(0, 2, 1)) + self.min_std ** 2 * np.eye(k)
+            C = floored_covs(0.5 * (C + C.transpose(0, 2, 1)), self.min_std ** 2)
             mean[mi] = s["center"][mi] + delta
             cov[ci] = C.reshape(len(W), k * k)
         return {"mean_ptr": p["mean_ptr"], "mean": mean, "cov_ptr": p["cov_ptr"], "cov": cov}
