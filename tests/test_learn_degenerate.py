@@ -126,3 +126,17 @@ def test_em_keeps_valid_covariances_on_a_large_scale(tmp_path):
     for variant in ("soft", "hard", "online"):
         em = EM(init=init, variant=variant, max_iter=2, check_leaves=False, batch_size=7).fit(X)
         assert_sound(em.spn_, X, tmp_path)
+
+
+# ---------------------------------------------------------------------- clear refusals
+def test_integer_valued_real_data_names_data_type():
+    """data_type='auto' reads integer-valued reals as discrete codes: the refusal says how
+    to have them read as reals."""
+    X = np.round(_R * 3)
+    with pytest.raises(spnc.DataError, match=r"X\[0, 1\] = -\d\.0 is not a discrete state.*data_type='continuous'"):
+        Prometheus().fit(X)
+    with pytest.raises(spnc.ParameterError, match=r"data_type='continuous'") as err:
+        LearnSPN("correlation").fit(np.abs(X))
+    assert err.value.param == "splitter"
+    with pytest.raises(spnc.DataError, match=r"is not a discrete state \(states are integer codes 0, 1, 2, \.\.\.\)$"):
+        LearnSPN(data_type="discrete").fit(X)

@@ -324,6 +324,9 @@ def resolve_step(kind: str, spec, est, continuous: bool):
     data_kind = "continuous" if continuous else "discrete"
     if data_kind not in step.data_kinds:
         hint = f"; use {setting('splitter', 'correlation')}" if kind == "splitter" and continuous else ""
+        if not continuous and getattr(est, "data_type", None) == "auto":
+            hint = (f"; {setting('data_type', 'auto')} reads integer-valued data as discrete: give "
+                    f"{setting('data_type', 'continuous')}")
         raise ParameterError(kind, f"{setting(kind, spec)} works on {' or '.join(step.data_kinds)} data, but the "
                                    f"data is {data_kind}{hint}")
     return step
