@@ -140,3 +140,15 @@ def test_integer_valued_real_data_names_data_type():
     assert err.value.param == "splitter"
     with pytest.raises(spnc.DataError, match=r"is not a discrete state \(states are integer codes 0, 1, 2, \.\.\.\)$"):
         LearnSPN(data_type="discrete").fit(X)
+
+
+def test_online_em_with_uniformly_tiny_weights_equals_unweighted():
+    """Uniform weights leave EM (alpha=0) unchanged; a batch's weight under 1e-300 was
+    floored there, which under-weighted the shorter last batch."""
+    X = _rng.integers(0, 2, size=(250, 3)).astype(float)
+    init = spnc.compile(spnc.Sum([spnc.Product([spnc.Categorical(v, [.3, .7]) for v in range(3)]),
+                                  spnc.Product([spnc.Categorical(v, [.6, .4]) for v in range(3)])], [.4, .6]))
+    em = EM(init=init, variant="online", max_iter=2, batch_size=100, random_state=0)
+    ref = em.fit(X).spn_.log_likelihood(X)
+    got = em.fit(X, sample_weight=np.full(len(X), 1e-303)).spn_.log_likelihood(X)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)

@@ -223,7 +223,8 @@ class EM(DensityEstimator):
                             h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
                             if hasattr(h, "recentre") and k in est["leaf"]:
                                 h.recentre(st, est["leaf"][k]["center"])
-                    scale = 1.0 if wb is None else wsum / max(float(wb.sum()), 1e-300)
+                    # rows of weight 0 were dropped: every batch weighs > 0, however little
+                    scale = 1.0 if wb is None else wsum / float(wb.sum())
                     eta = (t_step + 1.0) ** -float(self.step_decay)
                     run = _mix(run, est, eta, scale)
                     t_step += 1
