@@ -142,6 +142,35 @@ def test_integer_valued_real_data_names_data_type():
         LearnSPN(data_type="discrete").fit(X)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: LearnSPN(min_instances=5, g_factor=5.0, refine="em"), lambda: Prometheus(min_instances=5),
+    lambda: TreeSPN(min_instances=5), lambda: EM(init=ChowLiuTree().fit(_B).spn_)])
+def test_state_unseen_in_training_but_in_validation(make):
+    valid = _B[:5].copy()
+    valid[2, 3] = 2
+    with pytest.raises(spnc.DataError, match=r"X_valid\[2, 3\] = 2\.0 is not a state 0\.\.1 of discrete variable 3"):
+        make().fit(_B, X_valid=valid)
+
+
+def test_given_cardinality_covers_a_state_unseen_in_training(tmp_path):
+    test = np.array([[0, 0, 2, 0], [2, 2, 2, 2]], dtype=np.float64)
+    for est in (LearnSPN("ebvs", "observed", "chowliu", min_instances=5, cardinality=[3] * 4, random_state=0),
+                ChowLiuTree(cardinality=[3] * 4), Prometheus(min_instances=5, cardinality=[3] * 4, random_state=0),
+                TreeSPN(min_instances=5, cardinality=[3] * 4, random_state=0)):
+        spn = est.fit(_B, X_valid=test[:1]).spn_ if not isinstance(est, ChowLiuTree) else est.fit(_B).spn_
+        assert_sound(spn, test, tmp_path)
+
+
+@pytest.mark.parametrize("make", [ChowLiuTree, lambda: EM(init=ChowLiuTree().fit(_B).spn_)])
+def test_sample_weights_of_zeros_or_one_nonzero(make, tmp_path):
+    with pytest.raises(spnc.DataError, match="sample_weight is zero for every row"):
+        make().fit(_B, sample_weight=np.zeros(len(_B)))
+    w = np.zeros(len(_B))
+    w[3] = 2.0
+    spn = make().fit(_B, sample_weight=w).spn_
+    assert np.isfinite(assert_sound(spn, _B[3:4].astype(float), tmp_path)).all()
+
+
 def test_online_em_with_uniformly_tiny_weights_equals_unweighted():
     """Uniform weights leave EM (alpha=0) unchanged; a batch's weight under 1e-300 was
     floored there, which under-weighted the shorter last batch."""
