@@ -87,8 +87,9 @@ def check_codes(X, cardinality=None, name: str = "X",
     d = A.shape[1]
     if cardinality is not None:
         card = np.asarray(cardinality)
-        if card.shape != (d,) or not np.issubdtype(card.dtype, np.integer) or np.any(card < 1):
-            raise DataError(f"cardinality must be {d} positive integers (one per column of {name}), got {cardinality!r}")
+        if card.shape != (d,) or not np.issubdtype(card.dtype, np.integer) or np.any(card < 2):
+            raise DataError(f"cardinality must be {d} integers >= 2 (one per column of {name}; a discrete "
+                            f"variable has at least 2 states), got {cardinality!r}")
         card = card.astype(np.int64)
     if A.dtype == np.uint8 or A.dtype == np.bool_:
         codes = np.ascontiguousarray(A).view(np.uint8)

@@ -115,8 +115,9 @@ def _onehot_tables(C: np.ndarray, off: np.ndarray, card: np.ndarray, parents: np
 
 def _check_card(cardinality) -> np.ndarray:
     card = np.asarray(cardinality)
-    if card.ndim != 1 or not np.issubdtype(card.dtype, np.integer) or np.any(card < 1):
-        raise DataError(f"cardinality must be positive integers (one per column), got {cardinality!r}")
+    if card.ndim != 1 or not np.issubdtype(card.dtype, np.integer) or np.any(card < 2):
+        raise DataError(f"cardinality must be integers >= 2 (one per column; a discrete variable has at "
+                        f"least 2 states), got {cardinality!r}")
     return card.astype(np.int64)
 
 

@@ -181,3 +181,15 @@ def test_online_em_with_uniformly_tiny_weights_equals_unweighted():
     ref = em.fit(X).spn_.log_likelihood(X)
     got = em.fit(X, sample_weight=np.full(len(X), 1e-303)).spn_.log_likelihood(X)
     np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("make", [
+    lambda c: LearnSPN(min_instances=5, cardinality=c), lambda c: LearnSPN("gvs", "observed", "chowliu", cardinality=c),
+    lambda c: ChowLiuTree(cardinality=c), lambda c: Prometheus(cardinality=c), lambda c: TreeSPN(cardinality=c)])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_cardinality_of_one_state_is_refused_up_front(make, streamed):
+    """A constant column given one state used to be learned, then refused by the model
+    (StructureError: cardinality 1); discrete variables have at least two states."""
+    X = np.c_[np.zeros(40, int), _B[:, :2]]
+    with pytest.raises(spnc.DataError, match=r"cardinality must be (3 )?integers >= 2 .*got \[1, 2, 2\]"):
+        make([1, 2, 2]).fit([X[:20], X[20:]] if streamed else X)
