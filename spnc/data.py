@@ -28,15 +28,32 @@ def refuse_dask_frame(X: Any, name: str = "X") -> None:
                         "chunks, columns taken in order)")
 
 
+def _storable_names(cols: list[str], name: str) -> None:
+    """Refuse column names a model file cannot store (they name a learned model's
+    variables): empty, longer than the format's limit, with NUL or a lone surrogate."""
+    from ._validation import MAX_NAME_BYTES
+    for c in cols:
+        try:
+            size = len(c.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise DataError(f"{name}: column name {c!r} is not valid Unicode text (a lone surrogate); "
+                            "model files store variable names as UTF-8") from None
+        if not 0 < size <= MAX_NAME_BYTES or "\x00" in c:
+            raise DataError(f"{name}: column name {c[:40]!r} cannot name a variable: model files store "
+                            f"names of 1 to {MAX_NAME_BYTES} bytes without NUL (rename the column)")
+
+
 def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
-            dtype: Any = None) -> tuple[Any, list[str] | None]:
+            dtype: Any = None, model_names: bool = True) -> tuple[Any, list[str] | None]:
     """``(array, column names)`` for a DataFrame, ``(X, None)`` for anything else.
 
     DataFrame columns must be numeric or boolean (missing values become NaN). With
     ``var_names`` (a model's variables) the columns are taken by name in the model's order;
     a missing variable or a column that is no variable is an error naming them (the CLI's
     rule, docs/cli.md). Integer columns stay integer (learners treat
-    integer data as discrete) unless some column is real or has missing values."""
+    integer data as discrete) unless some column is real or has missing values. Without
+    ``var_names`` the names are checked for storage as a learned model's ``var_names``,
+    unless ``model_names`` is False (a query of a model without names)."""
     refuse_dask_frame(X, name)
     if not is_frame(X):
         if isinstance(X, np.ma.MaskedArray):       # masked cells are missing values, not their data
@@ -65,6 +82,8 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
                             + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
         X = X[list(var_names)]
         cols = list(var_names)
+    elif model_names:
+        _storable_names(cols, name)
     kinds = []
     for c, dt in zip(cols, X.dtypes):
         k = getattr(dt, "kind", "O")

@@ -193,3 +193,17 @@ def test_cardinality_of_one_state_is_refused_up_front(make, streamed):
     X = np.c_[np.zeros(40, int), _B[:, :2]]
     with pytest.raises(spnc.DataError, match=r"cardinality must be (3 )?integers >= 2 .*got \[1, 2, 2\]"):
         make([1, 2, 2]).fit([X[:20], X[20:]] if streamed else X)
+
+
+@pytest.mark.parametrize("bad", ["", "b" * 1025, "b\x00"])
+@pytest.mark.parametrize("make", [lambda: LearnSPN(g_factor=5.0), ChowLiuTree, Prometheus, OSLRAU, TreeSPN])
+def test_unstorable_column_names_are_refused_before_learning(make, bad):
+    """A DataFrame column name no model file can store was learned from, then refused by
+    the model as a StructureError about var_names; now a DataError names the column."""
+    frame = pd.DataFrame(_C[:, :3], columns=["a", bad, "c"])
+    with pytest.raises(spnc.DataError, match=r"X: column name .* cannot name a variable"):
+        make().fit(frame)
+    with pytest.raises(spnc.DataError, match=r"(block|batch) at row 0: column name .* cannot name a variable"):
+        make().fit([frame[:20], frame[20:]])
+    model = ChowLiuTree().fit(_C[:, :3]).spn_              # no names: queries take columns in order
+    np.testing.assert_array_equal(model.log_likelihood(frame), model.log_likelihood(_C[:, :3]))
