@@ -207,3 +207,18 @@ def test_unstorable_column_names_are_refused_before_learning(make, bad):
         make().fit([frame[:20], frame[20:]])
     model = ChowLiuTree().fit(_C[:, :3]).spn_              # no names: queries take columns in order
     np.testing.assert_array_equal(model.log_likelihood(frame), model.log_likelihood(_C[:, :3]))
+
+
+@pytest.mark.parametrize("variant", ["soft", "hard", "online"])
+def test_em_freezing_every_root_of_a_mixture_keeps_its_root_weights(variant):
+    """freeze listing every node used to leave a mixture's root weights free, so the
+    'frozen' model still changed (max |dLL| up to 1.1)."""
+    members = [spnc.Product([spnc.Categorical(v, p) for v in range(4)]) for p in ([.2, .3, .5], [.5, .3, .2])]
+    init = spnc.compile(members, combine="mixture", root_weights=[0.5, 0.5])
+    X = _rng.choice(3, size=(60, 4), p=[.6, .3, .1])
+    everything = EM(init=init, variant=variant, max_iter=2, freeze=np.arange(init.n_nodes)).fit(X).spn_
+    np.testing.assert_array_equal(everything.log_likelihood(X), init.log_likelihood(X))
+    roots = EM(init=init, variant=variant, max_iter=2, freeze=init.roots).fit(X).spn_
+    np.testing.assert_array_equal(roots.root_weights, init.root_weights)
+    free = EM(init=init, variant=variant, max_iter=2, freeze=init.roots[:1]).fit(X).spn_
+    assert not np.array_equal(free.root_weights, init.root_weights)

@@ -98,7 +98,8 @@ class EM(DensityEstimator):
         sweep engine's chunks and ignore it); over streamed ``X`` only one batch of all
         rows per pass (``batch_size`` >= the rows).
     step_decay : online step exponent, in (0.5, 1].
-    freeze : node ids whose parameters stay fixed (sum weights or leaf parameters).
+    freeze : node ids whose parameters stay fixed (sum weights or leaf parameters; a
+        mixture's root weights when every root is listed).
     check_leaves : apply the Eq. 12 check to every leaf update.
     random_state : seed of the mini-batch order (online).
     verbose : one line per pass on stderr when > 0.
@@ -353,7 +354,7 @@ class EM(DensityEstimator):
             upd = ~np.isnan(new) & ~self._frozen[self._parent[se]]
             weight[se[upd]] = new[upd]
         rw = spn.root_weights
-        if spn.combine == "mixture":
+        if spn.combine == "mixture" and not self._frozen[spn.roots].all():
             # a root may also be another root's descendant: its weight counts only the rows
             # it takes as a root, not those its parents pass it (sum edges, product rows)
             par = self._parent
