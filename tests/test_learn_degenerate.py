@@ -222,3 +222,16 @@ def test_em_freezing_every_root_of_a_mixture_keeps_its_root_weights(variant):
     np.testing.assert_array_equal(roots.root_weights, init.root_weights)
     free = EM(init=init, variant=variant, max_iter=2, freeze=init.roots[:1]).fit(X).spn_
     assert not np.array_equal(free.root_weights, init.root_weights)
+
+
+@pytest.mark.parametrize("scale", [3.0, 1e50])
+def test_bagging_refuses_bad_codes_naming_the_row_of_x(scale):
+    """BaggedSPN gives every bag the states of all rows; for integer-valued reals it cast
+    1e50 to int64 (a warning and garbage) and let a bag refuse a row of its own sample."""
+    from spnc.learn import BaggedSPN
+    X = np.round(_R * scale)
+    r, c = np.argwhere((X < 0) | (X > 2**40))[0]
+    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state.*data_type='continuous'"):
+        BaggedSPN(LearnSPN(min_instances=5), n_bags=2, random_state=0).fit(X)
+    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state \(states.*\)$"):
+        BaggedSPN(ChowLiuTree(), n_bags=2, random_state=0).fit(X)
