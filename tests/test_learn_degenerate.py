@@ -16,8 +16,7 @@ _C = _rng.integers(0, 3, size=(40, 4))
 _R = _rng.normal(size=(40, 4))
 
 DISCRETE = {
-    "one_row": _B[:1], "two_rows": _B[:2], "one_var": _B[:, :1], "one_cell": _B[:1, :1],
-    "constant_column": np.c_[_B[:, :3], np.ones(40, int)], "all_zero": np.zeros((40, 3), int),
+    "one_row": _B[:1], "two_rows": _B[:2], "one_var": _B[:, :1], "constant_column": np.c_[_B[:, :3], np.ones(40, int)],
     "identical_rows": np.tile(_C[:1], (40, 1)), "duplicated_columns": np.c_[_C[:, :2], _C[:, :2]],
     "fifty_states": np.c_[_rng.integers(0, 50, 40), _B[:, :3]], "int8": _C.astype(np.int8),
     "bool": _B.astype(bool), "float32": _C.astype(np.float32), "frame": pd.DataFrame(_C, columns=list("abcd")),
