@@ -234,3 +234,17 @@ def test_bagging_refuses_bad_codes_naming_the_row_of_x(scale):
         BaggedSPN(LearnSPN(min_instances=5), n_bags=2, random_state=0).fit(X)
     with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state \(states.*\)$"):
         BaggedSPN(ChowLiuTree(), n_bags=2, random_state=0).fit(X)
+
+
+def test_em_refuses_validation_rows_no_model_can_score():
+    """A validation row of probability 0 under the start and every pass (alpha=0, a state
+    unseen in training) made every score -inf: EM returned the start untrained."""
+    init = spnc.compile(spnc.Sum([spnc.Product([spnc.Categorical(v, [.5, .5, 0.0]) for v in range(3)]),
+                                  spnc.Product([spnc.Categorical(v, [.2, .8, 0.0]) for v in range(3)])], [.5, .5]))
+    X = _B[:, :3]
+    valid = X[:10].astype(float)
+    valid[4, 0] = 2
+    with pytest.raises(spnc.DataError, match=r"X_valid row 4 has probability zero .*every EM pass"):
+        EM(init=init, max_iter=5).fit(X, X_valid=valid)
+    em = EM(init=init, max_iter=5, alpha=0.1).fit(X, X_valid=valid)      # mass on state 2 from pass 1
+    assert np.isfinite(em.history_["valid"][1:]).all()

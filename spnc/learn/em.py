@@ -276,6 +276,14 @@ class EM(DensityEstimator):
                 hist_t.append(final["objective"] / wsum)
                 if spn is best:
                     counts = final["node_counts"]
+        if Xv is not None and best_v == -np.inf:
+            # every model seen gives some validation row probability 0: the starting model
+            # would come back untrained, however much the passes improved the training fit
+            zero = np.flatnonzero(spn.log_likelihood(Xv, n_threads=self.n_threads) == -np.inf)
+            where = f"row {int(zero[0])} has" if zero.size else "rows have"
+            raise DataError(f"X_valid {where} probability zero under the starting model and every EM pass, so "
+                            "validation cannot choose a pass; drop such rows, or give the leaves mass on every "
+                            "state (alpha > 0)")
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
