@@ -248,3 +248,16 @@ def test_em_refuses_validation_rows_no_model_can_score():
         EM(init=init, max_iter=5).fit(X, X_valid=valid)
     em = EM(init=init, max_iter=5, alpha=0.1).fit(X, X_valid=valid)      # mass on state 2 from pass 1
     assert np.isfinite(em.history_["valid"][1:]).all()
+
+
+def test_merge_refuses_validation_rows_no_candidate_can_score():
+    """Every candidate's validation score -inf: Merge returned the unmerged model."""
+    from spnc.learn import Merge
+    X = _rng.integers(0, 2, size=(200, 4))
+    X[:, 1] = X[:, 0] ^ (_rng.random(200) < .1)
+    init = LearnSPN(sum_split="observed", min_instances=5, g_factor=5.0, alpha=0.0, cardinality=[3, 2, 2, 2],
+                    random_state=0).fit(X).spn_
+    valid = X[:10].astype(float)
+    valid[3, 0] = 2                      # the observed split has no branch for state 2
+    with pytest.raises(spnc.DataError, match=r"X_valid row 3 has probability zero .*every merged candidate"):
+        Merge(init=init).fit(X, X_valid=valid)
