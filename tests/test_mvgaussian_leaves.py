@@ -89,3 +89,8 @@ def test_floored_cov_is_positive_definite_at_any_scale():
     out = floored_covs(stack, 1e-4)
     np.testing.assert_array_equal(out[0], good + 1e-4 * np.eye(2))
     assert _kernel_pd(out[1])
+
+
+def test_floored_cov_of_a_zero_covariance_with_an_underflowed_floor():
+    """min_std=1e-300 squares to 0: one row's covariance (all zero) still needs a ridge."""
+    assert _kernel_pd(floored_cov(np.zeros((3, 3)), 1e-300 ** 2))

@@ -20,12 +20,12 @@ def floored_cov(cov, min_var: float) -> np.ndarray:
     ptr = np.array([0, d * d], dtype=np.int64)
     # Gershgorin: from j = the largest absolute row sum on, every pivot is positive
     top = float(np.max(np.abs(c).sum(axis=1))) if d else 0.0
-    step = max(float(min_var), top * d * np.finfo(np.float64).eps)
+    step = max(float(min_var), top * d * np.finfo(np.float64).eps, np.finfo(np.float64).tiny)
     j = float(min_var)
     for _ in range(400):        # bounded: a non-finite cov is left to the leaf's own check
         out = c + j * eye
         if K.cholesky_all(np.array([d], dtype=np.int64), ptr, out.ravel(), np.empty(d * d)) < 0 \
-                or not j < 2.0 * top:
+                or (j > 0 and not j < 2.0 * top):
             break
         j, step = j + step, step * 10.0
     return out
