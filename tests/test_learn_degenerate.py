@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import spnc
-from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN, Prometheus, TreeSPN
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
 
 _rng = np.random.default_rng(0)
 _B = _rng.integers(0, 2, size=(40, 4))
@@ -227,7 +227,6 @@ def test_em_freezing_every_root_of_a_mixture_keeps_its_root_weights(variant):
 def test_bagging_refuses_bad_codes_naming_the_row_of_x(scale):
     """BaggedSPN gives every bag the states of all rows; for integer-valued reals it cast
     1e50 to int64 (a warning and garbage) and let a bag refuse a row of its own sample."""
-    from spnc.learn import BaggedSPN
     X = np.round(_R * scale)
     r, c = np.argwhere((X < 0) | (X > 2**40))[0]
     with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state.*data_type='continuous'"):
@@ -252,7 +251,6 @@ def test_em_refuses_validation_rows_no_model_can_score():
 
 def test_merge_refuses_validation_rows_no_candidate_can_score():
     """Every candidate's validation score -inf: Merge returned the unmerged model."""
-    from spnc.learn import Merge
     X = _rng.integers(0, 2, size=(200, 4))
     X[:, 1] = X[:, 0] ^ (_rng.random(200) < .1)
     init = LearnSPN(sum_split="observed", min_instances=5, g_factor=5.0, alpha=0.0, cardinality=[3, 2, 2, 2],
@@ -261,3 +259,17 @@ def test_merge_refuses_validation_rows_no_candidate_can_score():
     valid[3, 0] = 2                      # the observed split has no branch for state 2
     with pytest.raises(spnc.DataError, match=r"X_valid row 3 has probability zero .*every merged candidate"):
         Merge(init=init).fit(X, X_valid=valid)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: EM(init=ChowLiuTree().fit(_C).spn_), lambda: LearnSPN(min_instances=5, refine="em"),
+    lambda: Prometheus(min_instances=5), lambda: TreeSPN(min_instances=5),
+    lambda: Merge(init=LearnSPN("gvs", "observed").fit(_C).spn_),
+    lambda: BaggedSPN(ChowLiuTree(), n_bags=2, weights="valid")])
+def test_validation_rows_without_an_observed_value_are_refused(make):
+    """All-NaN validation rows score log p = 0 under every model: EM returned its start
+    untrained, Merge merged nothing, BaggedSPN kept uniform weights, without a word."""
+    with pytest.raises(spnc.DataError, match="X_valid has no observed value"):
+        make().fit(_C, X_valid=np.full((5, 4), np.nan))
+    partly = np.r_[np.full((2, 4), np.nan), _C[:1]]
+    make().fit(_C, X_valid=partly)

@@ -34,7 +34,7 @@ from ..nodes import Sum
 from ..stream import is_streamed
 from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
 from ._training import prepare
-from .base import DensityEstimator
+from .base import DensityEstimator, check_observed
 from .merge import Merge
 
 
@@ -298,6 +298,7 @@ class BaggedSPN(DensityEstimator):
                                    "\"__main__\":`; or out of memory)") from e
         models = [r[0] for r in results]
         if self.weights == "valid":
+            check_observed(models[0]._check_X(X_valid, "X_valid"))
             w = fit_weights(models, X_valid, name="X_valid")
         elif self.weights == "uniform":
             w = np.full(len(models), 1.0 / len(models))

@@ -33,6 +33,14 @@ def _with_blas_threads(fit):
     return limited
 
 
+def check_observed(Xv: np.ndarray, name: str = "X_valid") -> None:
+    """Refuse validation rows without one observed value: every model gives them
+    probability 1, so a choice made on them would return the first candidate unexamined."""
+    if Xv.size and np.isnan(Xv).all():
+        raise DataError(f"{name} has no observed value (every entry is NaN): every model scores such rows "
+                        "log p = 0, so validation cannot compare models")
+
+
 class DensityEstimator:
     """Base class of learners. Subclasses take their hyper-parameters as keyword arguments
     of ``__init__`` (stored under the same names, nothing else), declare one constraint
@@ -87,6 +95,8 @@ class DensityEstimator:
             shape = np.shape(X_valid) if isinstance(X_valid, (np.ndarray, list, tuple)) else None
             if shape is not None and len(shape) == 2 and n_cols is not None and shape[1] != n_cols:
                 raise DataError(f"X_valid has {shape[1]} columns, the training data {n_cols}")
+            if isinstance(X_valid, np.ndarray) and X_valid.dtype.kind == "f":
+                check_observed(X_valid)         # before the learning, not after it
             return
         from ..stream import is_streamed
         if not is_streamed(X_valid) and spn._check_X(X_valid, "X_valid").shape[0] == 0:

@@ -37,7 +37,7 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options
-from .base import DensityEstimator
+from .base import DensityEstimator, check_observed
 
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
 _EQ12_RTOL = 1e-9
@@ -199,6 +199,8 @@ class EM(DensityEstimator):
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
+        if Xv is not None:
+            check_observed(Xv)
         spn = model.copy()
         self._setup(spn)
         hist_t: list[float] = []

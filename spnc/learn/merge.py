@@ -49,7 +49,7 @@ from ._merge_round import _Round
 from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from ._similarity import n_parameters, node_marginals  # noqa: F401  (node_marginals: public here)
-from .base import DensityEstimator
+from .base import DensityEstimator, check_observed
 
 DISTANCES = ("manhattan", "kl", "hellinger")
 
@@ -216,6 +216,8 @@ class Merge(DensityEstimator):
         Xv = None if X_valid is None else init._check_X(X_valid, "X_valid")
         if Xv is not None and Xv.shape[0] == 0:
             raise DataError("X_valid has no rows")
+        if Xv is not None:
+            check_observed(Xv)
         grid = list(np.atleast_1d(np.asarray(self.epsilon, dtype=np.float64)))
         if Xv is None and len(grid) > 1:
             raise DataError("choosing epsilon from a grid needs X_valid; pass X_valid or one epsilon")
