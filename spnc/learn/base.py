@@ -41,6 +41,14 @@ def check_observed(Xv: np.ndarray, name: str = "X_valid") -> None:
                         "log p = 0, so validation cannot compare models")
 
 
+def refuse_unscored(ll: np.ndarray, what: str, remedy: str) -> None:
+    """Raise for validation rows of probability 0 under every candidate (``ll``: the
+    log-likelihoods of one of them): all scores are -inf and would choose blindly."""
+    zero = np.flatnonzero(ll == -np.inf)
+    where = f"row {int(zero[0])} has" if zero.size else "rows have"
+    raise DataError(f"X_valid {where} probability zero under {what}, so validation cannot choose; {remedy}")
+
+
 class DensityEstimator:
     """Base class of learners. Subclasses take their hyper-parameters as keyword arguments
     of ``__init__`` (stored under the same names, nothing else), declare one constraint

@@ -37,7 +37,7 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options
-from .base import DensityEstimator, check_observed
+from .base import DensityEstimator, check_observed, refuse_unscored
 
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
 _EQ12_RTOL = 1e-9
@@ -278,14 +278,9 @@ class EM(DensityEstimator):
                 hist_t.append(final["objective"] / wsum)
                 if spn is best:
                     counts = final["node_counts"]
-        if Xv is not None and best_v == -np.inf:
-            # every model seen gives some validation row probability 0: the starting model
-            # would come back untrained, however much the passes improved the training fit
-            zero = np.flatnonzero(spn.log_likelihood(Xv, n_threads=self.n_threads) == -np.inf)
-            where = f"row {int(zero[0])} has" if zero.size else "rows have"
-            raise DataError(f"X_valid {where} probability zero under the starting model and every EM pass, so "
-                            "validation cannot choose a pass; drop such rows, or give the leaves mass on every "
-                            "state (alpha > 0)")
+        if Xv is not None and best_v == -np.inf:     # else the start would come back untrained
+            refuse_unscored(spn.log_likelihood(Xv, n_threads=self.n_threads), "the starting model and every "
+                            "EM pass", "drop such rows, or give the leaves mass on every state (alpha > 0)")
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)

@@ -49,7 +49,7 @@ from ._merge_round import _Round
 from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from ._similarity import n_parameters, node_marginals  # noqa: F401  (node_marginals: public here)
-from .base import DensityEstimator, check_observed
+from .base import DensityEstimator, check_observed, refuse_unscored
 
 DISTANCES = ("manhattan", "kl", "hellinger")
 
@@ -276,11 +276,9 @@ class Merge(DensityEstimator):
             worse = worse + 1 if Xv is not None and v < best_v else 0
             if self.patience is not None and worse >= self.patience:
                 break
-        if Xv is not None and best_v == -np.inf:     # no candidate scores: the choice would be blind
-            zero = np.flatnonzero(rnd.valid_values(base, base.roots) == -np.inf)
-            where = f"row {int(zero[0])} has" if zero.size else "rows have"
-            raise DataError(f"X_valid {where} probability zero under the model and every merged candidate, "
-                            "so validation cannot choose a threshold; drop such rows, or give them mass in the model")
+        if Xv is not None and best_v == -np.inf:     # else the unmerged model, chosen blindly
+            refuse_unscored(rnd.valid_values(base, base.roots), "the model and every merged candidate",
+                            "drop such rows, or give them mass in the model")
         if init.combine == "mixture":      # given as a mixture of roots, returned as one
             best = as_mixture(best)
         self.merge_seconds_ = time.perf_counter() - t0
