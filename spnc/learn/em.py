@@ -91,7 +91,8 @@ class EM(DensityEstimator):
         ``(t + 1) ** -step_decay``).
     alpha : Dirichlet pseudo-count added to every sum edge and every discrete leaf state.
     weight_floor : lower bound of every sum weight (exact constrained M-step).
-    min_std : Gaussian std floor; multivariate Gaussians get ``min_std**2`` on the diagonal.
+    min_std : Gaussian std floor; multivariate Gaussians get ``min_std**2`` on the diagonal
+        (more if rounding leaves the covariance not positive definite).
     patience : with validation data, stop after this many passes without a better
         validation log-likelihood and return the best model seen.
     batch_size : rows per mini-batch of the online variant (soft and hard EM read X in the

@@ -204,7 +204,8 @@ class MVGaussianLeaves(LeafType):
 
 class _MVGaussianStats(LeafStats):
     """Rows with a missing value in the leaf's scope are left out (as in ``weighted_fit``).
-    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``).
+    The covariance floor adds ``min_std**2`` to the diagonal (scikit-learn's ``reg_covar``),
+    more where the Cholesky factor needs it (:func:`floored_cov`).
     Leaves of one scope size are handled together, as stacks of (k,) and (k, k) arrays."""
 
     _CHUNK = 1 << 22        # doubles per (leaves, k, rows) block in ``accumulate``
