@@ -28,7 +28,7 @@ def refuse_dask_frame(X: Any, name: str = "X") -> None:
                         "chunks, columns taken in order)")
 
 
-def _storable_names(cols: list[str], name: str) -> None:
+def storable_names(cols: Sequence[str], name: str = "X") -> None:
     """Refuse column names a model file cannot store (they name a learned model's
     variables): empty, longer than the format's limit, with NUL or a lone surrogate."""
     from ._validation import MAX_NAME_BYTES
@@ -83,7 +83,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
         X = X[list(var_names)]
         cols = list(var_names)
     elif model_names:
-        _storable_names(cols, name)
+        storable_names(cols, name)
     kinds = []
     for c, dt in zip(cols, X.dtypes):
         k = getattr(dt, "kind", "O")

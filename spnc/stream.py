@@ -166,7 +166,8 @@ class IterableSource(BlockSource):
         r0, first = 0, self.n_rows      # rows of an earlier pass: every pass must give as many
         for b in (self._it() if callable(self._it) else self._it):
             if is_frame(b):
-                b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}")
+                # names only: a learner checks them for storage once it has read the blocks
+                b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 self.names = cols
             b = np.asarray(b)
             if b.ndim != 2:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import stream as _stream
-from ..data import real_array
+from ..data import real_array, storable_names
 from ..errors import DataError
 
 #: ``refine`` values that run EM, and the EM variant of each
@@ -91,6 +91,8 @@ def _sample_blocks(src, sample_rows: int | None, random_state, learner: str) -> 
     if not parts:
         raise DataError(f"{learner}: {_stream.label(src)} has no rows")
     data = np.concatenate(parts)
+    if getattr(src, "names", None) is not None:     # DataFrame blocks: they will name the model
+        storable_names(src.names)
     return Rows(data, src, n if n is not None else data.shape[0], True, 0 if idx is None else idx)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import stream as _stream
 from .._progress import Progress
-from ..data import as_data
+from ..data import as_data, storable_names
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..graph import SPN, compile as _compile
 from ..leaves.cltree import ChowLiuLeaf
@@ -69,7 +69,9 @@ class ChowLiuTree(DensityEstimator):
         d = len(fit.cardinality)
         par, cpts = forest_to_tree(fit.parents, fit.cpts)
         leaf = ChowLiuLeaf(np.arange(d), par, cpts)
-        names = names if names is not None else getattr(X, "names", None)
+        if names is None and getattr(X, "names", None) is not None:    # DataFrame blocks
+            names = X.names
+            storable_names(names)
         self.spn_: SPN = _compile(leaf, cardinality=fit.cardinality, var_names=names)
         prog.close(f"tree over {d} variables")
         self.parents_ = fit.parents
