@@ -276,3 +276,19 @@ def test_validation_rows_without_an_observed_value_are_refused(make):
         make().fit(_C, X_valid=np.full((5, 4), np.nan))
     partly = np.r_[np.full((2, 4), np.nan), _C[:1]]
     make().fit(_C, X_valid=partly)
+
+
+@pytest.mark.parametrize("variant", ["soft", "online"])
+def test_em_sum_weights_learn_from_subnormal_sample_weights(variant):
+    """Uniform weights of 1e-320 gave edge counts whose inverse total overflowed: every
+    sum kept its starting weights (with RuntimeWarnings). Subnormal weights keep only a
+    few digits, so the model is close to, not equal to, the unweighted one."""
+    X = _rng.integers(0, 3, size=(100, 4))
+    X[:, 1] = (X[:, 0] + (_rng.random(100) < .1)) % 3
+    init = LearnSPN(min_instances=10, g_factor=5.0, random_state=0).fit(X).spn_
+    assert (init.kind == 0).any()                              # a sum node
+    em = EM(init=init, variant=variant, max_iter=3, tol=-np.inf, random_state=0)
+    ref = em.fit(X).spn_
+    with np.errstate(over="raise", invalid="raise"):
+        tiny = em.fit(X, sample_weight=np.full(len(X), 1e-320)).spn_
+    np.testing.assert_allclose(tiny.log_likelihood(X), ref.log_likelihood(X), rtol=1e-3)

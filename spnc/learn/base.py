@@ -36,6 +36,8 @@ def _with_blas_threads(fit):
 def check_observed(Xv: np.ndarray, name: str = "X_valid") -> None:
     """Refuse validation rows without one observed value: every model gives them
     probability 1, so a choice made on them would return the first candidate unexamined."""
+    if Xv.shape[0] == 0:
+        raise DataError(f"{name} has no rows")
     if Xv.size and np.isnan(Xv).all():
         raise DataError(f"{name} has no observed value (every entry is NaN): every model scores such rows "
                         "log p = 0, so validation cannot compare models")

@@ -55,6 +55,9 @@ def constrained_weights(counts: np.ndarray, seg: np.ndarray, n_seg: int, floor: 
     The solution is w_i = max(floor, c_i / lambda) (KKT); found by clamping the entries that
     fall below the floor until none does (at most the segment length rounds, usually one).
     Segments with no counts are returned as NaN (the caller keeps the old weights)."""
+    top = np.zeros(n_seg)     # per segment the maximiser ignores the scale: subnormal counts
+    np.maximum.at(top, seg, counts)          # would overflow 1 / total
+    counts = np.divide(counts, top[seg], out=np.zeros(len(counts)), where=top[seg] > 0)
     deg = np.bincount(seg, minlength=n_seg).astype(np.float64)
     f = np.minimum(floor, 1.0 / np.maximum(deg, 1.0))[seg]
     tot = np.bincount(seg, counts, minlength=n_seg)
@@ -198,10 +201,8 @@ class EM(DensityEstimator):
         if X_valid is not None and _stream.is_streamed(X_valid):   # read whole, within the memory budget
             X_valid = _stream.load(X_valid, name="X_valid", var_names=model.var_names)
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
-        if Xv is not None and Xv.shape[0] == 0:
-            raise DataError("X_valid has no rows")
         if Xv is not None:
-            check_observed(Xv)
+            check_observed(Xv)          # some rows, with some observed value
         spn = model.copy()
         self._setup(spn)
         hist_t: list[float] = []

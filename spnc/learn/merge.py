@@ -214,10 +214,8 @@ class Merge(DensityEstimator):
         if np.isnan(X).any():
             raise DataError("X must be complete (no NaN): merging re-estimates parameters from it")
         Xv = None if X_valid is None else init._check_X(X_valid, "X_valid")
-        if Xv is not None and Xv.shape[0] == 0:
-            raise DataError("X_valid has no rows")
         if Xv is not None:
-            check_observed(Xv)
+            check_observed(Xv)          # some rows, with some observed value
         grid = list(np.atleast_1d(np.asarray(self.epsilon, dtype=np.float64)))
         if Xv is None and len(grid) > 1:
             raise DataError("choosing epsilon from a grid needs X_valid; pass X_valid or one epsilon")
