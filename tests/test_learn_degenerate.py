@@ -133,12 +133,12 @@ def test_integer_valued_real_data_names_data_type():
     """data_type='auto' reads integer-valued reals as discrete codes: the refusal says how
     to have them read as reals."""
     X = np.round(_R * 3)
-    with pytest.raises(spnc.DataError, match=r"X\[0, 1\] = -\d\.0 is not a discrete state.*data_type='continuous'"):
+    with pytest.raises(spnc.DataError, match=r"X\[0, 1\] = -\d\.0 is negative.*data_type='continuous'"):
         Prometheus().fit(X)
     with pytest.raises(spnc.ParameterError, match=r"data_type='continuous'") as err:
         LearnSPN("correlation").fit(np.abs(X))
     assert err.value.param == "splitter"
-    with pytest.raises(spnc.DataError, match=r"is not a discrete state \(states are integer codes 0, 1, 2, \.\.\.\)$"):
+    with pytest.raises(spnc.DataError, match=r"is negative: discrete states are integer codes 0, 1, 2, \.\.\.$"):
         LearnSPN(data_type="discrete").fit(X)
 
 
@@ -232,9 +232,9 @@ def test_bagging_refuses_bad_codes_naming_the_row_of_x(scale):
     1e50 to int64 (a warning and garbage) and let a bag refuse a row of its own sample."""
     X = np.round(_R * scale)
     r, c = np.argwhere((X < 0) | (X > 2**40))[0]
-    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state.*data_type='continuous'"):
+    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is negative.*data_type='continuous'"):
         BaggedSPN(LearnSPN(min_instances=5), n_bags=2, random_state=0).fit(X)
-    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is not a discrete state \(states.*\)$"):
+    with pytest.raises(spnc.DataError, match=rf"X\[{r}, {c}\] = .* is negative: discrete states are integer codes 0, 1, 2, \.\.\.$"):
         BaggedSPN(ChowLiuTree(), n_bags=2, random_state=0).fit(X)
 
 

@@ -257,7 +257,7 @@ def test_pairwise_gtest_over_blocks_equals_learnspn_test(tmp_path):
     with pytest.raises(DataError, match=r"X\[0, 2\] = 2"):
         pairwise_gtest(_blocks(X, 700), [2] * 8)
     for bad in ([2.5] * 8, [True] * 8, [[2] * 8]):     # was: 2.5 taken as 2, a 2-D list read on
-        with pytest.raises(DataError, match="cardinality must be positive integers"):
+        with pytest.raises(DataError, match="cardinality must be integers >= 2"):
             pairwise_gtest(_blocks(X, 700), bad)
 
 
