@@ -21,6 +21,10 @@ class FormatError(SpncError, ValueError):
     """A model file does not follow the spnc format (formats/spnc-hdf5.md)."""
 
 
+class NotFittedError(SpncError, ValueError, AttributeError):
+    """An estimator was queried before ``fit`` (both builtins, as scikit-learn's own)."""
+
+
 class ParameterError(SpncError, ValueError):
     """An estimator's hyper-parameter is invalid; ``param`` names it."""
 

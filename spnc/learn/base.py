@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._threads import blas_threads
-from ..errors import DataError, ParameterError
+from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
 
@@ -148,7 +148,7 @@ class DensityEstimator:
 
     def _model(self) -> SPN:
         if not hasattr(self, "spn_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
         return self.spn_
 
     def score_samples(self, X, *, n_threads: int | None = None) -> np.ndarray:

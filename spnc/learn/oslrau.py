@@ -44,7 +44,7 @@ from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from .._sweep import row_number
 from ..data import as_data, is_frame, real_array, with_names
-from ..errors import DataError, ParameterError
+from ..errors import DataError, NotFittedError, ParameterError
 from ._training import check_real_range
 from ..graph import SPN
 from . import _oslrau_model as _model
@@ -356,7 +356,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
 
     def _need_fit(self) -> None:
         if getattr(self, "_d", None) is None:
-            raise AttributeError("this OSLRAU instance is not fitted yet; call fit or partial_fit first")
+            raise NotFittedError("this OSLRAU instance is not fitted yet; call fit or partial_fit first")
 
     @property
     def n_seen_(self) -> int:

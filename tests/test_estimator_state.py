@@ -1,0 +1,77 @@
+"""Fitted state of every learner: absent before fit, complete after it, replaced by a refit,
+named after DataFrame columns, kept by pickling; seeds and nested parameters."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import DataError, NotFittedError, ParameterError
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
+
+_RNG = np.random.default_rng(0)
+CODES = (_RNG.random((160, 4)) < [0.2, 0.4, 0.6, 0.8]).astype(float)
+CODES[:, 1] = np.where(_RNG.random(160) < 0.7, CODES[:, 0], CODES[:, 1])
+REAL = _RNG.normal(size=(160, 3))
+REAL[:, 1] += REAL[:, 0]
+
+
+def _bernoulli_init(d: int = 4) -> spnc.SPN:
+    return spnc.compile(spnc.Sum([spnc.Product([spnc.Bernoulli(v, 0.3) for v in range(d)]),
+                                  spnc.Product([spnc.Bernoulli(v, 0.6) for v in range(d)])], [0.4, 0.6]))
+
+
+def _tree(X=CODES) -> spnc.SPN:
+    return LearnSPN(sum_split="observed", min_instances=20, random_state=0).fit(X).spn_
+
+
+#: name -> (unfitted estimator, its training data, a second data set of another width)
+CASES = {
+    "ChowLiuTree": (lambda: ChowLiuTree(), CODES),
+    "LearnSPN": (lambda: LearnSPN(min_instances=40, random_state=0), CODES),
+    "EM": (lambda: EM(init=_bernoulli_init(), max_iter=3), CODES),
+    "TreeSPN": (lambda: TreeSPN(n_trees=2, max_depth=2, em_max_iter=3, random_state=0), CODES),
+    "OSLRAU": (lambda: OSLRAU(batch_size=10, random_state=0), REAL),
+    "Prometheus": (lambda: Prometheus(min_instances=50, random_state=0), REAL),
+    "Merge": (lambda: Merge(init=_tree(), epsilon=0.05), CODES),
+    "BaggedSPN": (lambda: BaggedSPN(ChowLiuTree(), n_bags=2, random_state=0), CODES),
+}
+NAMES = sorted(CASES)
+
+
+def _frame(X, cols=None):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(X, columns=cols or [f"v{i}" for i in range(X.shape[1])])
+
+
+def _wider(name: str, est):
+    """Data of another width, and the estimator set up for it."""
+    X = CASES[name][1]
+    W = np.hstack([X, X[::-1, :1]])
+    if name == "EM":
+        est.set_params(init=_bernoulli_init(5))
+    if name == "Merge":
+        est.set_params(init=_tree(W))
+    return W
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_init_stores_parameters_only(name):
+    est = CASES[name][0]()
+    assert vars(est) == est.get_params(deep=False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_queries_before_fit_raise_not_fitted(name):
+    est, X = CASES[name][0](), CASES[name][1]
+    queries = [lambda: est.score(X), lambda: est.score_samples(X), lambda: est.sample(2)]
+    if name == "OSLRAU":        # its fitted attributes are properties over the learner's state
+        queries += [lambda: est.n_features_in_, lambda: est.spn_]
+    for query in queries:
+        with pytest.raises(NotFittedError, match="not fitted yet"):
+            query()
+    # scikit-learn's NotFittedError is both, and callers catch either
+    assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
+    assert not hasattr(est, "spn_")
