@@ -75,3 +75,16 @@ def test_queries_before_fit_raise_not_fitted(name):
     # scikit-learn's NotFittedError is both, and callers catch either
     assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
     assert not hasattr(est, "spn_")
+
+
+def test_refit_forgets_auto_choices_and_a_failed_refit_leaves_no_model():
+    m = LearnSPN(min_instances=40, random_state=0).fit(CODES)
+    assert m.auto_params_ == {"g_factor": 5.0}
+    m.set_params(g_factor=5.0).fit(CODES)
+    assert not hasattr(m, "auto_params_") and not hasattr(m, "auto_scores_")
+    bad = CODES.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(DataError, match=r"X\[3, 1\]"):
+        m.fit(bad)
+    with pytest.raises(NotFittedError):         # not the model of the earlier data
+        m.score(CODES)

@@ -51,6 +51,18 @@ def refuse_unscored(ll: np.ndarray, what: str, remedy: str) -> None:
     raise DataError(f"X_valid {where} probability zero under {what}, so validation cannot choose; {remedy}")
 
 
+def _fresh_fit(fit):
+    """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
+    so that a refit, even one that fails, leaves nothing stale (such as a choice made for
+    "auto" parameters)."""
+    @functools.wraps(fit)
+    def fresh(self, *args, **kwargs):
+        for k in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            del self.__dict__[k]
+        return fit(self, *args, **kwargs)
+    return fresh
+
+
 class DensityEstimator:
     """Base class of learners. Subclasses take their hyper-parameters as keyword arguments
     of ``__init__`` (stored under the same names, nothing else), declare one constraint
@@ -66,6 +78,8 @@ class DensityEstimator:
         if names != table:
             raise TypeError(f"{cls.__name__}._parameter_constraints must cover exactly the parameters "
                             f"of __init__: missing {sorted(names - table)}, extra {sorted(table - names)}")
+        if "fit" in cls.__dict__:
+            cls.fit = _fresh_fit(cls.__dict__["fit"])
         if "n_threads" in names:
             for name in ("fit", "partial_fit"):
                 if name in cls.__dict__:
