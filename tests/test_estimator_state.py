@@ -77,6 +77,24 @@ def test_queries_before_fit_raise_not_fitted(name):
     assert not hasattr(est, "spn_")
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_refit_replaces_the_fitted_state(name):
+    est, X = CASES[name][0](), CASES[name][1]
+    est.fit(_frame(X))
+    assert list(est.feature_names_in_) == [f"v{i}" for i in range(X.shape[1])]
+    assert est.feature_names_in_.dtype == object and est.n_features_in_ == X.shape[1]
+    W = _wider(name, est)
+    est.fit(W)
+    fresh = CASES[name][0]()
+    _wider(name, fresh)
+    fresh.fit(W)
+    assert sorted(k for k in vars(est) if k.endswith("_")) == sorted(k for k in vars(fresh) if k.endswith("_"))
+    assert est.n_features_in_ == est.spn_.n_vars == W.shape[1]
+    assert not hasattr(est, "feature_names_in_") and est.spn_.var_names is None
+    np.testing.assert_allclose(est.score_samples(W), fresh.score_samples(W))
+
+
+
 def test_refit_forgets_auto_choices_and_a_failed_refit_leaves_no_model():
     m = LearnSPN(min_instances=40, random_state=0).fit(CODES)
     assert m.auto_params_ == {"g_factor": 5.0}
@@ -88,3 +106,10 @@ def test_refit_forgets_auto_choices_and_a_failed_refit_leaves_no_model():
         m.fit(bad)
     with pytest.raises(NotFittedError):         # not the model of the earlier data
         m.score(CODES)
+
+
+def test_oslrau_partial_fit_on_a_frame_names_its_features():
+    o = OSLRAU(batch_size=10, random_state=0).partial_fit(_frame(REAL))
+    assert list(o.feature_names_in_) == ["v0", "v1", "v2"]
+    o.partial_fit(_frame(REAL)[["v2", "v0", "v1"]])
+    assert o.n_seen_ == 2 * len(REAL)

@@ -165,7 +165,7 @@ class BaggedSPN(DensityEstimator):
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
-    ``fit_seconds_``, ``merge_`` (the fitted :class:`Merge` or None).
+    ``fit_seconds_``, ``merge_`` (the fitted :class:`Merge` or None), ``n_features_in_``.
     """
 
     _parameter_constraints = {
@@ -335,6 +335,7 @@ class BaggedSPN(DensityEstimator):
             spn = self.merge_.spn_
         self._check_valid(X_valid, spn)
         self.spn_ = spn
+        self.n_features_in_ = X.shape[1]
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 

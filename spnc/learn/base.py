@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._threads import blas_threads
+from ..data import is_frame
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -54,12 +55,17 @@ def refuse_unscored(ll: np.ndarray, what: str, remedy: str) -> None:
 def _fresh_fit(fit):
     """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
     so that a refit, even one that fails, leaves nothing stale (such as a choice made for
-    "auto" parameters)."""
+    "auto" parameters), and records a DataFrame's column names as ``feature_names_in_``
+    (scikit-learn's convention)."""
     @functools.wraps(fit)
     def fresh(self, *args, **kwargs):
         for k in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             del self.__dict__[k]
-        return fit(self, *args, **kwargs)
+        out = fit(self, *args, **kwargs)
+        X = args[0] if args else kwargs.get("X")
+        if is_frame(X):
+            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        return out
     return fresh
 
 

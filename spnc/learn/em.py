@@ -112,7 +112,7 @@ class EM(DensityEstimator):
     Attributes after :meth:`fit`: ``spn_`` (a new :class:`spnc.SPN`; the input is untouched),
     ``history_`` (dict of ``train`` / ``valid`` mean log-likelihoods, one entry per pass, the
     first being the initial model), ``n_iter_``, ``rejected_`` (leaf updates refused by
-    Eq. 12, summed over passes).
+    Eq. 12, summed over passes), ``n_features_in_``.
 
     Examples
     --------
@@ -286,6 +286,7 @@ class EM(DensityEstimator):
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
+        self.n_features_in_ = self.spn_.n_vars
         return self
 
     def _setup(self, spn: SPN) -> None:

@@ -153,7 +153,7 @@ class Merge(DensityEstimator):
     Attributes after :meth:`fit`: ``spn_``, ``epsilon_`` (chosen threshold, None when only
     identical sub-networks were merged), ``history_`` (per threshold visited: validation LL,
     nodes, parameters, merges, seconds), ``n_params_before_``, ``n_params_after_`` (sum
-    weights, all parameters), ``merge_seconds_``.
+    weights, all parameters), ``merge_seconds_``, ``n_features_in_``.
 
     Examples
     --------
@@ -292,6 +292,7 @@ class Merge(DensityEstimator):
                    "epsilon": best_eps, "nodes_before": int(init.n_nodes), "nodes_after": int(best.n_nodes),
                    "params_before": list(self.n_params_before_), "params_after": list(self.n_params_after_),
                    "merge_seconds": float(self.merge_seconds_)}
+        self.n_features_in_ = init.n_vars
         self.spn_ = SPN.from_arrays(best.kind, best.child_ptr, best.child, best.weight, best.leaf_tables,
                                     best.cardinality, var_type=best.var_type, var_names=best.var_names,
                                     roots=best.roots, root_weights=best.root_weights, combine=best.combine,

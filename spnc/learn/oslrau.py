@@ -253,6 +253,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         X, names = as_data(X, getattr(self, "_names", None) if started else None)
         if not started and names is not None:
             self._names = names
+            self.feature_names_in_ = np.asarray(names, dtype=object)
         X = self._check_data(X)
         self._start(X.shape[1])
         if X.shape[1] != self._d:
