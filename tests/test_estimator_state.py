@@ -108,6 +108,30 @@ def test_refit_forgets_auto_choices_and_a_failed_refit_leaves_no_model():
         m.score(CODES)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_dataframe_names_and_column_order(name):
+    est, X = CASES[name][0](), CASES[name][1]
+    df = _frame(X)
+    est.fit(df)
+    cols = np.array(df.columns, dtype=object)
+    assert est.feature_names_in_.dtype == object and list(est.feature_names_in_) == list(cols)
+    assert est.n_features_in_ == X.shape[1] and est.spn_.var_names == list(cols)
+    # scored by name, whatever the order; other names are refused, never taken by position
+    np.testing.assert_allclose(est.score_samples(df[cols[::-1]]), est.score_samples(df))
+    with pytest.raises(DataError, match="not among the DataFrame's columns"):
+        est.score(_frame(X, [f"w{i}" for i in range(X.shape[1])]))
+
+
+def test_em_and_merge_keep_a_named_init_and_match_the_frame_to_it():
+    init = spnc.compile(spnc.Product([spnc.Bernoulli(v, 0.5) for v in range(4)]), var_names=list("abcd"))
+    df = _frame(CODES, list("abcd"))
+    em = EM(init=init, max_iter=3).fit(df[list("dcba")])
+    ref = EM(init=init, max_iter=3).fit(CODES)
+    assert em.spn_.var_names == list("abcd")
+    np.testing.assert_allclose(em.score_samples(df), ref.score_samples(CODES))
+    assert list(em.feature_names_in_) == list("dcba")
+
+
 def test_oslrau_partial_fit_on_a_frame_names_its_features():
     o = OSLRAU(batch_size=10, random_state=0).partial_fit(_frame(REAL))
     assert list(o.feature_names_in_) == ["v0", "v1", "v2"]

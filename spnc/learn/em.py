@@ -33,6 +33,7 @@ from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach t
 from .._progress import Progress
 from .._sweep import check_posterior_range, row_number
 from .._threads import effective_n_threads
+from ..data import as_data, is_frame, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
@@ -112,7 +113,8 @@ class EM(DensityEstimator):
     Attributes after :meth:`fit`: ``spn_`` (a new :class:`spnc.SPN`; the input is untouched),
     ``history_`` (dict of ``train`` / ``valid`` mean log-likelihoods, one entry per pass, the
     first being the initial model), ``n_iter_``, ``rejected_`` (leaf updates refused by
-    Eq. 12, summed over passes), ``n_features_in_``.
+    Eq. 12, summed over passes), ``n_features_in_``. A DataFrame ``X`` is matched to a named
+    ``init`` by column name; an unnamed ``init`` takes the columns' names in ``spn_``.
 
     Examples
     --------
@@ -179,6 +181,9 @@ class EM(DensityEstimator):
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
+        if is_frame(X):     # columns by name into a named model; an unnamed one takes their names
+            X, names = as_data(X, model.var_names)
+            model = with_names(model, names)
         ids = 0         # each kept row's number in the caller's X (for messages); streamed: from 0
         if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
             X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)

@@ -39,6 +39,7 @@ import warnings
 
 import numpy as np
 
+from ..data import as_data, is_frame, with_names
 from ..errors import DataError, StructureError
 from .._kinds import SUM
 from ..graph import SPN, compile as _compile
@@ -153,7 +154,8 @@ class Merge(DensityEstimator):
     Attributes after :meth:`fit`: ``spn_``, ``epsilon_`` (chosen threshold, None when only
     identical sub-networks were merged), ``history_`` (per threshold visited: validation LL,
     nodes, parameters, merges, seconds), ``n_params_before_``, ``n_params_after_`` (sum
-    weights, all parameters), ``merge_seconds_``, ``n_features_in_``.
+    weights, all parameters), ``merge_seconds_``, ``n_features_in_``. A DataFrame ``X`` is
+    matched to a named ``init`` by column name; an unnamed ``init`` takes its names.
 
     Examples
     --------
@@ -208,6 +210,9 @@ class Merge(DensityEstimator):
         self._validate_params()
         t0 = time.perf_counter()
         init = self.init
+        if is_frame(X):     # columns by name into a named model; an unnamed one takes their names
+            X, names = as_data(X, init.var_names)
+            init = with_names(init, names)
         X = init._check_X(X)
         if X.shape[0] == 0:
             raise DataError("X has no rows")
