@@ -197,6 +197,14 @@ class BaggedSPN(DensityEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    @property
+    def _allow_nan(self) -> bool:      # scikit-learn tags: those of the base learner
+        return bool(getattr(self.base_learner, "_allow_nan", False))
+
+    @property
+    def _categorical_only(self) -> bool:
+        return bool(getattr(self.base_learner, "_categorical_only", False))
+
     def _bag_plans(self, X: np.ndarray) -> list[tuple[dict, np.ndarray]]:
         base = self.base_learner
         names = set(base.get_params(deep=False))

@@ -98,10 +98,16 @@ class DensityEstimator:
         """The hyper-parameters as JSON values, for ``spn_.learner["params"]``."""
         return {k: json_value(v) for k, v in self.get_params(deep=False).items() if k not in exclude}
 
+    #: scikit-learn tags: ``fit`` accepts NaN (missing values); data must be category codes
+    _allow_nan = False
+    _categorical_only = False
+
     def __sklearn_tags__(self):
         # called by scikit-learn only, so it is installed; spnc itself does not need it
-        from sklearn.utils import Tags, TargetTags
-        return Tags(estimator_type="density_estimator", target_tags=TargetTags(required=False))
+        from sklearn.utils import InputTags, Tags, TargetTags
+        inputs = InputTags(allow_nan=self._allow_nan, categorical=self._categorical_only)
+        return Tags(estimator_type="density_estimator", target_tags=TargetTags(required=False),
+                    input_tags=inputs)
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -110,7 +116,7 @@ class DensityEstimator:
     def _no_target(self, y) -> None:
         """Density estimators take no target: a 2-D ``y`` is validation rows passed by
         position, which would otherwise be ignored without a word."""
-        if y is not None and np.ndim(y) == 2:
+        if y is not None and np.asarray(y).ndim == 2:
             raise DataError(f"{type(self).__name__}.fit got a 2-D y, but density estimators take no "
                             "target; pass validation rows as X_valid=...")
 

@@ -38,6 +38,8 @@ class ChowLiuTree(DensityEstimator):
     (2,)
     """
 
+    _categorical_only = True      # scikit-learn tags: integer codes only
+
     _parameter_constraints = {
         "alpha": [Interval(float, 0)],
         "mi_threshold": [Interval(float, 0)],

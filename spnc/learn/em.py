@@ -127,6 +127,8 @@ class EM(DensityEstimator):
     True
     """
 
+    _allow_nan = True      # missing values are marginalised out
+
     _parameter_constraints = {
         "init": [Instance(SPN, name="a compiled spnc.SPN")],
         "max_iter": [Interval(int, 1)],

@@ -345,7 +345,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise DataError("X has no columns")
         if A.size and not np.all(np.isfinite(A)):
             r, c = np.argwhere(~np.isfinite(A))[0]
-            raise DataError(f"X[{row_number(row0, r)}, {c}] = {A[r, c]}: oSLRAU needs finite values (no missing data)")
+            raise DataError(f"X[{row_number(row0, r)}, {c}] = {A[r, c]}: oSLRAU needs finite values (no NaN or "
+                            "inf; no missing data)")
         check_real_range(A, row0)
         return A
 

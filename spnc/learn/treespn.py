@@ -106,6 +106,8 @@ class TreeSPN(DensityEstimator):
     ``history_`` (EM's train/valid log-likelihood, the start first), ``n_iter_`` (EM passes),
     ``n_features_in_``."""
 
+    _categorical_only = True      # scikit-learn tags: integer codes only
+
     _parameter_constraints = {
         "n_trees": [Interval(int, 1)],
         "max_depth": [Interval(int, 0)],
