@@ -27,7 +27,7 @@ def _tree(X=CODES) -> spnc.SPN:
     return LearnSPN(sum_split="observed", min_instances=20, random_state=0).fit(X).spn_
 
 
-#: name -> (unfitted estimator, its training data, a second data set of another width)
+#: name -> (a maker of the unfitted estimator, its training data)
 CASES = {
     "ChowLiuTree": (lambda: ChowLiuTree(), CODES),
     "LearnSPN": (lambda: LearnSPN(min_instances=40, random_state=0), CODES),
@@ -94,7 +94,6 @@ def test_refit_replaces_the_fitted_state(name):
     np.testing.assert_allclose(est.score_samples(W), fresh.score_samples(W))
 
 
-
 def test_refit_forgets_auto_choices_and_a_failed_refit_leaves_no_model():
     m = LearnSPN(min_instances=40, random_state=0).fit(CODES)
     assert m.auto_params_ == {"g_factor": 5.0}
@@ -137,3 +136,45 @@ def test_oslrau_partial_fit_on_a_frame_names_its_features():
     assert list(o.feature_names_in_) == ["v0", "v1", "v2"]
     o.partial_fit(_frame(REAL)[["v2", "v0", "v1"]])
     assert o.n_seen_ == 2 * len(REAL)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pickled_estimator_and_model_score_the_same(name):
+    est, X = CASES[name][0](), CASES[name][1]
+    est.fit(X)
+    again = pickle.loads(pickle.dumps(est))
+    assert np.array_equal(again.score_samples(X), est.score_samples(X))
+    assert np.array_equal(pickle.loads(pickle.dumps(est.spn_)).log_likelihood(X), est.score_samples(X))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "random_state" in CASES[n][0]().get_params()])
+def test_random_state_int_repeats_and_generators_are_refused(name):
+    make, X = CASES[name]
+    a = make().set_params(random_state=7).fit(X).score_samples(X)
+    b = make().set_params(random_state=np.int64(7)).fit(X).score_samples(X)
+    np.testing.assert_array_equal(a, b)
+    for rs in (np.random.default_rng(7), np.random.RandomState(7)):
+        with pytest.raises(ParameterError, match="random_state must be an integer") as err:
+            make().set_params(random_state=rs).fit(X)
+        assert err.value.param == "random_state"
+
+
+def test_nested_parameters_round_trip():
+    b = BaggedSPN(LearnSPN(min_instances=50), n_bags=2, merge=Merge(epsilon=0.1), random_state=0)
+    deep = b.get_params(deep=True)
+    assert deep["base_learner__min_instances"] == 50 and deep["merge__epsilon"] == 0.1
+    c = BaggedSPN(LearnSPN(), merge=Merge()).set_params(**{k: v for k, v in deep.items()
+                                                           if k not in ("base_learner", "merge")})
+    assert c.get_params(deep=True).keys() == deep.keys()
+    assert c.base_learner.min_instances == 50 and c.merge.epsilon == 0.1
+    with pytest.raises(ParameterError, match="merge is not an estimator"):
+        BaggedSPN(LearnSPN()).set_params(merge__epsilon=0.2)
+
+
+@pytest.mark.parametrize("cls", [ChowLiuTree, EM])
+def test_sample_weights_count_rows(cls):
+    w = np.random.default_rng(1).integers(0, 4, len(CODES))
+    kw = {"init": _bernoulli_init(), "max_iter": 4} if cls is EM else {}
+    a = cls(**kw).fit(CODES, sample_weight=w).score_samples(CODES)
+    b = cls(**kw).fit(CODES.repeat(w, axis=0)).score_samples(CODES)
+    np.testing.assert_allclose(a, b, atol=1e-12)

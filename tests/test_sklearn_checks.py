@@ -100,3 +100,63 @@ def test_tags_say_what_fit_takes():
                             (BaggedSPN(TreeSPN()), False, True)):
         tags = get_tags(est).input_tags
         assert (tags.allow_nan, tags.categorical) == (nan, codes), est
+
+# ---------------------------------------------------------------- model selection, pipelines
+_RNG = np.random.default_rng(0)
+_CODES = (_RNG.random((120, 4)) < [0.2, 0.4, 0.6, 0.8]).astype(float)
+_REAL = _RNG.normal(size=(120, 3))
+_TREE = LearnSPN(sum_split="observed", min_instances=20, random_state=0).fit(_CODES).spn_
+_BERN = spnc.compile(spnc.Product([spnc.Bernoulli(v, 0.5) for v in range(4)]))
+
+#: (estimator, a grid of two values, data)
+SEARCHED = [
+    (ChowLiuTree(), {"alpha": [0.1, 1.0]}, _CODES),
+    (LearnSPN(min_instances=40, random_state=0), {"min_instances": [20, 40]}, _CODES),
+    (EM(init=_BERN, max_iter=3), {"alpha": [0.0, 1.0]}, _CODES),
+    (TreeSPN(n_trees=2, max_depth=2, em_max_iter=3, random_state=0), {"n_trees": [1, 2]}, _CODES),
+    (OSLRAU(batch_size=10, random_state=0), {"correlation_threshold": [0.1, 0.3]}, _REAL),
+    (Prometheus(min_instances=50, random_state=0), {"n_clusters": [1, 2]}, _REAL),
+    (Merge(init=_TREE, epsilon=0.05), {"epsilon": [0.01, 0.1]}, _CODES),
+    (BaggedSPN(LearnSPN(min_instances=40), n_bags=2, merge=Merge(epsilon=0.05), random_state=0),
+     {"base_learner__min_instances": [20, 40], "merge__epsilon": [0.01, 0.1]}, _CODES),
+]
+
+
+def test_search_and_cross_validation_in_worker_processes():
+    """n_jobs=2 runs in other processes: estimators, their parameters and models pickle."""
+    for est, grid, X in SEARCHED:
+        name = type(est).__name__
+        g = GridSearchCV(est, grid, cv=2, n_jobs=2).fit(X)
+        assert np.isfinite(g.best_score_) and g.best_estimator_.n_features_in_ == X.shape[1], name
+        r = RandomizedSearchCV(est, grid, n_iter=2, cv=2, n_jobs=2, random_state=0).fit(X)
+        assert np.isfinite(r.best_score_), name
+        s = cross_val_score(est, X, cv=2, n_jobs=2)
+        assert s.shape == (2,) and np.all(np.isfinite(s)) and np.all(s < 0), name
+        # the same split and seed in this process give the same scores
+        np.testing.assert_allclose(cross_val_score(clone(est), X, cv=2), s, err_msg=name)
+
+
+def test_pipelines_with_preprocessing():
+    for pipe, X in ((make_pipeline(StandardScaler(), Prometheus(min_instances=50, random_state=0)), _REAL),
+                    (make_pipeline(StandardScaler(), OSLRAU(batch_size=10, random_state=0)), _REAL),
+                    (make_pipeline(KBinsDiscretizer(n_bins=3, encode="ordinal", quantile_method="averaged_inverted_cdf"),
+                                   ChowLiuTree(cardinality=[3, 3, 3])), _REAL)):
+        s = cross_val_score(pipe, X, cv=2)
+        assert np.all(np.isfinite(s)), pipe
+        fitted = pipe.fit(X)
+        assert fitted.score_samples(X[:5]).shape == (5,)
+
+
+@pytest.mark.parametrize("est", [ChowLiuTree(alpha=0.5), EM(init=_BERN, max_iter=3)])
+def test_sample_weight_as_a_fit_parameter(est):
+    w = np.random.default_rng(1).integers(1, 4, len(_CODES)).astype(float)
+    step = type(est).__name__.lower()
+    direct = clone(est).fit(_CODES, sample_weight=w).score(_CODES)
+    piped = make_pipeline("passthrough", clone(est)).fit(_CODES, **{f"{step}__sample_weight": w})
+    assert piped.score(_CODES) == pytest.approx(direct)
+    with warnings.catch_warnings():       # scoring ignores the weights, and says so
+        warnings.simplefilter("ignore", UserWarning)
+        g = GridSearchCV(est, {"n_threads": [1]}, cv=2).fit(_CODES, sample_weight=w)
+    assert g.best_estimator_.score(_CODES) == pytest.approx(direct)
+    s = cross_val_score(est, _CODES, cv=2, params={"sample_weight": w})
+    assert np.all(np.isfinite(s))
