@@ -128,3 +128,14 @@ def test_bagged_spn_names_a_bad_draw_before_fitting():
     with pytest.raises(ParameterError, match=r"^BaggedSPN: param_distributions drew min_instances=-5 for bag 2: "
                                              r"LearnSPN: min_instances must be"):
         BaggedSPN(LearnSPN(), n_bags=2, param_distributions={"min_instances": lambda r: next(draws)}).fit(X)
+
+
+def test_bags_in_processes_inside_a_joblib_worker():
+    """GridSearchCV(n_jobs=2) runs fit in loky workers, whose default start method is loky's:
+    the bags' spawned processes inherited it and died before fitting."""
+    joblib = pytest.importorskip("joblib")
+    X = np.random.default_rng(0).integers(0, 2, size=(80, 3)).astype(float)
+    est = BaggedSPN(ChowLiuTree(), n_bags=2, n_jobs=2, random_state=0)
+    [inner] = joblib.Parallel(n_jobs=2, backend="loky")([joblib.delayed(lambda e: e.fit(X).spn_)(est)])
+    here = BaggedSPN(ChowLiuTree(), n_bags=2, random_state=0).fit(X).spn_
+    np.testing.assert_array_equal(inner.log_likelihood(X), here.log_likelihood(X))

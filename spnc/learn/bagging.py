@@ -73,6 +73,23 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
 
 
 @contextlib.contextmanager
+def _stdlib_start_method():
+    """Spawned children set the parent's default start method first thing. Inside a worker
+    of another pool library (joblib's loky: GridSearchCV(n_jobs=2)) that method is the
+    library's, unknown to a fresh interpreter, and every child dies; the default is "spawn"
+    while the bags' workers start."""
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None or method in multiprocessing.get_all_start_methods():
+        yield
+        return
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(method, force=True)
+
+
+@contextlib.contextmanager
 def _main_not_rerun(cls, plans):
     """Spawned workers start by running the parent's main script again, which fits the bags
     again in a script without an ``if __name__ == "__main__":`` guard. When the learner and
@@ -292,7 +309,7 @@ class BaggedSPN(DensityEstimator):
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
             try:
                 with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                    with _main_not_rerun(cls, plans):
+                    with _main_not_rerun(cls, plans), _stdlib_start_method():
                         futs = {pool.submit(_fit_bag, cls, p, X, rows, oob, (i, len(plans))): i
                                 for i, (p, rows) in enumerate(plans)}
                     for f in cf.as_completed(futs):
