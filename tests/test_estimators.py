@@ -70,6 +70,15 @@ def test_new_estimator_must_declare_constraints():
                 self.beta = beta
 
 
+def test_parameter_names_cannot_look_fitted():
+    with pytest.raises(TypeError, match=r"must not end in '_'.*\['beta_'\]"):
+        class Trailing(DensityEstimator):  # noqa: F841
+            _parameter_constraints = {"beta_": []}
+
+            def __init__(self, beta_: float = 1.0):
+                self.beta_ = beta_
+
+
 def _blas_threads_now() -> list[int]:
     from threadpoolctl import threadpool_info
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]

@@ -84,6 +84,10 @@ class DensityEstimator:
         if names != table:
             raise TypeError(f"{cls.__name__}._parameter_constraints must cover exactly the parameters "
                             f"of __init__: missing {sorted(names - table)}, extra {sorted(table - names)}")
+        trailing = sorted(n for n in names if n.endswith("_"))
+        if trailing:         # fit drops `*_` attributes: such a parameter would be lost
+            raise TypeError(f"{cls.__name__}: parameter names must not end in '_' (fitted attributes do): "
+                            f"{trailing}")
         if "fit" in cls.__dict__:
             cls.fit = _fresh_fit(cls.__dict__["fit"])
         if "n_threads" in names:
