@@ -162,3 +162,18 @@ def test_sample_weight_as_a_fit_parameter(est):
     assert g.best_estimator_.score(_CODES) == pytest.approx(direct)
     s = cross_val_score(est, _CODES, cv=2, params={"sample_weight": w})
     assert np.all(np.isfinite(s))
+
+
+@pytest.mark.parametrize("est, X", [(e, X) for e, _, X in SEARCHED])
+def test_clone_of_a_fitted_learner_is_unfitted_with_equal_parameters(est, X):
+    from sklearn.exceptions import NotFittedError as SkNotFitted
+    from sklearn.utils.validation import check_is_fitted
+    fitted = clone(est).fit(X)
+    check_is_fitted(fitted)
+    c = clone(fitted)
+    with pytest.raises(SkNotFitted):
+        check_is_fitted(c)
+    with pytest.raises(spnc.NotFittedError):
+        c.score(X)
+    assert repr(c) == repr(est)
+    assert np.allclose(c.fit(X).score_samples(X), fitted.score_samples(X))
