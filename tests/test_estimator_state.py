@@ -178,3 +178,11 @@ def test_sample_weights_count_rows(cls):
     a = cls(**kw).fit(CODES, sample_weight=w).score_samples(CODES)
     b = cls(**kw).fit(CODES.repeat(w, axis=0)).score_samples(CODES)
     np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_em_on_dataframe_blocks_names_an_unnamed_init():
+    df = _frame(CODES)
+    em = EM(init=_bernoulli_init(), max_iter=3).fit([df.iloc[:80], df.iloc[80:][["v3", "v1", "v0", "v2"]]])
+    assert em.spn_.var_names == ["v0", "v1", "v2", "v3"]
+    ref = EM(init=_bernoulli_init(), max_iter=3).fit(CODES)
+    np.testing.assert_allclose(em.score_samples(df[["v2", "v0", "v3", "v1"]]), ref.score_samples(CODES))

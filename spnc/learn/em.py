@@ -128,7 +128,6 @@ class EM(DensityEstimator):
     """
 
     _allow_nan = True      # missing values are marginalised out
-
     _parameter_constraints = {
         "init": [Instance(SPN, name="a compiled spnc.SPN")],
         "max_iter": [Interval(int, 1)],
@@ -293,6 +292,8 @@ class EM(DensityEstimator):
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
+        if self.spn_.var_names is None and getattr(X, "names", None) is not None:     # DataFrame blocks
+            self.spn_ = with_names(self.spn_, X.names)
         self.n_features_in_ = self.spn_.n_vars
         return self
 
