@@ -186,3 +186,11 @@ def test_em_on_dataframe_blocks_names_an_unnamed_init():
     assert em.spn_.var_names == ["v0", "v1", "v2", "v3"]
     ref = EM(init=_bernoulli_init(), max_iter=3).fit(CODES)
     np.testing.assert_allclose(em.score_samples(df[["v2", "v0", "v3", "v1"]]), ref.score_samples(CODES))
+
+
+def test_merge_refuses_streamed_rows():
+    df = _frame(CODES)
+    with pytest.raises(DataError, match="Merge routes the rows of X several times.*spnc.stream.load"):
+        Merge(init=_tree(), epsilon=0.1).fit([df.iloc[:80], df.iloc[80:]])
+    with pytest.raises(DataError, match="rows of X_valid"):
+        Merge(init=_tree(), epsilon=0.1).fit(CODES, X_valid=[CODES[:40], CODES[40:80]])

@@ -44,6 +44,7 @@ from ..errors import DataError, StructureError
 from .._kinds import SUM
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
+from ..stream import is_streamed
 from . import routing as _routing
 from ._graphedit import hash_cons
 from ._merge_round import _Round
@@ -209,6 +210,10 @@ class Merge(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         t0 = time.perf_counter()
+        for name, data in (("X", X), ("X_valid", X_valid)):
+            if is_streamed(data):
+                raise DataError(f"Merge routes the rows of {name} several times and needs them in memory: "
+                                "read them first (spnc.stream.load)")
         init = self.init
         if is_frame(X):     # columns by name into a named model; an unnamed one takes their names
             X, names = as_data(X, init.var_names)
