@@ -194,3 +194,12 @@ def test_merge_refuses_streamed_rows():
         Merge(init=_tree(), epsilon=0.1).fit([df.iloc[:80], df.iloc[80:]])
     with pytest.raises(DataError, match="rows of X_valid"):
         Merge(init=_tree(), epsilon=0.1).fit(CODES, X_valid=[CODES[:40], CODES[40:80]])
+
+
+def test_oslrau_refused_refit_keeps_no_model():
+    o = OSLRAU(batch_size=10, random_state=0).fit(_frame(REAL))
+    with pytest.raises(ParameterError, match="batch_size"):
+        o.set_params(batch_size=0).fit(_frame(REAL))
+    with pytest.raises(NotFittedError):          # neither the old model nor half of its names
+        o.score(REAL)
+    assert not hasattr(o, "feature_names_in_") and not hasattr(o, "n_features_in_")

@@ -194,6 +194,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         (arrays). Starts from the fully factorised model; with ``select``, every candidate
         takes the same pass and the best one is kept."""
         self._no_target(y)
+        self._d = None       # unfitted until the pass starts: a refused refit leaves no old model
         if isinstance(X, (str, os.PathLike)):
             src = _stream.open_source(X)
             try:
@@ -201,7 +202,6 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             finally:
                 src.close()
         self._validate_params()
-        self._d = None
         for k in ("_overrides", "selection_"):      # a new pass: an earlier select is forgotten
             self.__dict__.pop(k, None)
         X, self._names = as_data(X)
