@@ -175,6 +175,8 @@ def schema() -> dict:
 
 
 if __name__ == "__main__":
+    import argparse
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()   # --help: no write
     out = Path(__file__).resolve().parents[1] / "formats" / "spnc-model.schema.json"
     out.write_text(json.dumps(schema(), indent=1, ensure_ascii=False) + "\n")
     print(out)

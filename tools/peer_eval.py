@@ -75,6 +75,9 @@ def timed(f, repeat=3):
 
 
 def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in ("sparc", "spflow"):
+        print(__doc__.strip() + "\n\nusage: peer_eval.py {sparc,spflow} MODEL.json DATA.npy", file=sys.stderr)
+        sys.exit(0 if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help") else 2)
     lib, model_path, data_path = sys.argv[1:4]
     X = np.load(data_path)
     circuit = build(lib, load(model_path))
