@@ -119,6 +119,30 @@ def test_a_client_closed_during_a_pass_is_named(client, tmp_path):
             t.join()
 
 
+def test_a_client_closed_between_em_passes_is_named(client, monkeypatch):
+    # was: later passes silently ran on Dask's local scheduler, and data persisted on the
+    # closed cluster failed with Dask's "Missing dependency"
+    import spnc.stream as st
+    spn = MODELS["discrete"](7)
+    X = data_for("discrete", 400, seed=3)
+    passes = []
+    original = st.map_reduce
+
+    with distributed.Client(client.scheduler.address, set_as_default=True) as own:
+        def closing_after_first(*a, **k):
+            out = original(*a, **k)
+            passes.append(k.get("client"))
+            if len(passes) == 1:
+                own.close()
+            return out
+
+        monkeypatch.setattr(st, "map_reduce", closing_after_first)
+        D = da.from_array(X, chunks=(100, -1)).persist()
+        with pytest.raises(ParameterError, match="client .* the fit started on was closed between its passes"):
+            EM(init=spn, max_iter=3, tol=-np.inf).fit(D)
+    assert passes == [own]
+
+
 def test_map_reduce_takes_partials_and_callable_objects(client):
     # was: AttributeError "'functools.partial' object has no attribute '__name__'" (the task keys)
     import functools

@@ -118,8 +118,24 @@ def add_estep(a: dict | None, b: dict | None) -> dict | None:
             "node_counts": a["node_counts"] + b["node_counts"], "leaf": leaf, "kept": {}}
 
 
+def fit_client(X):
+    """The Dask client a fit over the Dask array ``X`` runs all its passes on (the current
+    one when it starts; None for other data or without one)."""
+    if not _stream.is_dask(X):
+        return None
+    from .. import dask as _dask
+    return _dask.current_client()
+
+
 def estep(em, spn, src, w, hard: bool, stats: bool) -> dict:
-    """The E-step statistics of ``spn`` over all blocks of ``src``."""
+    """The E-step statistics of ``spn`` over all blocks of ``src`` (a Dask array: on the
+    client the fit started on, which must stay open)."""
+    client = getattr(em, "_client", None)
+    if client is not None and getattr(client, "status", None) in ("closing", "closed"):
+        # else Dask falls back to its local scheduler, or fails on data persisted there
+        raise ParameterError("client", f"the Dask client {client!r} the fit started on was closed between "
+                                       "its passes; keep it open until fit returns")
     light = copy.copy(em)
     light.init = None          # the starting model stays on the client
-    return _stream.map_reduce(_estep_block, src, (light, spn, w, hard, stats), add_estep)
+    light._client = None       # the client object stays here too
+    return _stream.map_reduce(_estep_block, src, (light, spn, w, hard, stats), add_estep, client=client)

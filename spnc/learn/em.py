@@ -176,7 +176,11 @@ class EM(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         with _em_blocks.opened(X, self.init) as X:      # a file opened here is closed, even on errors
-            return self._fit(X, X_valid, sample_weight)
+            self._client = _em_blocks.fit_client(X)     # every pass on it (None: in process)
+            try:
+                return self._fit(X, X_valid, sample_weight)
+            finally:
+                del self._client
 
     def _fit(self, X, X_valid, sample_weight) -> "EM":
         model = self.init
