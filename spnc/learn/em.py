@@ -29,6 +29,7 @@ from .. import stream as _stream
 from .._kinds import SUM
 from ..chowliu import MAX_WEIGHT_SUM
 from . import _em_blocks
+from ._em_mstep import _copy_private, _mix, constrained_weights  # noqa: F401  (tests reach them here)
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
 from .._sweep import check_posterior_range, row_number
@@ -47,36 +48,6 @@ _EQ12_RTOL = 1e-9
 def _stats_for(table: _lb.LeafType, alpha: float, min_std: float, n_threads: int = 1):
     """The table's streaming EM statistics (:meth:`LeafType.em_stats`), or None."""
     return table.em_stats(float(alpha), float(min_std), int(n_threads))
-
-
-# ====================================================================== sum weights
-def constrained_weights(counts: np.ndarray, seg: np.ndarray, n_seg: int, floor: float) -> np.ndarray:
-    """Maximise sum_i c_i log w_i per segment under sum w = 1 and w_i >= floor.
-
-    The solution is w_i = max(floor, c_i / lambda) (KKT); found by clamping the entries that
-    fall below the floor until none does (at most the segment length rounds, usually one).
-    Segments with no counts are returned as NaN (the caller keeps the old weights)."""
-    top = np.zeros(n_seg)     # per segment the maximiser ignores the scale: subnormal counts
-    np.maximum.at(top, seg, counts)          # would overflow 1 / total
-    counts = np.divide(counts, top[seg], out=np.zeros(len(counts)), where=top[seg] > 0)
-    deg = np.bincount(seg, minlength=n_seg).astype(np.float64)
-    f = np.minimum(floor, 1.0 / np.maximum(deg, 1.0))[seg]
-    tot = np.bincount(seg, counts, minlength=n_seg)
-    clamp = np.zeros(len(counts), dtype=bool)
-    while True:
-        free_c = np.where(clamp, 0.0, counts)
-        free_tot = np.bincount(seg, free_c, minlength=n_seg)
-        n_cl = np.bincount(seg, clamp, minlength=n_seg)
-        mass = 1.0 - n_cl * np.minimum(floor, 1.0 / np.maximum(deg, 1.0))
-        scale = np.divide(mass, free_tot, out=np.zeros(n_seg), where=free_tot > 0)
-        w = np.where(clamp, f, free_c * scale[seg])
-        new = ~clamp & (w < f)
-        if not new.any():
-            break
-        clamp |= new
-    tw = np.bincount(seg, w, minlength=n_seg)
-    w = np.divide(w, tw[seg], out=np.full(len(w), np.nan), where=(tot > 0)[seg] & (tw > 0)[seg])
-    return w
 
 
 # ====================================================================== the estimator
@@ -441,25 +412,3 @@ class EM(DensityEstimator):
         return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, spn.weight, tables, spn.cardinality,
                                var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
                                root_weights=spn.root_weights, combine=spn.combine, stats=stats, learner=learner)
-
-
-# ====================================================================== helpers
-def _mix(run: dict | None, est: dict, eta: float, scale: float) -> dict:
-    """Stepwise EM: running statistics <- (1 - eta) running + eta * scale * batch."""
-    def comb(a, b):
-        return b * scale if a is None else (1.0 - eta) * a + eta * scale * b
-    out = {"objective": est["objective"],
-           "edge_counts": comb(None if run is None else run["edge_counts"], est["edge_counts"]),
-           "node_counts": comb(None if run is None else run["node_counts"], est["node_counts"]),
-           "leaf": {}, "kept": est["kept"]}
-    for k, s in est["leaf"].items():
-        prev = None if run is None else run["leaf"].get(k)
-        out["leaf"][k] = {a: (v if a == "center" else comb(None if prev is None else prev[a], v))
-                          for a, v in s.items()}
-    return out
-
-
-def _copy_private(src: _lb.LeafType, dst: _lb.LeafType) -> None:
-    # cltree tables keep variable cardinalities outside their arrays
-    if hasattr(src, "_card") and getattr(src, "_card", None) is not None:
-        dst._card = np.array(src._card, copy=True)
