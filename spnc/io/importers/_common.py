@@ -257,8 +257,7 @@ class Builder:
         raise self.err(key, f"unknown leaf kind {kind!r}")  # pragma: no cover
 
     def build(self, root: Hashable, var_names: list[str] | None = None, declared: Any = None) -> SPN:
-        """The SPN rooted at ``root``; ``declared``: the variables as spnc wrote them
-        (:func:`._variables.settle` says what happens without it)."""
+        """The SPN rooted at ``root``; ``declared``: spnc's variables (:func:`._variables.settle`)."""
         from ._variables import settle
         order = self._order(root)
         index = {k: i for i, k in enumerate(order)}
