@@ -67,11 +67,8 @@ cdef inline Tree _tree(const int64_t[::1] var_ptr, const int32_t[::1] order,
     return t
 
 
-cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode,
-                            bint *lost) noexcept nogil:
-    """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf.
-    Sets ``lost`` where underflow may have taken the result's digits: products below
-    DBL_MIN are off by at most 2^-1075 each, which only a result below TINY_MESSAGE feels."""
+cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, int mode) noexcept nogil:
+    """One CPT row against a child's message: sum (marginals) or max (MPE) of row * lf."""
     cdef double s = 0.0, v
     cdef Py_ssize_t x
     if mode == MARGINAL:
@@ -81,13 +78,6 @@ cdef inline double _message(const double *row, const double *lf, Py_ssize_t k, i
         for x in range(k):  # a select, not a branch: which entry wins is data, not pattern
             v = row[x] * lf[x]
             s = v if v > s else s
-    if s < TINY_MESSAGE:
-        if s > 0.0:
-            lost[0] = True
-        else:                # a true zero, or products that underflowed to it
-            for x in range(k):
-                if row[x] > 0.0 and lf[x] > 0.0:
-                    lost[0] = True
     return s
 
 
@@ -138,13 +128,27 @@ cdef double _upward_log(const Tree *t, Py_ssize_t i, int mode, double *lam, cons
     return total + root_val
 
 
+cdef void _careful(const Tree *t, Py_ssize_t L, uint8_t *out) noexcept nogil:
+    """``out[i]``: leaf i has a CPT entry below TINY_MESSAGE (or 0), the only leaves whose
+    results underflow can touch: elsewhere a message is at least the entry of its child's
+    likeliest state, and a parent entry that underflows is below 1e-208 of its largest."""
+    cdef Py_ssize_t i, q, j, n
+    for i in range(L):
+        out[i] = 0
+        for q in range(t.var_ptr[i], t.var_ptr[i + 1]):
+            n = t.card[q] * (1 if t.fpar[q] < 0 else t.card[t.fpar[q]])
+            for j in range(n):
+                if t.cpt[t.coff[q] + j] < TINY_MESSAGE:
+                    out[i] = 1
+
+
 cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssize_t r,
-                    int mode, double *lam, int32_t *val, bint *in_log) noexcept nogil:
+                    int mode, double *lam, int32_t *val, bint careful, bint *in_log) noexcept nogil:
     """Upward pass for leaf i on row r. Fills the normalised message vectors ``lam`` (max 1)
     and ``val`` (observed code or -1); returns log p (mode 0) or log max p (mode 1). Where a
-    linear message loses digits to underflow (tiny CPT entries against tiny messages), the
-    pass is redone in the log domain (_upward_log) and ``in_log`` is set: ``lam`` then holds
-    log messages (max 0)."""
+    linear message loses digits to underflow (tiny CPT entries against tiny messages; only
+    ``careful`` leaves, see _careful), the pass is redone in the log domain (_upward_log) and
+    ``in_log`` is set: ``lam`` then holds log messages (max 0)."""
     cdef Py_ssize_t f0 = t.var_ptr[i], f1 = t.var_ptr[i + 1], q, f, a, x, k, kp, p
     cdef double v, m, s, msg, old, logscale = 0.0, scale = 1.0, root_val = 0.0
     cdef double *lf
@@ -197,18 +201,26 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
                 scale = 1.0
         p = t.fpar[f]
         if p < 0:
-            root_val = _message(t.cpt + t.coff[f], lf, k, mode, &lost)
+            root_val = _message(t.cpt + t.coff[f], lf, k, mode)
+            if careful:
+                lost = lost | (root_val < TINY_MESSAGE)
         else:
             kp = t.card[p]
             m = 0.0
-            for a in range(kp):
-                msg = _message(t.cpt + t.coff[f] + a * k, lf, k, mode, &lost)
-                old = lam[t.loff[p] + a]
-                v = old * msg
-                lost = lost | ((v < DBL_MIN) & (old > 0.0) & (msg > 0.0))
-                lam[t.loff[p] + a] = v
-                if v > m:
-                    m = v
+            if careful:
+                for a in range(kp):
+                    msg = _message(t.cpt + t.coff[f] + a * k, lf, k, mode)
+                    old = lam[t.loff[p] + a]
+                    v = old * msg
+                    # flags, not branches; a parent state ruled out by observation (old 0) loses nothing
+                    lost = lost | ((msg < TINY_MESSAGE) & (old > 0.0)) | ((v < DBL_MIN) & (v < old))
+                    lam[t.loff[p] + a] = v
+                    m = v if v > m else m
+            else:
+                for a in range(kp):
+                    lam[t.loff[p] + a] *= _message(t.cpt + t.coff[f] + a * k, lf, k, mode)
+                    if lam[t.loff[p] + a] > m:
+                        m = lam[t.loff[p] + a]
             # a parent multiplies the messages of all its children before it is normalised:
             # rescale it on the way, or many small messages underflow to a false zero
             if 0.0 < m < 1e-100:
@@ -225,8 +237,8 @@ cdef double _upward(const Tree *t, Py_ssize_t i, const double[:, ::1] XT, Py_ssi
 
 cdef inline double _score(const double *row, const double *logrow, const double *lf, Py_ssize_t x,
                          bint in_log, double shift) noexcept nogil:
-    """The unnormalised weight of state x in a fill: row[x] * lf[x], from the log messages
-    (relative to exp(shift)) where _upward fell back to them, row[x] alone without messages."""
+    """State x's unnormalised weight in a fill: row[x] * lf[x], from log messages (relative
+    to exp(shift)) where _upward fell back to them, row[x] alone without messages."""
     if lf == NULL:
         return row[x]
     if in_log:
@@ -294,6 +306,7 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
     cdef bint complete_pass = want_out and not want_fill
     cdef Py_ssize_t n_used = used.shape[0], blk
     cdef uint8_t[::1] todo
+    cdef uint8_t[::1] careful
     cdef int32_t *codes
     cdef double *bacc
     if L == 0 or m == 0:
@@ -312,6 +325,8 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
             free(codes)
         if not np.any(todo):
             return
+    careful = np.empty(L, dtype=np.uint8)
+    _careful(&t, L, &careful[0])
     with nogil, parallel(num_threads=n_threads):
         lam = <double *> malloc(sizeof(double) * scratch + sizeof(int32_t) * scratch)
         val = <int32_t *> (lam + scratch)
@@ -324,7 +339,7 @@ def tree_pass(const int64_t[::1] var_ptr, const int32_t[::1] order,
                 f0 = var_ptr[i]
                 # the all-observed shortcut leaves lam unset, but then nothing is missing
                 in_log = False   # assigned here, so each thread has its own
-                lp = _upward(&t, i, XT, r, mode, lam, val, &in_log)
+                lp = _upward(&t, i, XT, r, mode, lam, val, careful[i], &in_log)
                 if want_out:
                     out[slot[i], r] = lp
                 if not want_fill or not active[slot[i], r]:
