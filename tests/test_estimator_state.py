@@ -203,3 +203,20 @@ def test_oslrau_refused_refit_keeps_no_model():
     with pytest.raises(NotFittedError):          # neither the old model nor half of its names
         o.score(REAL)
     assert not hasattr(o, "feature_names_in_") and not hasattr(o, "n_features_in_")
+
+
+def test_subclass_fit_calling_super_keeps_what_it_set_before():
+    # only the outermost fit forgets `*_` attributes: a subclass's own, set before
+    # super().fit, survive; a refit still forgets them
+    class Tagged(LearnSPN):
+        def fit(self, X, y=None, X_valid=None):
+            self.tag_ = int(getattr(self, "tag_", 0)) + 1
+            return super().fit(X, X_valid=X_valid)
+
+    est = Tagged(min_instances=40, random_state=0).fit(CODES)
+    assert est.tag_ == 1 and hasattr(est, "spn_")
+    assert est.fit(CODES).tag_ == 1
+    # a class defined in a function goes to Dask workers pickled by value, wrapped fit included
+    cloudpickle = pytest.importorskip("cloudpickle")
+    again = cloudpickle.loads(cloudpickle.dumps(Tagged))(min_instances=40, random_state=0).fit(CODES)
+    assert again.tag_ == 1 and again.score(CODES) == est.score(CODES)

@@ -2,6 +2,7 @@
 delegate to the learned model ``spn_``."""
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from typing import Any
@@ -52,16 +53,43 @@ def refuse_unscored(ll: np.ndarray, what: str, remedy: str) -> None:
     raise DataError(f"X_valid {where} probability zero under {what}, so validation cannot choose; {remedy}")
 
 
+#: ids of the estimators whose ``fit`` is running in this context (see :func:`_fresh_fit`)
+_FITTING: contextvars.ContextVar = contextvars.ContextVar("spnc_fitting", default=frozenset())
+
+
+def _enter_fit(est) -> contextvars.Token | None:
+    """Mark ``est`` as in ``fit``; None when it already was (a nested fit)."""
+    running = _FITTING.get()
+    return None if id(est) in running else _FITTING.set(running | {id(est)})
+
+
+def _forget_fitted(est) -> None:
+    for k in [k for k in vars(est) if k.endswith("_") and not k.startswith("__")]:
+        del est.__dict__[k]
+
+
+def _leave_fit(token: contextvars.Token) -> None:
+    _FITTING.reset(token)
+
+
 def _fresh_fit(fit):
     """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
     so that a refit, even one that fails, leaves nothing stale (such as a choice made for
     "auto" parameters), and records a DataFrame's column names as ``feature_names_in_``
-    (scikit-learn's convention)."""
+    (scikit-learn's convention). Only the outermost ``fit`` of an estimator forgets: a
+    subclass's ``fit`` calling ``super().fit`` keeps what it set before the call. (The
+    wrapper refers to module functions only: a class defined in a function is pickled by
+    value, wrapper included, to Dask workers.)"""
     @functools.wraps(fit)
     def fresh(self, *args, **kwargs):
-        for k in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
-            del self.__dict__[k]
-        out = fit(self, *args, **kwargs)
+        token = _enter_fit(self)
+        if token is None:               # a nested fit of the same estimator
+            return fit(self, *args, **kwargs)
+        try:
+            _forget_fitted(self)
+            out = fit(self, *args, **kwargs)
+        finally:
+            _leave_fit(token)
         X = args[0] if args else kwargs.get("X")
         if is_frame(X):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
