@@ -292,3 +292,18 @@ def test_em_sum_weights_learn_from_subnormal_sample_weights(variant):
     with np.errstate(over="raise", invalid="raise"):
         tiny = em.fit(X, sample_weight=np.full(len(X), 1e-320)).spn_
     np.testing.assert_allclose(tiny.log_likelihood(X), ref.log_likelihood(X), rtol=1e-3)
+
+
+def test_em_remedy_names_alpha_as_the_console_option():
+    """Inside a console tool (options_named) the remedy names --alpha, as typed."""
+    from spnc.learn._params import options_named
+    init = spnc.compile(spnc.Sum([spnc.Product([spnc.Categorical(v, [.5, .5, 0.0]) for v in range(3)]),
+                                  spnc.Product([spnc.Categorical(v, [.2, .8, 0.0]) for v in range(3)])], [.5, .5]))
+    valid = _B[:10, :3].astype(float)
+    valid[4, 0] = 2
+    with options_named({"alpha": "--alpha"}), pytest.raises(spnc.DataError, match=r"\(--alpha > 0\)$"):
+        EM(init=init, max_iter=5).fit(_B[:, :3], X_valid=valid)
+    X = _B[:, :3].astype(float)
+    X[7, 0] = 2
+    with options_named({"alpha": "--alpha"}), pytest.raises(spnc.DataError, match=r"set --alpha > 0\)$"):
+        EM(init=init, max_iter=2, variant="online", batch_size=4).fit(X)

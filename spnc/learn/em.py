@@ -38,7 +38,7 @@ from ..data import as_data, is_frame, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
-from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, pname
 from .base import DensityEstimator, check_observed, refuse_unscored
 
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
@@ -263,7 +263,8 @@ class EM(DensityEstimator):
                     counts = final["node_counts"]
         if Xv is not None and best_v == -np.inf:     # else the start would come back untrained
             refuse_unscored(spn.log_likelihood(Xv, n_threads=self.n_threads), "the starting model and every "
-                            "EM pass", "drop such rows, or give the leaves mass on every state (alpha > 0)")
+                            "EM pass", f"drop such rows, or give the leaves mass on every state "
+                                       f"({pname('alpha')} > 0)")
         self.n_iter_ = it
         self.history_ = {"train": np.asarray(hist_t), "valid": np.asarray(hist_v)}
         self.spn_ = self._finish(best, counts)
@@ -314,7 +315,8 @@ class EM(DensityEstimator):
             if np.any(ll == -np.inf):
                 r = row_number(at, int(np.flatnonzero(ll == -np.inf)[0]))
                 hint = "" if self.variant != "online" or self.alpha else \
-                    " (online EM's first mini-batches give states they have not seen probability 0: set alpha > 0)"
+                    (" (online EM's first mini-batches give states they have not seen probability 0: set "
+                     f"{pname('alpha')} > 0)")
                 raise DataError(f"row {r} has probability zero under the model; EM cannot use it{hint}")
             check_posterior_range(ll, at)
             # not np.dot: above ~10^4 rows numpy's BLAS wakes its own threads for a dot
