@@ -219,8 +219,11 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):
-        f = getattr(X, "file", None)     # an h5py dataset of a file opened read-only: guard it
-        guard = FileGuard(f.filename) if getattr(f, "mode", None) == "r" and os.path.isfile(f.filename) else None
+        # an h5py dataset of a file opened read-only: guard it, unless opened to be read while
+        # another process appends (SWMR): its rows up to the shape taken here do not change
+        f = getattr(X, "file", None)
+        guard = FileGuard(f.filename) if getattr(f, "mode", None) == "r" and not getattr(f, "swmr_mode", False) \
+            and os.path.isfile(f.filename) else None
         return ArraySource(X, block_rows, name, guard=guard)
     if callable(X) or isinstance(X, Iterable):
         return IterableSource(X, name, var_names)

@@ -218,3 +218,34 @@ def test_no_rows_give_one_column_per_root_of_an_independent_model(tmp_path):
     assert np.load(tmp_path / "ll.npy").shape == (0, 2)
     with h5py.File(tmp_path / "ll.h5") as f:
         assert f["log_likelihood"].shape == (0, 2)
+
+
+def test_a_swmr_reader_reads_its_rows_while_a_writer_appends(tmp_path):
+    # a file opened with swmr=True is meant to be read while another process appends to it:
+    # the rows up to the shape taken when reading starts stay as they are (was: refused as
+    # "changed while being read" once the writer flushed)
+    import subprocess
+    import sys
+    path = tmp_path / "s.h5"
+    X = np.arange(600.0).reshape(200, 3)
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("X", data=X, maxshape=(None, 3), chunks=(50, 3))
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, h5py\n"
+        f"f = h5py.File({str(path)!r}, 'a', libver='latest'); f.swmr_mode = True; d = f['X']\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "d.resize((250, 3)); d[200:] = -1.0; d.flush(); f.flush()\n"
+        "print('appended', flush=True); sys.stdin.readline(); f.close()\n")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        with h5py.File(path, "r", libver="latest", swmr=True) as f:
+            blocks = stream.open_source(f["X"], block_rows=50).blocks()
+            got = [next(blocks)[1]]
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline().strip() == "appended"
+            got += [b for _, b in blocks]
+    finally:
+        writer.communicate("done\n", timeout=60)
+    assert np.array_equal(np.concatenate(got), X)
