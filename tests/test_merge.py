@@ -387,3 +387,22 @@ def test_single_root_keeps_variable_types_and_the_learner_record():
     np.testing.assert_allclose(one.log_likelihood(X), mix.log_likelihood(X), atol=1e-12)
     back = as_mixture(one)
     assert back.combine == "mixture" and back.var_type.tolist() == [1, 2] and back.learner == mix.learner
+
+
+def test_a_model_with_a_variable_in_no_leaf_is_merged_and_bagged_without_a_warning():
+    # compile warns of variables in no leaf when its caller counts them (n_vars): single_root
+    # and BaggedSPN's ensemble passed the model's own n_vars, so merging or bagging such a
+    # model (imported, or composed) warned "compile: 1 of the 3 variables ..." of the user's
+    # model, from inside the library
+    import warnings
+    from spnc.learn import EM
+    m = spnc.compile([Product([spnc.Bernoulli(0, .3), spnc.Bernoulli(2, .4)]),
+                      Product([spnc.Bernoulli(0, .7), spnc.Bernoulli(2, .5)])], root_weights=[.5, .5],
+                     cardinality=[2, 2, 2])
+    X = (np.random.default_rng(0).random((200, 3)) < 0.5).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        merged = Merge(init=m, epsilon=0.05).fit(X).spn_
+        bagged = BaggedSPN(EM(init=m, max_iter=2), n_bags=2, random_state=0).fit(X).spn_
+    for out in (merged, bagged):
+        assert out.n_vars == 3 and list(out.cardinality) == [2, 2, 2]

@@ -338,7 +338,8 @@ class BaggedSPN(DensityEstimator):
         first = models[0]
         card = np.max(np.stack([m.cardinality for m in models]), axis=0)
         roots = [_one_root(m) for m in models]
-        ens = _compile(Sum(roots, w) if len(roots) > 1 else roots[0], n_vars=first.n_vars, cardinality=card,
+        # variables by cardinality, not n_vars: no warning of the bags' own variables in no leaf
+        ens = _compile(Sum(roots, w) if len(roots) > 1 else roots[0], cardinality=card,
                        var_names=names if names is not None else first.var_names)
         self.bag_params_ = [{k: v for k, v in p.items() if k in (self.param_distributions or {})} for p, _ in plans]
         self.bag_weights_ = w

@@ -74,7 +74,9 @@ def single_root(spn: SPN) -> SPN:
     if spn.combine == "independent":
         raise StructureError("merging needs a single-root or mixture model, not combine='independent'")
     roots = spn.to_nodes()
-    out = _compile(Sum(roots, spn.root_weights), n_vars=spn.n_vars, cardinality=spn.cardinality,
+    # the variables by their cardinality, not n_vars: compile warns of variables in no leaf
+    # only when the caller counts them, and these are the model's own
+    out = _compile(Sum(roots, spn.root_weights), cardinality=spn.cardinality,
                    var_type=spn.var_type, var_names=spn.var_names)
     out.learner = dict(spn.learner)
     return out
