@@ -447,3 +447,18 @@ def test_auto_data_type_says_it_read_whole_floats_as_codes(scale):
                                         r"give data_type='continuous' for real values\)$"):
         LearnSPN().fit(X)
     LearnSPN(data_type="continuous", splitter="correlation").fit(X)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_auto_data_type_hint_only_where_reals_could_be_read(bad):
+    # NaN and inf are refused by real-valued training too, and a cardinality applies to
+    # discrete data only: data_type='continuous' would not help, so no hint to give it
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0], [1.0, 1.0]])
+    X[2, 1] = bad
+    with pytest.raises(DataError, match=r"X\[2, 1\] = .*(missing|infinite)") as e:
+        LearnSPN().fit(X)
+    assert "data_type" not in str(e.value)
+    X[2, 1] = 3.0
+    with pytest.raises(DataError, match=r"is not a state 0\.\.1") as e:
+        LearnSPN(cardinality=[3, 2]).fit(X)
+    assert "data_type" not in str(e.value)

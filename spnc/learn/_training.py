@@ -40,7 +40,10 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
         try:
             codes, card, _ = check_codes(A, cardinality, row0=row0)
         except DataError as e:
-            if data_type != "auto" or not np.issubdtype(A.dtype, np.floating):
+            # the hint only where reading X as reals could take it: not for NaN or inf (real
+            # training data must be finite too), nor with a cardinality (discrete only)
+            if data_type != "auto" or not np.issubdtype(A.dtype, np.floating) or cardinality is not None \
+                    or not np.isfinite(A).all():
                 raise
             # e.g. reals of magnitude above 2**53, all of them integers as floats
             raise DataError(f"{e} ({setting('data_type', 'auto')} read X as discrete codes, every value being a "
