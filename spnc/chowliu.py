@@ -69,6 +69,18 @@ def resolve_threads(n_threads: int | None, work: float) -> int:
     return effective_n_threads(None if n_threads is None else int(n_threads), int(work))
 
 
+def check_cardinality(cardinality, d: int | None = None, name: str = "X") -> np.ndarray:
+    """``cardinality`` as int64, one integer >= 2 per column of ``name`` (``d`` of them;
+    any number when None), else a :class:`DataError` (the in-memory and streamed checks)."""
+    card = np.asarray(cardinality)
+    if card.ndim != 1 or (d is not None and card.shape != (d,)) or not np.issubdtype(card.dtype, np.integer) \
+            or np.any(card < 2):
+        count = "" if d is None else f"{d} "
+        raise DataError(f"cardinality must be {count}integers >= 2 (one per column of {name}; a discrete "
+                        f"variable has at least 2 states), got {cardinality!r}")
+    return card.astype(np.int64)
+
+
 def check_codes(X, cardinality=None, name: str = "X",
                 row0=0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Validate a matrix of discrete codes; return ``(codes, cardinality, bits)``.
@@ -86,11 +98,7 @@ def check_codes(X, cardinality=None, name: str = "X",
         raise DataError(f"{name} must have at least one row and one column, got shape {A.shape}")
     d = A.shape[1]
     if cardinality is not None:
-        card = np.asarray(cardinality)
-        if card.shape != (d,) or not np.issubdtype(card.dtype, np.integer) or np.any(card < 2):
-            raise DataError(f"cardinality must be {d} integers >= 2 (one per column of {name}; a discrete "
-                            f"variable has at least 2 states), got {cardinality!r}")
-        card = card.astype(np.int64)
+        card = check_cardinality(cardinality, d, name)
     if A.dtype == np.uint8 or A.dtype == np.bool_:
         codes = np.ascontiguousarray(A).view(np.uint8)
         bits, colmax = _K.pack_bits(codes)

@@ -113,14 +113,6 @@ def _onehot_tables(C: np.ndarray, off: np.ndarray, card: np.ndarray, parents: np
     return out
 
 
-def _check_card(cardinality) -> np.ndarray:
-    card = np.asarray(cardinality)
-    if card.ndim != 1 or not np.issubdtype(card.dtype, np.integer) or np.any(card < 2):
-        raise DataError(f"cardinality must be integers >= 2 (one per column; a discrete variable has at "
-                        f"least 2 states), got {cardinality!r}")
-    return card.astype(np.int64)
-
-
 def _check_rows(n: int, raw: int, w: np.ndarray | None) -> None:
     if w is not None and raw != len(w):
         raise DataError(f"sample_weight has {len(w)} entries, the data has {raw} rows")
@@ -143,7 +135,7 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
         if w.ndim != 1:
             raise DataError(f"sample_weight must be 1-D (one weight per row), got shape {w.shape}")
         w = _cl.check_weights(w, len(w))
-    card = None if cardinality is None else _check_card(cardinality)
+    card = None if cardinality is None else _cl.check_cardinality(cardinality)
     wp = None if w is None else w[w > 0]
     const = w is None or wp.min() == wp.max()
     scale = 1.0 if w is None else float(wp[0])
@@ -215,7 +207,7 @@ def pairwise_gtest(X, cardinality=None, *, n_threads: int | None = None, client=
             if not _stream.is_dask(src) and not src.reiterable:
                 raise DataError("pairwise_gtest needs two passes without cardinality, but X is a one-shot iterator")
         else:
-            card = _check_card(cardinality)
+            card = _cl.check_cardinality(cardinality)
         off = np.zeros(len(card) + 1, dtype=np.int64)
         np.cumsum(card, out=off[1:])
         if off[-1] > MAX_INDICATORS:

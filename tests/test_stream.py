@@ -300,3 +300,17 @@ def test_a_replaced_output_keeps_its_permissions(tmp_path):
         out.chmod(0o600)
         stream.log_likelihood_to_file(spn, X, str(out))
         assert out.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("card", [[1, 2, 2, 2], [2.5] * 4, [[2, 2], [2, 2]]])
+def test_cardinality_checked_alike_in_memory_and_streamed(card):
+    # one check (spnc.chowliu.check_cardinality) for fit_chow_liu, the streamed Chow-Liu fit
+    # and pairwise_gtest: was two copies with two wordings
+    from spnc.chowliu_blocks import fit_chow_liu_blocks, pairwise_gtest
+    X = np.random.default_rng(0).integers(0, 2, (50, 4))
+    pattern = (r"^cardinality must be (4 )?integers >= 2 \(one per column of X; a discrete variable has "
+               r"at least 2 states\), got ")
+    for fit in (lambda: fit_chow_liu(X, card), lambda: fit_chow_liu_blocks([X], card),
+                lambda: pairwise_gtest([X], card)):
+        with pytest.raises(DataError, match=pattern):
+            fit()
