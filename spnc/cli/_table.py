@@ -296,7 +296,8 @@ def _read_parquet(path: str) -> Table:
     except Exception as e:  # noqa: BLE001 - the engines raise many types on bad files
         raise DataError(f"{path}: cannot read Parquet: {str(e).splitlines()[0] if str(e) else e}") from None
     from ..data import as_data
-    X, names = as_data(df, name=path, dtype=np.float64)
+    # names as read, as from a CSV header: a tool that stores them checks them then
+    X, names = as_data(df, name=path, dtype=np.float64, model_names=False)
     return Table(X, names, path)
 
 
