@@ -5,7 +5,9 @@ Expected counts are sums over rows: each block runs the in-memory E-step
 fixed tree over the chunks on Dask); the M-step then works from the totals as usual. The
 parameters equal the in-memory ones to the order of floating-point additions. Leaf types
 without streaming statistics (``em_stats`` returning None) need all rows at once and are
-refused; the online variant draws rows at random and needs the data in memory.
+refused. The online variant streams only with one batch of all rows per pass
+(``batch_size`` at least the number of rows, the running average of Prometheus); smaller
+batches are drawn at random and need the data in memory.
 """
 from __future__ import annotations
 
