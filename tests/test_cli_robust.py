@@ -206,3 +206,22 @@ def test_killed_tools_leave_files_intact(tmp_path, sig):
         for n in temps:          # SIGKILL cannot be caught: a stale temp is recognisable
             (tmp_path / n).unlink()
     spnc.load(model)
+
+
+def test_reader_line_endings_quotes_and_blocks(tmp_path, monkeypatch):
+    from spnc.cli import _table
+    (tmp_path / "cr.csv").write_bytes(b'a,b\r1,0\r"0",1\r')
+    t = _table.read_table(str(tmp_path / "cr.csv"))
+    assert t.names == ["a", "b"] and t.X.tolist() == [[1, 0], [0, 1]] and t.lines.tolist() == [2, 3]
+    (tmp_path / "sp.txt").write_bytes(b"# note\r\n1  0\r\n\r\n0\t1\r\n")
+    t = _table.read_table(str(tmp_path / "sp.txt"), delimiter="space")
+    assert t.names is None and t.X.tolist() == [[1, 0], [0, 1]] and t.lines.tolist() == [2, 4]
+    monkeypatch.setattr(_table, "_BLOCK_CELLS", 4)          # several blocks; error in a later one
+    rows = "\n".join(f"{i % 2},{(i + 1) % 2}" for i in range(9)) + "\n1,oops\n"
+    (tmp_path / "b.csv").write_text("a,b\n" + rows)
+    with pytest.raises(spnc.DataError, match=r"b\.csv: line 11, column 2 \('b'\): 'oops' is not a number "
+                                             r"\(use NaN"):
+        _table.read_table(str(tmp_path / "b.csv"))
+    (tmp_path / "b.csv").write_text("a,b\n" + rows.replace("oops", "1"))
+    t = _table.read_table(str(tmp_path / "b.csv"))
+    assert t.X.shape == (10, 2) and t.lines.tolist() == list(range(2, 12))

@@ -427,25 +427,6 @@ def test_parquet_column_names_read_as_from_csv(tmp_path, capsys):
         assert out == pytest.approx(float(np.mean(np.log([0.7 * 0.4, 0.3 * 0.6]))), abs=1e-12)
 
 
-def test_reader_line_endings_quotes_and_blocks(tmp_path, monkeypatch):
-    from spnc.cli import _table
-    (tmp_path / "cr.csv").write_bytes(b'a,b\r1,0\r"0",1\r')
-    t = _table.read_table(str(tmp_path / "cr.csv"))
-    assert t.names == ["a", "b"] and t.X.tolist() == [[1, 0], [0, 1]] and t.lines.tolist() == [2, 3]
-    (tmp_path / "sp.txt").write_bytes(b"# note\r\n1  0\r\n\r\n0\t1\r\n")
-    t = _table.read_table(str(tmp_path / "sp.txt"), delimiter="space")
-    assert t.names is None and t.X.tolist() == [[1, 0], [0, 1]] and t.lines.tolist() == [2, 4]
-    monkeypatch.setattr(_table, "_BLOCK_CELLS", 4)          # several blocks; error in a later one
-    rows = "\n".join(f"{i % 2},{(i + 1) % 2}" for i in range(9)) + "\n1,oops\n"
-    (tmp_path / "b.csv").write_text("a,b\n" + rows)
-    with pytest.raises(DataError, match=r"b\.csv: line 11, column 2 \('b'\): 'oops' is not a number "
-                                        r"\(use NaN"):
-        _table.read_table(str(tmp_path / "b.csv"))
-    (tmp_path / "b.csv").write_text("a,b\n" + rows.replace("oops", "1"))
-    t = _table.read_table(str(tmp_path / "b.csv"))
-    assert t.X.shape == (10, 2) and t.lines.tolist() == list(range(2, 12))
-
-
 @pytest.mark.parametrize("learner", ["LearnSPN", "ChowLiuTree", "Prometheus", "OSLRAU", "TreeSPN"])
 def test_complex_data_is_refused_not_truncated(learner):
     import spnc.learn
