@@ -4,6 +4,7 @@ EM on discrete and Gaussian leaves; and what is refused (skipped without distrib
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -24,6 +25,21 @@ from test_em import MODELS, data_for  # noqa: E402
 from test_stream import _same_fit, _tree_data  # noqa: E402
 
 UNEVEN = ((7, 600, 393, 1),)        # 1001 rows: a chunk of 7 rows first, a chunk of 1 row last
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    """A Dask call that hangs (closing clients races inside distributed) fails its test
+    after 120 s instead of stalling the whole suite."""
+    def fire(signum, frame):
+        raise TimeoutError("a Dask call was still running after 120 s")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(120)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(scope="module")
