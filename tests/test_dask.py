@@ -109,9 +109,13 @@ def test_bagging_dask_backend_needs_a_client():
 
 @pytest.fixture(scope="module")
 def client():
-    # processes: the model really is shipped to other interpreters; one thread per worker
-    with distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as c:
+    # processes: the model really is shipped to other interpreters; one thread per worker.
+    # The worker-loss tests kill every worker once; on a loaded machine the restarts can
+    # cost a task more than the default 3 tries (KilledWorker, seen once under load)
+    import dask
+    with dask.config.set({"distributed.scheduler.allowed-failures": 10}), \
+            distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     silence_logs=50) as cluster, distributed.Client(cluster) as c:
         yield c
 
 
