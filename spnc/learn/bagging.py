@@ -33,7 +33,6 @@ from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
 from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
-from ._training import prepare
 from .base import DensityEstimator, check_observed
 from .merge import Merge
 
@@ -241,7 +240,7 @@ class BaggedSPN(DensityEstimator):
         # codes only: a bag's own check names a negative or huge value, not a cardinality
         whole = not frac.any() and X.min() >= 0 and X.max() < MAX_INT
         real = bool(np.any(frac & np.isfinite(X)))   # as data_type="auto" decides
-        cards: dict[str, list[int]] = {}
+        card = np.maximum(2, X.max(axis=0).astype(np.int64) + 1).tolist() if whole else None
         plans = []
         for ss in np.random.SeedSequence(self.random_state).spawn(int(self.n_bags)):
             rng = np.random.default_rng(ss)
@@ -256,12 +255,7 @@ class BaggedSPN(DensityEstimator):
                 params["data_type"] = "continuous"     # a sample may miss every real value
             if "cardinality" in names and params.get("cardinality") is None and \
                     params.get("data_type") != "continuous" and whole:
-                # every bag gets the states of all rows, read as codes the way the learner
-                # would: a bad value is refused here, naming its row of X, not of a sample
-                dt = "auto" if params.get("data_type") == "auto" else "discrete"
-                if dt not in cards:
-                    cards[dt] = prepare(X, dt, None, type(base).__name__)[1].tolist()
-                params["cardinality"] = cards[dt]
+                params["cardinality"] = card       # every bag gets the states of all rows
             try:            # a bad draw is refused now, before any bag is fitted, and said to be one
                 type(base)(**params)._validate_params()
             except ParameterError as e:
