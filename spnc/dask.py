@@ -90,13 +90,55 @@ def _name(fn: Callable) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _tasks(fn: Callable, X, ctx: Any, client) -> list:
-    """One task ``fn(block, row0, ctx)`` per row chunk of ``X``, ``ctx`` :func:`shared`."""
+class _Failed:
+    """A chunk's spnc error, carried to the end of the pass: the first bad chunk in row
+    order is the one reported, whichever worker finished first."""
+
+    def __init__(self, row0: int, error: SpncError):
+        self.row0, self.error = row0, error
+
+
+class _Guarded:
+    """``fn(block, row0, ctx)`` returning :class:`_Failed` instead of raising spnc's errors."""
+
+    def __init__(self, fn: Callable):
+        self.func = fn
+
+    def __call__(self, block, r0: int, ctx):
+        try:
+            return self.func(block, r0, ctx)
+        except SpncError as e:
+            return _Failed(r0, e)
+
+
+class _GuardedCombine:
+    """``combine`` that passes the earlier failure on (its left operand comes first)."""
+
+    def __init__(self, fn: Callable):
+        self.func = fn
+
+    def __call__(self, a, b):
+        if isinstance(a, _Failed):
+            return a
+        return b if isinstance(b, _Failed) else self.func(a, b)
+
+
+def _raise_first(results):
+    """``results``, after raising the error of the first failed chunk in row order."""
+    bad = [r for r in results if isinstance(r, _Failed)]
+    if bad:
+        raise min(bad, key=lambda f: f.row0).error
+    return results
+
+
+def _tasks(fn: Callable, X, ctx: Any, client, guard: bool = True) -> list:
+    """One task ``fn(block, row0, ctx)`` per row chunk of ``X``, ``ctx`` :func:`shared`;
+    with ``guard`` a task's spnc error is returned as :class:`_Failed`, not raised."""
     import dask
     blocks, offs = row_chunks(X)
     ends = np.append(offs[1:], int(X.shape[0]))
     c = shared(ctx, client)
-    f = dask.delayed(fn, pure=False)
+    f = dask.delayed(_Guarded(fn) if guard else fn, pure=False)
     tok = uuid.uuid4().hex
     # keys that say what failed, should a task fail; the chunk number keeps empty chunks apart
     return [f(b, int(r0), c, dask_key_name=f"spnc-{_name(fn)}-chunk-{i}-rows-{r0}:{r1}-{tok}")
@@ -136,11 +178,11 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
     parts = _tasks(fn, X, ctx, cl)
     if not parts:
         return None
-    comb = dask.delayed(combine, pure=False)
+    comb = dask.delayed(_GuardedCombine(combine), pure=False)
     while len(parts) > 1:
         parts = [comb(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
-    return _compute(parts, cl, f"{_name(fn)} over the {len(X.chunks[0])} row chunks of X")[0]
+    return _raise_first(_compute(parts, cl, f"{_name(fn)} over the {len(X.chunks[0])} row chunks of X"))[0]
 
 
 def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:
@@ -161,9 +203,9 @@ def log_likelihood(spn, X, *, client=None, n_threads: int | None = 1, compute: b
     cl = current_client(client)
     rows = X.chunks[0]
     if not compute:     # the graph holds the model: any scheduler can compute it later
-        parts = _tasks(_ll_block, X, (spn, n_threads), None)
+        parts = _tasks(_ll_block, X, (spn, n_threads), None, guard=False)
         cols = ll_columns(spn)
         return da.concatenate([da.from_delayed(p, shape=(m,) + cols, dtype=np.float64) for p, m in zip(parts, rows)])
     parts = _tasks(_ll_block, X, (spn, n_threads), cl)
-    out = _compute(parts, cl, f"log-likelihoods of the {len(rows)} row chunks of X")
+    out = _raise_first(_compute(parts, cl, f"log-likelihoods of the {len(rows)} row chunks of X"))
     return np.concatenate(out) if out else np.zeros((0,) + ll_columns(spn))

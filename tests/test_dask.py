@@ -99,6 +99,27 @@ def test_errors_name_rows_of_the_whole_input():
             run()
 
 
+
+def test_the_first_bad_chunk_is_named_whichever_fails_first():
+    # chunk 0 arrives late (its block sleeps): its row is still the one named, every run
+    import time
+    import dask
+    from spnc.errors import DataError
+    spn = spnc.compile(random_spn(np.random.default_rng(1), [2, 2, 2], depth=2))
+    X = spn.sample(2000, seed=1)
+    X[17, 1] = -1
+    X[1500, 0] = -1
+
+    def late(a):
+        time.sleep(0.5)
+        return a
+    D = da.concatenate([da.from_delayed(dask.delayed(late)(X[:1000]), shape=(1000, 3), dtype=X.dtype),
+                        da.from_array(X[1000:], chunks=(1000, -1))])
+    for run in (lambda: sd.log_likelihood(spn, D), lambda: EM(init=spn, max_iter=1).fit(D),
+                lambda: fit_chow_liu(D)):
+        with pytest.raises(DataError, match=r"^X\[17, 1\] = -1"):
+            run()
+
 def test_bagging_dask_backend_needs_a_client():
     from spnc.errors import ParameterError
     from spnc.learn import LearnSPN
