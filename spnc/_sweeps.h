@@ -96,9 +96,50 @@ static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n
             for (j = n; j < SPNC_B; j++) xb[v * SPNC_B + j] = NAN;
 }
 
+#ifdef SPNC_X86_512
+/* spnc_unstage of a whole block whose output rows are whole cache lines (Y on a line,
+ * rs and n_vars multiples of 8): 8 x 8 tiles, each output line written at once with a
+ * streaming store. The completed rows are written, never read, and usually far larger than
+ * the cache: a plain store would first read every line in from memory. */
+__attribute__((target("avx512f")))
+static void spnc_unstage512(const double *restrict xb, double *Y, int64_t rs, int64_t n_vars)
+{
+    int64_t j, v, k;
+    __m512d a[8], t[8], u[8];
+    for (j = 0; j < SPNC_B; j += 8) {
+        for (v = 0; v < n_vars; v += 8) {
+            for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(xb + (v + k) * SPNC_B + j);
+            for (k = 0; k < 8; k += 2) {         /* pairs of variables, rows interleaved */
+                t[k] = _mm512_unpacklo_pd(a[k], a[k + 1]);
+                t[k + 1] = _mm512_unpackhi_pd(a[k], a[k + 1]);
+            }
+            for (k = 0; k < 8; k += 4) {         /* quads of variables, by 128-bit lanes */
+                u[k] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0x88);
+                u[k + 1] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0xDD);
+                u[k + 2] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0x88);
+                u[k + 3] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0xDD);
+            }
+            /* u[0..3] hold variables v..v+3 of rows (0,4), (2,6), (1,5), (3,7); u[4..7] v+4..v+7 */
+            static const int row_of[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+            for (k = 0; k < 4; k++) {
+                _mm512_stream_pd(Y + (j + row_of[k][0]) * rs + v, _mm512_shuffle_f64x2(u[k], u[k + 4], 0x88));
+                _mm512_stream_pd(Y + (j + row_of[k][1]) * rs + v, _mm512_shuffle_f64x2(u[k], u[k + 4], 0xDD));
+            }
+        }
+    }
+    _mm_sfence();       /* the streamed lines are visible before the block is reported done */
+}
+#endif
+
 /* The inverse for rows 0..n-1: Y[j * rs + v] = xb[v * SPNC_B + j] (a completed block). */
 static inline void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
 {
+#ifdef SPNC_X86_512
+    if (n == SPNC_B && (n_vars & 7) == 0 && (rs & 7) == 0 && ((uintptr_t) Y & 63) == 0 && SPNC_HAS_512()) {
+        spnc_unstage512(xb, Y, rs, n_vars);
+        return;
+    }
+#endif
     spnc_transpose(xb, SPNC_B, Y, rs, n_vars, n);
 }
 

@@ -320,7 +320,7 @@ class SPN:
         """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
         each completed row (in the same sweep when every leaf is inline); with
         ``root_value``, the forward value of the chosen root (the max-product value)."""
-        out = np.empty(X.shape)       # every entry is written back, chunk by chunk
+        out = aligned_empty(X.shape)  # every entry is written back, chunk by chunk (rows on lines)
         sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence, stage=True)
         fused = ll is not None and not sw.matrix
         ll_states = leaf_states(self, MARGINAL)[0] if fused else None

@@ -70,3 +70,31 @@ def test_mpe_and_routing_match_numpy_selection_on_sums_of_every_width(seed, miss
     R = route(spn, want, edge_counts=ec)
     assert np.array_equal(R.toarray(), act)
     np.testing.assert_array_equal(ec, want_ec)
+
+
+def _wide_model(rng: np.random.Generator, n_vars: int) -> spnc.SPN:
+    """Binary variables in pairs, four 9-edge sums per pair, and a 3-edge root over
+    products that take one sum of every pair."""
+    leaves = [[spnc.Bernoulli(v, float(p)) for p in rng.uniform(0.1, 0.9, 3)] for v in range(n_vars)]
+    sums = [[Sum([Product([a, b]) for a in leaves[v] for b in leaves[v + 1]], rng.dirichlet(np.ones(9)))
+             for _ in range(4)] for v in range(0, n_vars, 2)]
+    tops = [Product([s[int(rng.integers(4))] for s in sums]) for _ in range(3)]
+    return spnc.compile(Sum(tops, rng.dirichlet(np.ones(3))))
+
+
+@pytest.mark.parametrize("n_vars", [8, 16, 64])
+def test_completed_rows_are_written_back_in_place_for_line_sized_rows(n_vars):
+    # rows of 8k doubles go back through whole-line (streamed) stores where the CPU has them:
+    # the filled rows, observed entries included, must be the reference's, for whole and
+    # partial blocks of rows and any thread count
+    rng = np.random.default_rng(n_vars)
+    spn = _wide_model(rng, n_vars)
+    X = rng.integers(0, 2, size=(64 * 5 + 17, n_vars)).astype(float)
+    X[rng.random(X.shape) < 0.4] = np.nan
+    want, value, _, _ = _reference(spn, X)
+    for nt in (1, 2):
+        filled, mp = spn.mpe(X, n_threads=nt)
+        np.testing.assert_array_equal(filled, want)
+        np.testing.assert_allclose(mp, value, rtol=1e-13, atol=0)
+    Xs = np.asfortranarray(X)[::-1][::-1]          # a strided view: same rows, same answer
+    np.testing.assert_array_equal(spn.mpe(Xs)[0], want)
