@@ -40,17 +40,25 @@ COMPACT_ROWS = 1024
 EXACT_LOG_RANGE = 1e15
 
 
-#: the caller's row of each row a learner is fitted on, when the learner sees a resample
-#: of the caller's rows (BaggedSPN's bootstrap samples); None: the rows are the caller's
+#: {data name: the caller's row of each of its rows} while a learner sees a resample of the
+#: caller's rows (BaggedSPN's bootstrap samples and out-of-bag rows); None: they are the caller's
 _INPUT_ROWS: contextvars.ContextVar = contextvars.ContextVar("spnc_input_rows", default=None)
 
 
 @contextlib.contextmanager
-def resampled_rows(rows: np.ndarray):
-    """Within this block the training rows are ``X[rows]`` of the caller's ``X``: row
-    numbers in training-data errors (:func:`row_number`) name the caller's rows. Nests."""
+def resampled_rows(rows: np.ndarray, valid_rows: np.ndarray | None = None):
+    """Within this block the training rows are ``X[rows]`` of the caller's ``X`` (and the
+    validation rows ``X_valid``, if ``valid_rows`` is given, ``X[valid_rows]``): row numbers
+    in data errors (:func:`row_number`, :func:`cell`) name the caller's rows. Nests."""
     outer = _INPUT_ROWS.get()
-    token = _INPUT_ROWS.set(np.asarray(rows) if outer is None else outer[np.asarray(rows)])
+
+    def lift(r):
+        r = np.asarray(r)
+        return r if outer is None else outer["X"][r]
+    inner = {"X": lift(rows)}
+    if valid_rows is not None:
+        inner["X_valid"] = lift(valid_rows)
+    token = _INPUT_ROWS.set(inner)
     try:
         yield
     finally:
@@ -58,13 +66,25 @@ def resampled_rows(rows: np.ndarray):
 
 
 def row_number(row0, r: int, name: str = "X") -> int:
-    """Row ``r`` of a block as a row of the training input; ``row0`` is the input row where
+    """Row ``r`` of a block as a row of the input ``name``; ``row0`` is the input row where
     the block starts, or an array of the input row of each row of the block. Inside
-    :func:`resampled_rows`, the caller's row that a row of the training data ``X`` (not of
-    other data, by ``name``) was drawn from."""
+    :func:`resampled_rows`, the row of the caller's ``X`` that it was drawn from (for the
+    data names that block maps)."""
     i = int(row0[r]) if isinstance(row0, np.ndarray) else int(row0) + int(r)
     rows = _INPUT_ROWS.get()
-    return i if rows is None or name != "X" or not 0 <= i < len(rows) else int(rows[i])
+    rows = None if rows is None else rows.get(name)
+    return i if rows is None or not 0 <= i < len(rows) else int(rows[i])
+
+
+def cell(name: str, row0, r: int, c: int | None = None) -> str:
+    """``name[i, c]`` (or ``name row i`` without ``c``) for row ``r`` of a block, as
+    :func:`row_number` numbers it; inside :func:`resampled_rows` the data is named ``X``,
+    the caller's own."""
+    i = row_number(row0, r, name)
+    rows = _INPUT_ROWS.get()
+    if rows is not None and name in rows:
+        name = "X"
+    return f"{name}[{i}, {c}]" if c is not None else f"{name} row {i}"
 
 
 def check_posterior_range(ll: np.ndarray, row0=0) -> None:

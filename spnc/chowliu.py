@@ -21,7 +21,7 @@ from . import _budget
 from . import _counts as _K
 from . import _mi as _MI
 from . import stream as _stream
-from ._sweep import row_number
+from ._sweep import cell
 from .data import real_array
 from ._threads import effective_n_threads
 from .errors import DataError
@@ -146,7 +146,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
                 why = f"is not an integer: {codes}"
         else:
             why = f"is not a state 0..{card[c] - 1} of variable {c} (values must be integer codes)"
-        raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {v!r} {why}")
+        raise DataError(f"{cell(name, row0, r, c)} = {v!r} {why}")
 
 
 def check_weights(sample_weight, n: int) -> np.ndarray | None:

@@ -17,7 +17,7 @@ from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._buffers import aligned_empty
 from ._conditional import log_conditional
-from ._sweep import Sweep, check_posterior_range, leaf_states, row_number
+from ._sweep import Sweep, cell, check_posterior_range, leaf_states
 from .data import as_data, is_frame, real_array
 from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
@@ -189,10 +189,10 @@ class SPN:
         # a DataFrame's columns were put in the model's order: the name says which one it is
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
         if code == 1:
-            raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {A[r, c]}: infinite values are not allowed "
+            raise DataError(f"{cell(name, row0, r, c)} = {A[r, c]}: infinite values are not allowed "
                             f"(use NaN for missing), {var}")
         if code == 2:
-            raise DataError(f"{name}[{row_number(row0, r, name)}, {c}] = {float(A[r, c])!r} is not a state "
+            raise DataError(f"{cell(name, row0, r, c)} = {float(A[r, c])!r} is not a state "
                             f"0..{self.cardinality[c] - 1} of discrete {var}")
         for t in self.leaf_tables.values():     # a leaf type's own support (the hook of LeafType)
             if len(t) and type(t).check_data is not _lb.LeafType.check_data:

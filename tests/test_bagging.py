@@ -102,14 +102,29 @@ def test_bagged_spn_errors_name_the_row_of_x_not_of_the_sample(base, n_jobs):
     assert "X[37, 2]" in str(e.value) and re.search("bag [12] of 2", str(e.value))
 
 
+def test_bagged_spn_out_of_bag_errors_name_the_row_of_x():
+    """A bad value in a bag's out-of-bag validation rows is named by its row of X, not by
+    its place among the rows the sample missed."""
+    from spnc.learn import TreeSPN
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 3)).astype(float)
+    bag = BaggedSPN(TreeSPN(), n_bags=1, oob_valid=True, random_state=0)
+    missed = np.setdiff1d(np.arange(len(X)), bag._bag_plans(X)[0][1])
+    X[missed[3], 1] = np.inf
+    with pytest.raises(spnc.errors.DataError, match=rf"bag 1 of 1 \(its X_valid: .*\): X\[{missed[3]}, 1\] = inf"):
+        bag.fit(X)
+
+
 def test_resampled_rows_nest_and_leave_other_data_alone():
-    from spnc._sweep import resampled_rows, row_number
+    from spnc._sweep import cell, resampled_rows, row_number
     with resampled_rows(np.array([5, 5, 9, 12])):
         assert row_number(0, 2) == 9 and row_number(np.array([3, 0]), 0) == 12
         assert row_number(1, 1, "X_valid") == 2          # not the training rows
+        assert cell("X_valid", 1, 1, 0) == "X_valid[2, 0]" and cell("X", 0, 2) == "X row 9"
         with resampled_rows(np.array([3, 3, 1])):
             assert row_number(0, 2) == 5
     assert row_number(0, 2) == 2
+    with resampled_rows(np.array([5, 5]), np.array([1, 7])):
+        assert row_number(0, 1, "X_valid") == 7 and cell("X_valid", 0, 1, 3) == "X[7, 3]"
 
 
 @pytest.mark.parametrize("v, why", [(-1, "is negative"), (2.0**63, "too large a state")])

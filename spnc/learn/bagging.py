@@ -55,18 +55,21 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
     ``X_valid``. ``bag``: (index, number of bags), for errors."""
     t0 = time.perf_counter()
     try:
-        with resampled_rows(rows):         # errors name rows of X, not of the sample
+        missed = None
+        if oob:
+            out = np.ones(X.shape[0], dtype=bool)
+            out[rows] = False
+            missed = np.flatnonzero(out)
+        with resampled_rows(rows, missed):    # errors name rows of X, not of the sample
             if oob:
-                out = np.ones(X.shape[0], dtype=bool)
-                out[rows] = False
-                est = cls(**params).fit(X[rows], X_valid=X[out] if out.any() else None)
+                est = cls(**params).fit(X[rows], X_valid=X[missed] if missed.size else None)
             else:
                 est = cls(**params).fit(X[rows])
         spn = est.spn_
         secs = time.perf_counter() - t0
         ll = float(np.mean(spn.log_likelihood(X, n_threads=1)))
     except DataError as e:
-        oob_rows = " (X_valid: the rows of X its bootstrap sample missed, in order)" if oob else ""
+        oob_rows = " (its X_valid: the rows of X its bootstrap sample missed)" if oob else ""
         raise DataError(f"BaggedSPN, bag {bag[0] + 1} of {bag[1]}{oob_rows}: {e}") from e
     return spn, ll, secs
 
@@ -177,7 +180,8 @@ class BaggedSPN(DensityEstimator):
     random_state : seed of the samples, the draws and the bags' own seeds.
     verbose : one line per bag (on stderr, as each finishes) when > 0, with any backend.
 
-    A data error in a bag names the bag and the row of ``X`` (not of its bootstrap sample).
+    A data error in a bag names the bag and the row of ``X`` (not of its bootstrap sample
+    or of its out-of-bag rows).
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,

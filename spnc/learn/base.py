@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._sweep import cell
 from .._threads import blas_threads
 from ..data import is_frame
 from ..errors import DataError, NotFittedError, ParameterError
@@ -49,8 +50,8 @@ def refuse_unscored(ll: np.ndarray, what: str, remedy: str) -> None:
     """Raise for validation rows of probability 0 under every candidate (``ll``: the
     log-likelihoods of one of them): all scores are -inf and would choose blindly."""
     zero = np.flatnonzero(ll == -np.inf)
-    where = f"row {int(zero[0])} has" if zero.size else "rows have"
-    raise DataError(f"X_valid {where} probability zero under {what}, so validation cannot choose; {remedy}")
+    where = f"{cell('X_valid', 0, int(zero[0]))} has" if zero.size else "X_valid rows have"
+    raise DataError(f"{where} probability zero under {what}, so validation cannot choose; {remedy}")
 
 
 #: ids of the estimators whose ``fit`` is running in this context (see :func:`_fresh_fit`)
