@@ -48,7 +48,8 @@ def test_bagged_spn_weights(small):
     X, Xv = small
     base = LearnSPN(splitter="mi_components", sum_split="latent", leaves="chowliu", min_instances=20)
     pd = {"mi_threshold": [0.001, 0.01], "max_depth": [2, 3, 4]}
-    fits = {w: BaggedSPN(base, n_bags=3, param_distributions=pd, weights=w, random_state=7).fit(X, X_valid=Xv)
+    fits = {w: BaggedSPN(base, n_bags=3, param_distributions=pd, weights=w, random_state=7)
+            .fit(X, X_valid=Xv if w == "valid" else None)
             for w in ("train", "uniform", "valid")}
     assert np.allclose(fits["uniform"].bag_weights_, 1 / 3)
     # the same bags; validation weights are the maximum-likelihood mixture on X_valid
@@ -69,8 +70,9 @@ def test_bagged_spn_out_of_bag_validation(small):
     from spnc.learn import TreeSPN
     base = TreeSPN(n_trees=2, max_depth=2, min_instances=40, em_max_iter=6, patience=1)
     pd = {"em_alpha": [0.1, 1.0]}
-    bag = BaggedSPN(base, n_bags=2, param_distributions=pd, oob_valid=True, weights="uniform",
-                    random_state=3).fit(X, X_valid=Xv)
+    with pytest.warns(UserWarning, match="X_valid is not used"):
+        bag = BaggedSPN(base, n_bags=2, param_distributions=pd, oob_valid=True, weights="uniform",
+                        random_state=3).fit(X, X_valid=Xv)
     assert bag.spn_.learner["params"]["oob_valid"] is True
     bags = [spnc.compile(c, n_vars=X.shape[1]) for c in bag.ensemble_.to_nodes().children]
     for (params, rows), got in zip(bag._bag_plans(X), bags):

@@ -153,9 +153,9 @@ def test_learners_check_weights_candidates_and_validation_rows(files):
         BaggedSPN(LearnSPN(min_instances=50), n_bags=2, param_distributions={"max_depth": []}).fit(X)
     for bad, msg in ((X[:, :3], "3 columns"), (np.full((3, 6), 2.0), "state"), (X[:0], "no rows")):
         with pytest.raises(DataError, match=msg):
-            LearnSPN(min_instances=50).fit(X, X_valid=bad)
+            LearnSPN(min_instances=50, refine="em").fit(X, X_valid=bad)
     with pytest.raises(DataError, match="3 columns"):
-        BaggedSPN(LearnSPN(min_instances=50), n_bags=2).fit(X, X_valid=X[:, :3])
+        BaggedSPN(LearnSPN(min_instances=50), n_bags=2, weights="valid").fit(X, X_valid=X[:, :3])
 
 
 def test_save_and_sample_name_what_is_wrong(tmp_path):

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _budget
 from .._sweep import resampled_rows
+from .._warn import warn_user
 from ..compose import fit_weights
 from ..data import as_data, is_frame, real_array
 from ..errors import DataError, ParameterError, StructureError
@@ -118,7 +119,7 @@ def _report(verbose, i: int, n: int, result: tuple) -> None:
         print(f"[bagging] bag {i + 1}/{n}: {result[2]:.2f} s, train LL {result[1]:.4f}", file=sys.stderr)
 
 
-def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) -> list:
+def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oobs: list[bool], verbose) -> list:
     """The bags as tasks on the current ``dask.distributed`` client, in plan order."""
     from .. import dask as _dask
     client = _dask.current_client()
@@ -130,7 +131,7 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oob: bool, verbose) ->
     Xd = _dask.shared(X, client, "spnc-bag-rows")     # not scattered: recomputable if workers die
     fit = dask.delayed(_fit_bag, pure=False)
     tok = uuid.uuid4().hex
-    futs = client.compute([fit(cls, p, Xd, rows, oob, (i, len(plans)), dask_key_name=f"spnc-bag-{i + 1}-{tok}")
+    futs = client.compute([fit(cls, p, Xd, rows, oobs[i], (i, len(plans)), dask_key_name=f"spnc-bag-{i + 1}-{tok}")
                            for i, (p, rows) in enumerate(plans)])
     where = {f.key: i for i, f in enumerate(futs)}
     results: list = [None] * len(plans)
@@ -166,8 +167,9 @@ class BaggedSPN(DensityEstimator):
         EM on the root weights only; bags that overfit their bootstrap sample get little).
     oob_valid : give each bag the training rows its bootstrap sample missed (about 37 %)
         as ``X_valid``, for base learners that stop or choose on validation data (EM,
-        :class:`TreeSPN`, ``auto`` parameters). ``X_valid`` of :meth:`fit` is never shown
-        to the bags.
+        :class:`TreeSPN`, a refining LearnSPN); a bag whose learner reads no ``X_valid``
+        gets none (with one warning when no bag does). ``X_valid`` of :meth:`fit` is never
+        shown to the bags.
     merge : None, or a :class:`Merge` (its ``init`` is replaced by the ensemble) applied
         to the whole ensemble with ``X_valid``.
     n_jobs : worker processes (None or 1: in this process; -1: all cores). They are fresh
@@ -225,6 +227,9 @@ class BaggedSPN(DensityEstimator):
     def _categorical_only(self) -> bool:
         return bool(getattr(self.base_learner, "_categorical_only", False))
 
+    def _uses_valid(self, n_rows: int) -> bool:
+        return self.weights == "valid" or self.merge is not None
+
     def _bag_plans(self, X: np.ndarray) -> list[tuple[dict, np.ndarray]]:
         base = self.base_learner
         names = set(base.get_params(deep=False))
@@ -270,7 +275,7 @@ class BaggedSPN(DensityEstimator):
 
     def fit(self, X, y=None, X_valid=None) -> "BaggedSPN":
         """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge`` and
-        by ``weights="valid"``."""
+        by ``weights="valid"`` (otherwise ignored, with a warning)."""
         self._no_target(y)
         self._validate_params()
         if self.weights == "valid" and X_valid is None:
@@ -286,6 +291,8 @@ class BaggedSPN(DensityEstimator):
         X = real_array(X).astype(np.float64)
         if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {X.shape}")
+        if not self._uses_valid(X.shape[0]):
+            X_valid = self._unused_valid(X_valid, f"weights={self.weights!r} and no merge")
         if names is not None and X_valid is not None and is_frame(X_valid):
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names
         self._check_valid(X_valid, n_cols=X.shape[1])
@@ -295,20 +302,27 @@ class BaggedSPN(DensityEstimator):
         if oob and "X_valid" not in inspect.signature(cls.fit).parameters:
             raise ParameterError("oob_valid", f"BaggedSPN: oob_valid=True needs a base learner whose fit takes "
                                               f"X_valid; {cls.__name__}.fit does not")
+        if oob:       # bags whose learner would not read out-of-bag rows are not given them
+            oobs = [cls(**p)._uses_valid(X.shape[0]) for p, _ in plans]
+            if not any(oobs):
+                warn_user(f"BaggedSPN: oob_valid=True, but {cls.__name__} does not use X_valid with these "
+                          "parameters (see its fit); the bags get no out-of-bag rows")
+        else:
+            oobs = [False] * len(plans)
         jobs = 1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
         results: list = [None] * len(plans)
         if self.backend == "dask":
-            results = _fit_bags_dask(cls, plans, X, oob, self.verbose)
+            results = _fit_bags_dask(cls, plans, X, oobs, self.verbose)
         elif jobs <= 1:
             for i, (p, rows) in enumerate(plans):
-                results[i] = _fit_bag(cls, p, X, rows, oob, (i, len(plans)))
+                results[i] = _fit_bag(cls, p, X, rows, oobs[i], (i, len(plans)))
                 _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
             try:
                 with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
                     with _main_not_rerun(cls, plans), _stdlib_start_method():
-                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oob, (i, len(plans))): i
+                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oobs[i], (i, len(plans))): i
                                 for i, (p, rows) in enumerate(plans)}
                     for f in cf.as_completed(futs):
                         i = futs[f]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._sweep import cell
 from .._threads import blas_threads
+from .._warn import warn_user
 from ..data import is_frame
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
@@ -152,6 +153,19 @@ class DensityEstimator:
         if y is not None and np.asarray(y).ndim == 2:
             raise DataError(f"{type(self).__name__}.fit got a 2-D y, but density estimators take no "
                             "target; pass validation rows as X_valid=...")
+
+    def _uses_valid(self, n_rows: int) -> bool:
+        """Whether ``fit`` on ``n_rows`` training rows reads ``X_valid`` in this
+        configuration (learners whose ``fit`` takes it and may not read it override)."""
+        return True
+
+    def _unused_valid(self, X_valid, why: str) -> None:
+        """``X_valid`` that this configuration does not read: accepted unchecked, with a
+        warning (scikit-learn's convention for an unused argument). Returns None, the
+        validation rows the fit then has."""
+        if X_valid is not None:
+            warn_user(f"{type(self).__name__}.fit: X_valid is not used ({why}); it is ignored")
+        return None
 
     @staticmethod
     def _check_valid(X_valid, spn: SPN | None = None, n_cols: int | None = None) -> None:

@@ -314,19 +314,31 @@ class LearnSPN(DensityEstimator):
                 "ebvs_ae": "entropy_threshold", "correlation": "corr_threshold"}.get(self.splitter)
         return {"g_factor", "entropy_threshold", "corr_threshold"} - ({used} if isinstance(self.splitter, str) else set())
 
+    def _uses_valid(self, n_rows: int) -> bool:
+        """X_valid picks among refinement passes, which ``refine="auto"`` runs only when the
+        structure is learned on a sample."""
+        sampled = self.sample_rows is not None and int(self.sample_rows) < n_rows
+        return self.refine != "none" and (self.refine != "auto" or sampled)
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, X_valid=None) -> "LearnSPN":
         """Learn structure and parameters from the rows of ``X`` (no missing values);
-        ``X_valid`` (optional) picks the best refinement pass."""
+        ``X_valid`` (optional) picks the best refinement pass (without one it is ignored,
+        with a warning)."""
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
-        if names is not None and is_frame(X_valid):
-            X_valid = as_data(X_valid, names, "X_valid")[0]      # the training columns' order
-        self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
-        names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
         try:
+            if not self._uses_valid(rows.n_rows):
+                X_valid = self._unused_valid(X_valid, "refine='none': no refinement passes to choose among"
+                                             if self.refine == "none" else "refine='auto' refines only a "
+                                             "structure learned on a sample (sample_rows), so no passes to "
+                                             "choose among")
+            if names is not None and is_frame(X_valid):
+                X_valid = as_data(X_valid, names, "X_valid")[0]      # the training columns' order
+            names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
+            self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
             if auto_names(self):
                 # the data's own errors first: a bad value must not depend on which rows the
                 # candidates hold out (nor surface as a candidate's failure)

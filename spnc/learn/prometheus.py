@@ -162,12 +162,18 @@ class Prometheus(DensityEstimator):
         self.n_threads = n_threads
         self.verbose = verbose
 
+    def _uses_valid(self, n_rows: int) -> bool:
+        return self.refine != "none"      # X_valid picks among the refinement passes
+
     def fit(self, X, y=None, X_valid=None) -> "Prometheus":
         """Learn structure and parameters from the rows of ``X``; ``X_valid`` (optional)
-        picks the best refinement pass."""
+        picks the best refinement pass (with ``refine="none"`` it is ignored, with a
+        warning)."""
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
+        if self.refine == "none":
+            X_valid = self._unused_valid(X_valid, "refine='none' runs no refinement passes to choose among")
         self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
         names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
