@@ -18,6 +18,7 @@ from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGO
 from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, cell, check_posterior_range, leaf_states
+from ._warn import warn_user
 from .data import as_data, is_frame, real_array
 from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
@@ -177,6 +178,9 @@ class SPN:
         if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
+        if self.var_names is None and is_frame(X):
+            warn_user(f"{name} has feature names, but this SPN has no variable names (var_names): the "
+                      "DataFrame's columns are taken by position")
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from ._warn import warn_user
 from .data import as_data, is_frame, refuse_dask_frame
 from .errors import DataError, ParameterError
 
@@ -152,6 +153,8 @@ class IterableSource(BlockSource):
     DataFrame blocks are put in the order of ``var_names`` (a model's variables) or else
     of the first block's columns (``names``), matched by name."""
 
+    positional = False      # a query of a model without var_names: DataFrames warned about
+
     def __init__(self, it, name: str = "X", var_names=None):
         self._it, self.name = it, name
         self.names = None if var_names is None else list(var_names)
@@ -166,6 +169,9 @@ class IterableSource(BlockSource):
         r0, first = 0, self.n_rows      # rows of an earlier pass: every pass must give as many
         for b in (self._it() if callable(self._it) else self._it):
             if is_frame(b):
+                if self.positional and self.names is None:
+                    warn_user(f"{self.name} has feature names, but this SPN has no variable names (var_names): "
+                              "the DataFrame blocks' columns are taken by position")
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 self.names = cols
@@ -206,10 +212,12 @@ def default_block_rows(n_cols: int) -> int:
     return max(1024, BLOCK_BYTES // (8 * max(int(n_cols), 1)) // 64 * 64)
 
 
-def open_source(X, block_rows: int | None = None, name: str = "X", var_names=None) -> BlockSource:
+def open_source(X, block_rows: int | None = None, name: str = "X", var_names=None,
+                query: bool = False) -> BlockSource:
     """A :class:`BlockSource` over ``X`` (see the module docstring for what ``X`` may be).
     Files opened from a spec string are closed by ``close()`` or a ``with`` block.
-    ``var_names``: the model's variables, to which DataFrame blocks are matched."""
+    ``var_names``: the model's variables, to which DataFrame blocks are matched
+    (``query``: a model's query, warned about when it has none)."""
     if isinstance(X, BlockSource):
         return X
     check_block_rows(block_rows)
@@ -226,7 +234,9 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
             and os.path.isfile(f.filename) else None
         return ArraySource(X, block_rows, name, guard=guard)
     if callable(X) or isinstance(X, Iterable):
-        return IterableSource(X, name, var_names)
+        src = IterableSource(X, name, var_names)
+        src.positional = query and var_names is None
+        return src
     raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
                     f"blocks; got {type(X).__name__}")
 
@@ -331,7 +341,7 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
 
 
 def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
-                    dataset: str, var_names=None, empty: tuple = ()) -> int:
+                    dataset: str, var_names=None, empty: tuple = (), query: bool = False) -> int:
     """:func:`map_to_file` of ``fn(block, row0)``; ``empty``: the shape of a row of the
     output when ``X`` has no rows."""
     from ._atomic import atomic_write
@@ -342,7 +352,7 @@ def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, bl
         refuse_the_input(*split_spec(os.fspath(X)), w)
     elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
         refuse_the_input(X.file.filename, X.name, w)
-    src = open_source(X, block_rows, var_names=var_names)
+    src = open_source(X, block_rows, var_names=var_names, query=query)
 
     def write(tmp: str) -> None:
         w.open(tmp)
@@ -366,7 +376,7 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
     block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
     ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
     return _blocks_to_file(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
-                           "log_likelihood", spn.var_names, ll_columns(spn))
+                           "log_likelihood", spn.var_names, ll_columns(spn), query=True)
 
 
 def ll_columns(spn) -> tuple:
@@ -430,7 +440,7 @@ def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.n
         from . import dask as _dask
         return _dask.log_likelihood(spn, X, client=client, n_threads=n_threads)
     parts = []
-    src = open_source(X, var_names=spn.var_names)
+    src = open_source(X, var_names=spn.var_names, query=True)
     try:
         for r0, b in src.blocks():
             parts.append(block_log_likelihood(spn, b, r0, n_threads))

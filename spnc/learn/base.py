@@ -12,7 +12,7 @@ import numpy as np
 from .._sweep import cell
 from .._threads import blas_threads
 from .._warn import warn_user
-from ..data import is_frame
+from ..data import as_data, is_frame
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -224,9 +224,25 @@ class DensityEstimator:
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
         return self.spn_
 
+    def _query_rows(self, X, spn: SPN):
+        """``X`` for a query of ``spn``, warned about as scikit-learn does: a DataFrame for a
+        model without variable names (taken by position), or anything else for an
+        estimator fitted on a DataFrame (taken by position too)."""
+        if is_frame(X):
+            if spn.var_names is None:
+                warn_user(f"X has feature names, but {type(self).__name__} was fitted without feature names: "
+                          "the DataFrame's columns are taken by position")
+                return as_data(X, None, "X", model_names=False)[0]     # said once, not again by the SPN
+        elif getattr(self, "feature_names_in_", None) is not None:
+            warn_user(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
+                      "names: its columns are taken by position")
+        return X
+
     def score_samples(self, X, *, n_threads: int | None = None) -> np.ndarray:
-        """log p(x) per row of ``X``; NaN entries are marginalised out."""
-        return self._model().log_likelihood(X, n_threads=n_threads)
+        """log p(x) per row of ``X``; NaN entries are marginalised out. A DataFrame's
+        columns are matched to the model's variable names."""
+        spn = self._model()
+        return spn.log_likelihood(self._query_rows(X, spn), n_threads=n_threads)
 
     def score(self, X, y=None) -> float:
         """Mean log-likelihood of the rows of ``X``."""

@@ -1,0 +1,86 @@
+"""Queries with and without column names (scikit-learn's convention): a DataFrame for a
+model without variable names is taken by position with a warning; an estimator fitted on
+a DataFrame warns when queried with a plain array; a named SPN takes arrays by position
+silently (its names are part of the model file, and arrays are its ordinary input)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.cli import evaluate, learn
+from spnc.learn import ChowLiuTree, LearnSPN
+
+pd = pytest.importorskip("pandas")
+
+X = np.random.default_rng(0).integers(0, 2, size=(120, 3)).astype(float)
+FRAME = pd.DataFrame(X, columns=["a", "b", "c"])
+UNNAMED = "has feature names, but this SPN has no variable names"
+
+
+@pytest.fixture(scope="module")
+def unnamed():
+    return ChowLiuTree().fit(X)
+
+
+@pytest.fixture(scope="module")
+def named():
+    return ChowLiuTree().fit(FRAME)
+
+
+@pytest.mark.parametrize("query", [
+    lambda s, f: s.log_likelihood(f),
+    lambda s, f: s.mpe(f),
+    lambda s, f: s.sample(evidence=f[:2], seed=0),
+    lambda s, f: s.conditional(f, f * np.array([np.nan, 1, 1])),
+    lambda s, f: s.node_log_values(f),
+    lambda s, f: spnc.stream.log_likelihood(s, [f[:50], f[50:]]),
+], ids=["log_likelihood", "mpe", "sample", "conditional", "node_log_values", "stream"])
+def test_a_dataframe_for_a_model_without_names_warns(unnamed, query):
+    with pytest.warns(UserWarning, match=UNNAMED) as got:
+        out = query(unnamed.spn_, FRAME)
+    assert len({str(w.message) for w in got}) <= 2       # conditional: one per argument
+    if not isinstance(out, tuple):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_array_equal(out, query(unnamed.spn_, X))   # by position, as before
+
+
+def test_estimators_follow_scikit_learn(unnamed, named):
+    with pytest.warns(UserWarning) as got:
+        a = unnamed.score_samples(FRAME)
+    assert [str(w.message) for w in got] == [        # once, in the estimator's words
+        "X has feature names, but ChowLiuTree was fitted without feature names: the DataFrame's columns "
+        "are taken by position"]
+    with pytest.warns(UserWarning, match="^X does not have valid feature names, but ChowLiuTree was fitted "
+                                         "with feature names"):
+        b = named.score(X)
+    assert b == pytest.approx(a.mean(), abs=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        named.score(FRAME[["c", "a", "b"]])          # matched by name
+        named.spn_.log_likelihood(X)                 # a named SPN: arrays by position, silently
+        unnamed.score(X)
+        unnamed.spn_.sample(3, seed=0)
+
+
+def test_cli_tools_do_not_warn_about_names(tmp_path):
+    """The tools read files into arrays and match headers themselves."""
+    with_header, without = tmp_path / "h.csv", tmp_path / "n.csv"
+    FRAME.astype(int).to_csv(with_header, index=False)
+    np.savetxt(without, X, fmt="%d", delimiter=",")
+    np.save(tmp_path / "x.npy", X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for data in (with_header, without):
+            m = tmp_path / f"{data.stem}.h5"
+            assert learn.main([str(data), "-o", str(m), "-q"]) == 0
+            for other in (with_header, without, tmp_path / "x.npy"):
+                args = [str(m), str(other), "-q", "--out-ll", str(tmp_path / "ll.npy")]
+                if data == with_header and other != with_header:
+                    args.append("--by-position")
+                assert evaluate.main(args) == 0, (data, other)
+                assert evaluate.main([str(m), str(other), "-q", "--mpe", str(tmp_path / "m.csv")]
+                                     + args[5:]) == 0
