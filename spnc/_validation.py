@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _graph
 from ._kinds import COMBINE, LEAF, PRODUCT, SUM, VAR_BINARY, VAR_REAL, WEIGHT_TOL
+from ._text import counted
 from .errors import ScopeError, StructureError
 from .leaves import base as _lb
 
@@ -165,7 +166,7 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
     if len(var_type) != V:
         raise StructureError(f"var_type has length {len(var_type)}, expected n_vars = {V}")
     if var_names is not None and len(var_names) != V:
-        raise StructureError(f"var_names has {len(var_names)} names for {V} variables")
+        raise StructureError(f"var_names has {counted(len(var_names), 'name')} for {counted(V, 'variable')}")
     if var_names is not None and len(set(var_names)) != V:
         raise StructureError("var_names has duplicate names")
     if var_names is not None:

@@ -15,3 +15,9 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
         level, f = level + 1, f.f_back
     warnings.warn(message, category, stacklevel=level)
+
+
+def positional_frame(name: str) -> None:
+    """A DataFrame queried against a model without ``var_names``: taken by position."""
+    warn_user(f"{name} has feature names, but this SPN has no variable names (var_names): its DataFrame "
+              "columns are taken by position")

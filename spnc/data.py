@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._text import counted
 from .errors import DataError
 
 
@@ -127,7 +128,7 @@ def with_names(spn, names: Sequence[str] | None):
     if names is None or spn is None or list(names) == list(spn.var_names or []):
         return spn
     if len(names) != spn.n_vars:
-        raise DataError(f"{len(names)} column names for a model over {spn.n_vars} variables")
+        raise DataError(f"{counted(len(names), 'column name')} for a model over {counted(spn.n_vars, 'variable')}")
     from .graph import SPN
     return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, spn.weight, spn.leaf_tables,
                            spn.cardinality, var_type=spn.var_type, var_names=list(names), roots=spn.roots,

@@ -18,7 +18,8 @@ from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGO
 from ._buffers import aligned_empty
 from ._conditional import log_conditional
 from ._sweep import Sweep, cell, check_posterior_range, leaf_states
-from ._warn import warn_user
+from ._text import counted
+from ._warn import positional_frame
 from .data import as_data, is_frame, real_array
 from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
@@ -179,8 +180,7 @@ class SPN:
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
         if self.var_names is None and is_frame(X):
-            warn_user(f"{name} has feature names, but this SPN has no variable names (var_names): the "
-                      "DataFrame's columns are taken by position")
+            positional_frame(name)
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
@@ -188,7 +188,7 @@ class SPN:
         if A.ndim != 2:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}), got shape {A.shape}")
         if A.shape[1] != self.n_vars:
-            raise DataError(f"{name} has {A.shape[1]} columns, the model has {self.n_vars} variables")
+            raise DataError(f"{name} has {counted(A.shape[1], 'column')}, the model has {counted(self.n_vars, 'variable')}")
         r, c, code = _data.first_bad_value(A, self.cardinality)
         # a DataFrame's columns were put in the model's order: the name says which one it is
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")

@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ._warn import warn_user
+from ._text import counted
+from ._warn import positional_frame
 from .data import as_data, is_frame, refuse_dask_frame
 from .errors import DataError, ParameterError
 
@@ -170,8 +171,7 @@ class IterableSource(BlockSource):
         for b in (self._it() if callable(self._it) else self._it):
             if is_frame(b):
                 if self.positional and self.names is None:
-                    warn_user(f"{self.name} has feature names, but this SPN has no variable names (var_names): "
-                              "the DataFrame blocks' columns are taken by position")
+                    positional_frame(self.name)
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 self.names = cols
@@ -182,7 +182,7 @@ class IterableSource(BlockSource):
             if self.n_cols is None:
                 self.n_cols = b.shape[1]
             elif b.shape[1] != self.n_cols:
-                raise DataError(f"{self.name}: the block at row {r0} has {b.shape[1]} columns, "
+                raise DataError(f"{self.name}: the block at row {r0} has {counted(b.shape[1], 'column')}, "
                                 f"the first had {self.n_cols}")
             if first is not None and r0 + b.shape[0] > first:
                 self._changed(first, f"more than {first}")

@@ -143,3 +143,21 @@ def test_demo_and_info_refuse_sizes_they_cannot_use(tmp_path, capsys):
     with pytest.raises(SystemExit, match="2"):
         info.main([out, "--max-nodes", "0"])
     assert "argument --max-nodes: needs a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+def test_counts_of_one_are_singular(tmp_path, capsys):
+    from spnc.cli import info, learn
+    m, one = tmp_path / "m.h5", tmp_path / "one.csv"
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])), m)
+    np.savetxt(one, [[0], [1]], fmt="%d", delimiter=",")
+    assert evaluate.main([str(m), str(one)]) == 2
+    assert "data has 1 column, the model has 2 variables" in capsys.readouterr().err
+    assert learn.main([str(one), "-o", str(tmp_path / "o.h5"), "--types", "b,b"]) == 2
+    assert "--types gives 2 types for 1 column" in capsys.readouterr().err
+    with pytest.raises(spnc.DataError, match="^X has 1 column, the model has 2 variables$"):
+        spnc.load(m).log_likelihood(np.zeros((1, 1)))
+    assert info.main([str(m)]) == 0
+    assert "(0 sums, 1 product, 2 leaves)" in capsys.readouterr().out
+    assert learn.main([str(one), "-o", str(tmp_path / "o.h5")]) == 0
+    out = capsys.readouterr().out
+    assert "data: 2 rows x 1 variable" in out and "model: 1 node, 0 edges (0 sums, 0 products, 1 leaf)" in out

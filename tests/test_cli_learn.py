@@ -153,7 +153,7 @@ def test_em_refinement(files, tmp_path, capsys):
     capsys.readouterr()
     assert learn.main([*common, "-o", str(refined), "--em", "8", "--valid", str(files["valid"])]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^em: \d+ passes", out, re.M)
+    assert re.search(r"^em: \d+ pass(es)?,", out, re.M)
     b, m = sio.load(base), sio.load(refined)
     X = files["X"]
     check_printed(out, m, "train", X[:350])
@@ -166,7 +166,7 @@ def test_em_refinement(files, tmp_path, capsys):
     # without validation data: at most N passes, training likelihood does not drop
     assert learn.main([*common, "-o", str(refined), "--em", "3"]) == 0
     out = capsys.readouterr().out
-    n_pass = int(re.search(r"^em: (\d+) passes", out, re.M).group(1))
+    n_pass = int(re.search(r"^em: (\d+) pass(es)?,", out, re.M).group(1))
     assert 1 <= n_pass <= 3
     assert sio.load(refined).log_likelihood(X[:350]).mean() >= b.log_likelihood(X[:350]).mean() - 1e-9
     assert sio.load(refined).learner["params"]["alpha"] == 0.1       # LearnSPN's, on discrete data

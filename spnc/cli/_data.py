@@ -13,6 +13,7 @@ import numpy as np
 
 from .._atomic import atomic_write
 from .._budget import MAX_INFERRED_STATES
+from .._text import counted
 from ..errors import DataError
 from . import write_stdout
 from ._table import MISSING, Table, delimiter_of, read_table  # noqa: F401  (re-exported)
@@ -45,7 +46,8 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
                             + "; ".join(parts) + "); give --by-position to use the columns in order")
         return tab.take([names.index(v) for v in vn], vn)
     if tab.X.shape[1] != n_vars:
-        raise DataError(f"{tab.path}: data has {tab.X.shape[1]} columns, the model has {n_vars} variables")
+        raise DataError(f"{tab.path}: data has {counted(tab.X.shape[1], 'column')}, the model has "
+                        f"{counted(n_vars, 'variable')}")
     return tab
 
 
@@ -96,7 +98,7 @@ def parse_types(spec: str, d: int) -> list[str]:
     if len(toks) == 1:
         return toks * d
     if len(toks) != d:
-        raise DataError(f"--types gives {len(toks)} types for {d} columns")
+        raise DataError(f"--types gives {counted(len(toks), 'type')} for {counted(d, 'column')}")
     return toks
 
 

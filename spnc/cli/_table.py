@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stream
+from .._text import counted
 from ..errors import DataError
 
 MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
@@ -276,7 +277,7 @@ def attr_names(raw, n_cols: int, where: str) -> list[str] | None:
         return None
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
     if len(names) != n_cols:
-        raise DataError(f"{where}: its column names attribute has {len(names)} names for {n_cols} columns")
+        raise DataError(f"{where}: its column names attribute has {counted(len(names), 'name')} for {counted(n_cols, 'column')}")
     dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if dup is not None:
         raise DataError(f"{where}: column name {dup!r} appears twice in its column names attribute")

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from .._text import counted
 from ..errors import DataError
 from ..learn._params import options_named
 from . import _data
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {name}: mean LL {v:.4f}")
     if em_line:
         print(em_line)
-    print(f"{PROG}: wrote {args.output} ({out.n_nodes} nodes, {out.n_vars} variables)")
+    print(f"{PROG}: wrote {args.output} ({counted(out.n_nodes, 'node')}, {counted(out.n_vars, 'variable')})")
     return 0
 
 
@@ -117,7 +118,7 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
     if Xv is not None:
         ll["valid"] = [float(np.mean(s.log_likelihood(Xv, n_threads=nt))) for s in (m, out)]
     summary.update(em_passes=int(em.n_iter_), mean_ll_before_after=ll)
-    summary["em"] = (f"{PROG}: EM {em.n_iter_} passes; train mean LL {ll['train'][0]:.4f} -> {ll['train'][1]:.4f}"
+    summary["em"] = (f"{PROG}: EM {counted(em.n_iter_, 'pass', 'passes')}; train mean LL {ll['train'][0]:.4f} -> {ll['train'][1]:.4f}"
                      + (f"; valid {ll['valid'][0]:.4f} -> {ll['valid'][1]:.4f} (best pass kept)" if Xv is not None
                         else ""))
     return out

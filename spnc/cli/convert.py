@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 
+from .._text import counted
 from ..errors import SpncError
 from .._atomic import atomic_write, check_writable
 from . import add_common, run_tool, write_stdout
@@ -69,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         from ..io._model import model_from_validated
         model_from_validated(v)
         print(f"{args.input}: ok (spnc-model {'.'.join(map(str, v.tree.attrs['format_version']))}, "
-              f"{v.n_nodes} nodes, {v.n_edges} edges, {v.n_vars} variables)")
+              f"{counted(v.n_nodes, 'node')}, {counted(v.n_edges, 'edge')}, {counted(v.n_vars, 'variable')})")
         return 0
     if not args.output:
         raise SpncError("an OUTPUT file is needed (or --validate-only)")

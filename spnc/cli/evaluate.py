@@ -12,6 +12,7 @@ from ..errors import DataError, SpncError
 from .. import _budget as budget
 from .._atomic import check_writable
 from .._progress import Progress
+from .._text import counted
 from . import _data, _evalstream
 from . import MODEL_HELP, add_common, add_data_options, finite, positive_count, print_json, run_tool, seed_value
 
@@ -148,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
     for path, A, cols in pending:
         _data.write_table(path, A, cols)
     if args.sample is not None and args.out != "-" and not args.json:
-        _say(args, f"wrote {args.sample} samples to {args.out}")
+        _say(args, f"wrote {counted(args.sample, 'sample')} to {args.out}")
     if args.json:
         print_json(summary)
     return 0
@@ -246,7 +247,7 @@ def _print_report(n: int, miss: int, cols: list[tuple[float, float, int]], args:
         if n == 0:
             _say(args, f"mean log-likelihood{tag}: nan (no rows)")
             continue
-        extra = f"; {zero} rows have probability 0" if zero else ""
+        extra = f"; {counted(zero, 'row has', 'rows have')} probability 0" if zero else ""
         _say(args, f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}")
     return out
 

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from .._kinds import LEAF, PRODUCT, SUM
+from .._text import counted
 from ..errors import SpncError
 from . import MODEL_HELP, add_common, positive_count, print_json, run_tool
 
@@ -90,12 +91,13 @@ def statistics(spn) -> dict:
 def _table(path: str, st: dict) -> str:
     rows = [
         ("file", f"{path} ({os.path.getsize(path)} bytes)"),
-        ("nodes", f"{st['nodes']} ({st['sums']} sums, {st['products']} products, {st['leaves']} leaves)"),
+        ("nodes", f"{st['nodes']} ({counted(st['sums'], 'sum')}, {counted(st['products'], 'product')}, "
+                   f"{counted(st['leaves'], 'leaf', 'leaves')})"),
         ("edges", str(st["edges"])),
         ("parameters", f"{st['parameters']['total']} ({st['parameters']['sum_weights']} sum weights, "
                        f"{st['parameters']['leaf']} leaf parameters)"),
-        ("depth", f"{st['depth']} edges from the root to the deepest leaf"),
-        ("sharing", f"{st['shared_nodes']} nodes with more than one parent (at most {st['max_parents']})"),
+        ("depth", f"{counted(st['depth'], 'edge')} from the root to the deepest leaf"),
+        ("sharing", f"{counted(st['shared_nodes'], 'node')} with more than one parent (at most {st['max_parents']})"),
         ("scope sizes", f"root {st['scope_size']['root']}, leaves {st['scope_size']['leaf_min']}.."
                         f"{st['scope_size']['leaf_max']}, mean {st['scope_size']['mean']:.2f}"),
         ("children", f"{st['children']['sum_mean']:.2f} per sum, {st['children']['product_mean']:.2f} per product"),
@@ -201,7 +203,7 @@ def _plot_matplotlib(model, out: str, fmt: str, max_nodes: int) -> None:
         ax.scatter([x], [y], s=120, zorder=2, c="#8ecae6" if k == 0 else "#ffb703" if k == 1 else "#90be6d")
         ax.text(x, y, names.get(k, leaf_name.get(k, "leaf")[:3]), ha="center", va="center", fontsize=6, zorder=3)
     ax.set_axis_off()
-    shown = f"{len(order)} of {model.n_nodes} nodes" if len(order) < model.n_nodes else f"{model.n_nodes} nodes"
+    shown = f"{len(order)} of {model.n_nodes} nodes" if len(order) < model.n_nodes else counted(model.n_nodes, 'node')
     ax.set_title(f"SPN: {shown}", fontsize=9)
     fig.savefig(out, format=fmt, bbox_inches="tight")
     plt.close(fig)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from .._atomic import check_writable
+from .._text import counted
 from ..errors import DataError, ParameterError, SpncError
 from ..learn._params import options_named
 from ..learn._training import MAX_REAL
@@ -347,7 +348,7 @@ def _run(args: argparse.Namespace) -> int:
             extra[tag] = z.X
     talk = not args.quiet and not args.json
     if args.progress and talk:
-        print(f"{PROG}: learning with {args.learner} from {args.train} ({n} rows, {d} variables)",
+        print(f"{PROG}: learning with {args.learner} from {args.train} ({counted(n, 'row')}, {counted(d, 'variable')})",
               file=sys.stderr, flush=True)
 
     est = _estimator(args, discrete)
@@ -370,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
     em = None
     if args.em is not None:
         if args.progress and talk:
-            print(f"{PROG}: EM on the parameters, at most {args.em} passes", file=sys.stderr, flush=True)
+            print(f"{PROG}: EM on the parameters, at most {counted(args.em, 'pass', 'passes')}", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
             with options_named(_EM_FLAGS):
@@ -402,14 +403,16 @@ def _run(args: argparse.Namespace) -> int:
                     "output": args.output})
         return 0
     print(f"learner: {args.learner}" + _settings(est, args))
-    print(f"data: {n} rows x {d} variables" + "".join(f", {tag} {len(Z)} rows" for tag, Z in extra.items()))
+    print(f"data: {counted(n, 'row')} x {counted(d, 'variable')}" + "".join(f", {tag} {counted(len(Z), 'row')}"
+                                                                          for tag, Z in extra.items()))
     print(f"types: {_data.describe_types(types, names)}"
           + ("; binary columns next to real ones get Bernoulli leaves" if to_bernoulli else ""))
     print(f"fit time: {fit_s:.3f} s")
     if em is not None:
-        print(f"em: {em.n_iter_} passes, {em_s:.3f} s")
-    print(f"model: {model.n_nodes} nodes, {model.n_edges} edges ({int(np.sum(kinds == 0))} sums, "
-          f"{int(np.sum(kinds == 1))} products, {n_leaves} leaves)")
+        print(f"em: {counted(em.n_iter_, 'pass', 'passes')}, {em_s:.3f} s")
+    print(f"model: {counted(model.n_nodes, 'node')}, {counted(model.n_edges, 'edge')} "
+          f"({counted(int(np.sum(kinds == 0)), 'sum')}, {counted(int(np.sum(kinds == 1)), 'product')}, "
+          f"{counted(n_leaves, 'leaf', 'leaves')})")
     for tag, ll in lls.items():
         print(_ll_line(tag, ll))
     print(f"saved: {args.output}")
@@ -442,8 +445,8 @@ def _ll_line(tag: str, ll: np.ndarray) -> str:
     mean = float(np.mean(ll))
     se = float(np.std(ll, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
     zero = int(np.sum(ll == -np.inf))
-    extra = f"; {zero} rows have probability 0" if zero else ""
-    return f"{tag} mean log-likelihood: {mean:.6f} +- {se:.6f} (standard error, {n} rows){extra}"
+    extra = f"; {counted(zero, 'row has', 'rows have')} probability 0" if zero else ""
+    return f"{tag} mean log-likelihood: {mean:.6f} +- {se:.6f} (standard error, {counted(n, 'row')}){extra}"
 
 
 if __name__ == "__main__":  # pragma: no cover

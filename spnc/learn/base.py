@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._sweep import cell
+from .._text import counted
 from .._threads import blas_threads
 from .._warn import warn_user
 from ..data import as_data, is_frame
@@ -177,7 +178,7 @@ class DensityEstimator:
         if spn is None:
             shape = np.shape(X_valid) if isinstance(X_valid, (np.ndarray, list, tuple)) else None
             if shape is not None and len(shape) == 2 and n_cols is not None and shape[1] != n_cols:
-                raise DataError(f"X_valid has {shape[1]} columns, the training data {n_cols}")
+                raise DataError(f"X_valid has {counted(shape[1], 'column')}, the training data {n_cols}")
             if isinstance(X_valid, np.ndarray) and X_valid.dtype.kind == "f":
                 check_observed(X_valid)         # before the learning, not after it
             return

@@ -43,6 +43,7 @@ from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from .._sweep import row_number
+from .._text import counted
 from ..data import as_data, is_frame, real_array, with_names
 from ..errors import DataError, NotFittedError, ParameterError
 from ._training import check_real_range
@@ -257,7 +258,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         X = self._check_data(X)
         self._start(X.shape[1])
         if X.shape[1] != self._d:
-            raise DataError(f"X has {X.shape[1]} columns, the model has {self._d} variables")
+            raise DataError(f"X has {counted(X.shape[1], 'column')}, the model has {counted(self._d, 'variable')}")
         n = X.shape[0]
         cfg = self._cfg
         thr = float(cfg["correlation_threshold"])
