@@ -161,3 +161,27 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     assert learn.main([str(one), "-o", str(tmp_path / "o.h5")]) == 0
     out = capsys.readouterr().out
     assert "data: 2 rows x 1 variable" in out and "model: 1 node, 0 edges (0 sums, 0 products, 1 leaf)" in out
+
+
+def test_dataset_option_for_data_without_datasets_is_an_error(tmp_path, capsys):
+    """--dataset was ignored without a word for CSV (or .npy, Parquet) data."""
+    from spnc.cli import learn, merge
+    m, csv, h5 = tmp_path / "m.h5", tmp_path / "d.csv", tmp_path / "d.h5"
+    X = np.array([[0, 1], [1, 1], [1, 0], [0, 0]])
+    np.savetxt(csv, X, fmt="%d", delimiter=",")
+    with h5py.File(h5, "w") as f:
+        f["x"] = X.astype(float)
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])), m)
+    runs = [(evaluate, [str(m), str(csv), "--dataset", "/x"]),
+            (learn, [str(csv), "-o", str(tmp_path / "o.h5"), "--dataset", "/x"]),
+            (merge, [str(m), str(csv), "-o", str(tmp_path / "o.h5"), "--dataset", "/x"])]
+    for tool, argv in runs:
+        assert tool.main(argv) == 2
+        assert (f"--dataset '/x' names a dataset inside an HDF5 (.h5, .hdf5) or Zarr data file, but {csv} is "
+                "not one; drop --dataset") in capsys.readouterr().err
+    assert merge.main([str(m), str(h5), "-o", str(tmp_path / "o.h5"), "--dataset", "/x", "--valid", str(csv),
+                       "--valid-dataset", "x"]) == 2
+    assert "--valid-dataset 'x' names a dataset" in capsys.readouterr().err
+    # one HDF5 file among the inputs: --dataset is its dataset, the CSV file has none
+    assert learn.main([str(h5), "-o", str(tmp_path / "o.h5"), "--dataset", "/x", "--valid", str(csv), "-q"]) == 0
+

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import stream
 from .._atomic import atomic_write
 from .._budget import MAX_INFERRED_STATES
 from .._text import counted
@@ -49,6 +50,21 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
         raise DataError(f"{tab.path}: data has {counted(tab.X.shape[1], 'column')}, the model has "
                         f"{counted(n_vars, 'variable')}")
     return tab
+
+
+def check_dataset(dataset: str | None, *paths: str | None, flag: str = "--dataset") -> None:
+    """Refuse ``--dataset`` when no data file it applies to has datasets (HDF5 or Zarr):
+    it would be ignored without a word (docs/cli.md: nothing is guessed silently)."""
+    if not dataset:
+        return
+    given = [p for p in paths if p is not None]
+    if any(p != "-" and stream.split_spec(p)[0].rstrip("/").lower().endswith((".h5", ".hdf5", ".zarr"))
+           for p in given):
+        return
+    where = "no data file is given" if not given else \
+        f"{', '.join('stdin' if p == '-' else p for p in given)} {'is' if len(given) == 1 else 'are'} not"
+    raise DataError(f"{flag} {dataset!r} names a dataset inside an HDF5 (.h5, .hdf5) or Zarr data file, but "
+                    f"{where}{' one' if given else ''}; drop {flag}")
 
 
 def model_rows(model, tab: Table, row0: int = 0, complete: str | None = None) -> np.ndarray:

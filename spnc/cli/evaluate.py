@@ -94,6 +94,7 @@ def _check_args(args: argparse.Namespace) -> None:
     if sum(v == "-" for _, v in outs) > 1:
         raise SpncError("only one output can go to standard output (-)")
     inputs = (args.model, args.data, args.evidence if args.sample is not None else None)
+    _data.check_dataset(args.dataset, *inputs[1:])
     if [args.data, inputs[2]].count("-") > 1:
         raise SpncError("only one input can be read from standard input (-)")
     seen: dict[str, str] = {}

@@ -177,6 +177,7 @@ def _check_args(args: argparse.Namespace) -> None:
                         "(convert or draw it afterwards with spnc-convert)")
     if [args.train, args.valid, args.test].count("-") > 1:
         raise SpncError("only one data file can be read from standard input (-)")
+    _data.check_dataset(args.dataset, args.train, args.valid, args.test)
 
 
 def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
