@@ -137,7 +137,7 @@ def test_demo_and_info_refuse_sizes_they_cannot_use(tmp_path, capsys):
     out = str(tmp_path / "d.h5")
     with pytest.raises(SystemExit, match="2"):                          # built the true model for ever
         demo.main(["--vars", "99999999999", "--out", out])
-    assert "argument --vars: 99999999999 is above the limit 2000" in capsys.readouterr().err
+    assert "argument --vars: 99999999999 is too large (at most 2000)" in capsys.readouterr().err
     assert demo.main(["--vars", "4", "--rows", "10", "--out", out, "--seed", str(2**64 - 1), "-q"]) == 0
     capsys.readouterr()                                               # seed + 1 was refused by sample
     with pytest.raises(SystemExit, match="2"):
@@ -185,3 +185,15 @@ def test_dataset_option_for_data_without_datasets_is_an_error(tmp_path, capsys):
     # one HDF5 file among the inputs: --dataset is its dataset, the CSV file has none
     assert learn.main([str(h5), "-o", str(tmp_path / "o.h5"), "--dataset", "/x", "--valid", str(csv), "-q"]) == 0
 
+
+@pytest.mark.parametrize("n, why", [("1e400", "1e400 is too large (at most 1000000000)"),
+                                    ("2e9", "2e9 is too large (at most 1000000000)"),
+                                    ("2.5", "2.5 is not a whole number"),
+                                    ("-inf", "needs a whole number >= 1, got -inf"),
+                                    ("nan", "'nan' is not a number")])
+def test_sample_counts_say_what_is_wrong(n, why, tmp_path, capsys):
+    """--sample 1e400 (infinity as a float) was "needs a whole number >= 1, got 1e400"."""
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])), tmp_path / "m.h5")
+    with pytest.raises(SystemExit, match="2"):
+        evaluate.main([str(tmp_path / "m.h5"), f"--sample={n}", "--out", str(tmp_path / "s.csv")])
+    assert f"argument --sample: {why} (see spnc-eval --help)" in capsys.readouterr().err

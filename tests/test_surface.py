@@ -190,7 +190,7 @@ def test_cli_wide_integer_column_is_real(tmp_path, capsys):
                         r"seems to use ';' as delimiter: give --delimiter ';'\)"),
     ("ragged", r"rag\.csv: line 4 has 3 cells, the header has 4"),
     ("sample0", r"argument --sample: needs a whole number >= 1, got 0"),
-    ("sample_huge", r"argument --sample: 1e10 is above the limit"),
+    ("sample_huge", r"argument --sample: 1e10 is too large \(at most"),
     ("eval_half", r"half\.csv: line 2, column 2 \('b'\): 0\.5 is not a state 0\.\.1"),
 ])
 def test_one_line_errors(model, tmp_path, capsys, case, pattern):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any, Callable
@@ -73,11 +74,15 @@ def positive_count(limit: int = 10**12) -> Callable[[str], int]:
         try:
             v = float(s)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
-        if not v.is_integer() or v < 1:
+            v = math.nan
+        if math.isnan(v):
+            raise argparse.ArgumentTypeError(f"{s!r} is not a number")
+        if v > limit:          # 1e400 too: it reads as infinity
+            raise argparse.ArgumentTypeError(f"{s} is too large (at most {limit})")
+        if v < 1:
             raise argparse.ArgumentTypeError(f"needs a whole number >= 1, got {s}")
-        if v > limit:
-            raise argparse.ArgumentTypeError(f"{s} is above the limit {limit}")
+        if not v.is_integer():
+            raise argparse.ArgumentTypeError(f"{s} is not a whole number")
         return int(v)
     return parse
 
