@@ -80,6 +80,28 @@ def test_candidate_pairs_against_loops(distance, seed, small, monkeypatch):
     assert np.array_equal(Pairs(spn, P, off, distance, skip).dist, pairs.dist)
 
 
+@pytest.mark.parametrize("steps", [0, 1, 32])
+def test_same_scope_height_of_deep_chains(steps, monkeypatch):
+    """Single-child sums and products stacked 3000 deep over a random DAG: the heights
+    (by an ordered loop here) whether the vectorised steps finish the job or the ordered
+    pass does. (The steps alone cost depth x edges: a 10^5-deep chain took Merge minutes.)"""
+    from spnc.learn import _similarity
+    monkeypatch.setattr(_similarity, "_HEIGHT_STEPS", steps)
+    rng = np.random.default_rng(4)
+    node = random_spn(rng, [2, 3, 2, 2], depth=3, share=0.4)
+    for i in range(3000):
+        node = Sum([node]) if i % 2 else Product([node])
+    spn = spnc.compile(node)
+    size = np.diff(spn.scope_ptr)
+    want = np.zeros(spn.n_nodes, dtype=np.int64)
+    for n in range(spn.n_nodes):
+        same = [c for c in spn.children(n) if size[c] == size[n]]
+        want[n] = 1 + max(want[c] for c in same) if same else 0
+    got = same_scope_height(spn)
+    assert np.array_equal(got, want)
+    assert got[spn.root] >= 3000
+
+
 @pytest.mark.parametrize("small", [0, 1 << 30])
 def test_candidate_pairs_with_other_supports_are_never_close(small, monkeypatch):
     """Two nodes whose marginals are zero in different places get an infinite distance, on

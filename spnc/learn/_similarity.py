@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import StructureError
 from ..graph import SUM, SPN
 from ..leaves.base import _ranges
 from ._pairs import l1_pairs
@@ -14,6 +13,8 @@ from ._pairs import l1_pairs
 _BLOCK = 1 << 22
 #: a group with more pair entries (pairs x marginal columns) gets its own compiled call
 _SMALL = 1 << 14
+#: vectorised same-scope height steps before the one ordered pass
+_HEIGHT_STEPS = 32
 
 
 def indicator_evidence(spn: SPN) -> tuple[np.ndarray, np.ndarray]:
@@ -46,19 +47,26 @@ def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
 
 def same_scope_height(spn: SPN) -> np.ndarray:
     """Longest chain of descendants with the node's own scope (0 when none): one
-    vectorised step per link of the longest chain."""
+    vectorised step per link of the longest chain, and for deep chains (where those
+    steps would cost depth x edges) one pass over the edges in node order instead."""
     size = np.diff(spn.scope_ptr)
     parent = np.repeat(np.arange(spn.n_nodes), np.diff(spn.child_ptr))
     keep = size[spn.child] == size[parent]       # a child's scope is a subset: equal size, same scope
     par, ch = parent[keep], spn.child[keep]
     h = np.zeros(spn.n_nodes, dtype=np.int64)
-    for _ in range(spn.n_nodes):
+    for _ in range(_HEIGHT_STEPS):
         new = h.copy()
         np.maximum.at(new, par, h[ch] + 1)
         if np.array_equal(new, h):
             return h
         h = new
-    raise StructureError("the graph has a cycle: no same-scope height exists")
+    # children precede their parents (SPN.from_arrays checks it) and ``par`` ascends, so a
+    # child's height is final before any edge to it is read
+    hl = h.tolist()
+    for p, c in zip(par.tolist(), ch.tolist()):
+        if hl[c] >= hl[p]:
+            hl[p] = hl[c] + 1
+    return np.asarray(hl, dtype=np.int64)
 
 
 def n_parameters(spn: SPN) -> tuple[int, int]:
