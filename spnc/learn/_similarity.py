@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _budget
 from ..graph import SUM, SPN
 from ..leaves.base import _ranges
 from ._pairs import l1_pairs
@@ -24,6 +25,10 @@ def indicator_evidence(spn: SPN) -> tuple[np.ndarray, np.ndarray]:
     off = np.zeros(spn.n_vars + 1, dtype=np.int64)
     np.cumsum(card, out=off[1:])
     K = int(off[-1])
+    # the rows, a transposed copy, then every node's value on them and their exponentials
+    _budget.check(16.0 * max(K, 1) * (spn.n_vars + spn.n_nodes),
+                  f"merging's single-variable marginals of {spn.n_nodes} nodes ({K} indicator rows over "
+                  f"{spn.n_vars} variables)", "merge a smaller model, or raise the budget")
     var = np.repeat(np.arange(spn.n_vars), card)
     E = np.full((max(K, 1), spn.n_vars), np.nan)
     E[np.arange(K), var] = np.arange(K) - off[var]
@@ -106,6 +111,13 @@ class Pairs:
         clen = voff[vptr[1:]] - voff[vptr[:-1]]
         cols = _ranges(off[svar], vcard)
         npairs = sizes * (sizes - 1) // 2
+        if len(sizes):       # every pair's distance, and the largest group's matrices (matrix())
+            big = int(np.argmax(sizes))
+            _budget.check(8.0 * float(npairs.sum()) + 17.0 * float(sizes[big]) ** 2,
+                          f"merging's pairwise distances ({int(sizes[big])} nodes of one scope, "
+                          f"{float(npairs.sum()):.3g} pairs in all)",
+                          f"node {int(self.members[self.gptr[big]])} has as many nodes of its scope and "
+                          "same-scope height; merge a smaller model, or raise the budget")
         self.pptr = np.concatenate([[0], np.cumsum(npairs)])
         self.dist = np.empty(int(self.pptr[-1]))
         big = npairs * clen > _SMALL
