@@ -35,8 +35,9 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
         vn = list(var_names)
         if names == vn:
             return tab
-        missing = [v for v in vn if v not in names]
-        extra = [c for c in names if c not in set(vn)]
+        have, want = set(names), set(vn)
+        missing = [v for v in vn if v not in have]
+        extra = [c for c in names if c not in want]
         if missing or extra:
             parts = []
             if missing:
@@ -45,7 +46,8 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
                 parts.append("unknown " + ", ".join(map(repr, extra[:5])) + (" ..." if len(extra) > 5 else ""))
             raise DataError(f"{tab.path}: the header does not match the model's variables ("
                             + "; ".join(parts) + "); give --by-position to use the columns in order")
-        return tab.take([names.index(v) for v in vn], vn)
+        col = {c: j for j, c in enumerate(names)}
+        return tab.take([col[v] for v in vn], vn)
     if tab.X.shape[1] != n_vars:
         raise DataError(f"{tab.path}: data has {counted(tab.X.shape[1], 'column')}, the model has "
                         f"{counted(n_vars, 'variable')}")

@@ -129,12 +129,14 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     names = None
     if header:
         names = first
+        seen: dict[str, int] = {}
         for c, nm in enumerate(names):
             if not nm:
                 raise DataError(f"{label}: line {line0}: header column {c + 1} has no name")
-            if names.index(nm) != c:
+            if nm in seen:
                 raise DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
-                                f"(columns {names.index(nm) + 1} and {c + 1})")
+                                f"(columns {seen[nm] + 1} and {c + 1})")
+            seen[nm] = c
         if len(names) == 1:
             hint = _delim_hint(names[0].replace(" ", ""), d) if any(x in names[0] for x in _CANDIDATES) else ""
             if hint:
@@ -278,7 +280,8 @@ def attr_names(raw, n_cols: int, where: str) -> list[str] | None:
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
     if len(names) != n_cols:
         raise DataError(f"{where}: its column names attribute has {counted(len(names), 'name')} for {counted(n_cols, 'column')}")
-    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    seen: set[str] = set()
+    dup = next((n for n in names if n in seen or seen.add(n)), None)
     if dup is not None:
         raise DataError(f"{where}: column name {dup!r} appears twice in its column names attribute")
     return names
