@@ -80,10 +80,12 @@ def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
     m = spnc.compile(Product([Bernoulli(0, .4), Bernoulli(1, .7)]), var_names=["1", "0"])
     spnc.save(m, tmp_path / "m.h5")
     np.savetxt(tmp_path / "d.csv", [[1, 0], [0, 1]], delimiter=",", header="1,0", comments="", fmt="%d")
-    args = [str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--out-ll", str(tmp_path / "ll.txt"), "-q"]
+    # the header's names read as numbers too: --header (without it the tool asks for it)
+    args = [str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--out-ll", str(tmp_path / "ll.txt"), "-q", "--header"]
     assert evaluate.main([*args, "--query", "0"]) == 2
     assert "name of variable 1 and the index of variable 0" in capsys.readouterr().err
     assert evaluate.main([*args, "--query", "0-0"]) == 0
+    assert np.loadtxt(tmp_path / "ll.txt").shape == (2,)
 
 
 def test_names_that_are_not_unicode_text_are_refused_at_compile_time():

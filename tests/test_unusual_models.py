@@ -61,3 +61,46 @@ def test_eval_matches_a_wide_shuffled_header(tmp_path, capsys):
     capsys.readouterr()
     assert evaluate.main([str(m), str(tmp_path / "e.csv")]) == 2
     assert f"column name {dup[10]!r} appears twice (columns 11 and 2501)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- names through the console tools
+def _eval(capsys, *args) -> tuple[int, str]:
+    from spnc.cli import evaluate
+    capsys.readouterr()
+    rc = evaluate.main([str(a) for a in args])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("names", [[" spaced ", "b", "c "], ["a,b", 'q"uote', "new\nline"],
+                                   ["μ — kg", "tab\there", "#x"]])
+def test_eval_reads_back_the_samples_it_writes(names, tmp_path, capsys):
+    """spnc-eval's CSV of samples, header included, is read back by spnc-eval: names with
+    spaces around them (written as they are, read stripped) match their model names."""
+    spn = spnc.compile(Product([Bernoulli(0, 0.3), spnc.Gaussian(1, 0.0, 1.0), spnc.Categorical(2, [.2, .3, .5])]),
+                       var_names=names)
+    m = tmp_path / "m.h5"
+    spnc.save(spn, m)
+    assert _eval(capsys, m, "--sample", 6, "--seed", 3, "--out", tmp_path / "s.csv")[0] == 0
+    assert _eval(capsys, m, "--sample", 6, "--seed", 3, "--out", tmp_path / "s.npy")[0] == 0
+    rc, err = _eval(capsys, m, tmp_path / "s.csv", "--out-ll", tmp_path / "ll.txt")
+    assert rc == 0, err
+    want = spn.log_likelihood(np.load(tmp_path / "s.npy"))
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "ll.txt"), want, rtol=1e-12)
+
+
+def test_eval_does_not_read_a_header_of_numeric_names_as_data(tmp_path, capsys):
+    """Variables named "1" and "0" (a DataFrame's integer labels): the header spnc-eval
+    writes also reads as a data row. It was taken as one, silently adding a row; now the
+    tool asks for --header or --no-header, and --header reads it back exactly."""
+    spn = spnc.compile(Product([Bernoulli(0, 0.3), Bernoulli(1, 0.8)]), var_names=["1", "0"])
+    m, s = tmp_path / "m.h5", tmp_path / "s.csv"
+    spnc.save(spn, m)
+    assert _eval(capsys, m, "--sample", 5, "--seed", 1, "--out", s)[0] == 0
+    assert s.read_text().splitlines()[0] == "1,0"
+    rc, err = _eval(capsys, m, s)
+    assert rc == 2 and "give --header" in err and "--no-header" in err
+    rc, err = _eval(capsys, m, s, "--header", "--out-ll", tmp_path / "ll.txt")
+    assert rc == 0, err
+    assert np.loadtxt(tmp_path / "ll.txt").shape == (5,)
+    rc, err = _eval(capsys, m, s, "--no-header")      # as data, the header is a row of 0/1 values
+    assert rc == 0, err

@@ -35,6 +35,12 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
         vn = list(var_names)
         if names == vn:
             return tab
+        # a text header's cells are read stripped: model names with spaces around them (as
+        # spnc-eval writes them) are matched stripped when that keeps them apart
+        plain = {v.strip(): v for v in vn}
+        if len(plain) == len(vn) and set(names) != set(vn) and set(names) == set(plain):
+            names = [plain[c] for c in names]
+            tab = Table(tab.X, names, tab.path, tab.lines)
         have, want = set(names), set(vn)
         missing = [v for v in vn if v not in have]
         extra = [c for c in names if c not in want]

@@ -18,6 +18,7 @@ import itertools
 import os
 import sys
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -104,8 +105,11 @@ def _delim_hint(cell: str, d: str) -> str:
 
 
 def read_text(path: str, delimiter: str | None = None, header: bool | None = None,
-              encoding: str | None = None) -> Table:
-    """Read a delimited text table (``path`` ``-`` is stdin)."""
+              encoding: str | None = None, expect: Sequence[str] | None = None) -> Table:
+    """Read a delimited text table (``path`` ``-`` is stdin). ``expect``: the column names
+    the caller's model has; a first row of exactly those names (in any order) is a header
+    even when some of them read as numbers, or an error asking for --header or --no-header
+    where that row could be data as well."""
     d = delimiter_of(path, delimiter)
     if path == "-":
         raw, label = sys.stdin.buffer.read(), "<stdin>"
@@ -121,6 +125,12 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         raise DataError(f"{label}: no data rows (the file is empty)")
     line0, toks0 = first_rec
     first = [t.strip() for t in toks0]
+    if header is None and expect is not None and _names_of(first, expect):
+        if any(t in MISSING or _isnum(t) for t in first):
+            raise DataError(f"{label}: line {line0} holds the model's variable names, some of which read as "
+                            "numbers (or missing values) too: give --header to take it as the header, "
+                            "--no-header to take it as data")
+        header = True
     if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
         raise DataError(f"{label}: line {line0} reads 0, 1, ..., {len(first) - 1} like a header of "
                         "column numbers: give --header to take it as a header, --no-header as data")
@@ -169,6 +179,11 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     else:
         X, lines = X[:n], lines[:n]
     return Table(X, names, label, lines)
+
+
+def _names_of(cells: list[str], names: Sequence[str]) -> bool:
+    """Whether ``cells`` (stripped, as read) are ``names`` in some order."""
+    return len(cells) == len(names) and sorted(cells) == sorted(n.strip() for n in names)
 
 
 _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
@@ -220,9 +235,11 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
 
 
 def read_table(path: str, *, dataset: str | None = None, delimiter: str | None = None,
-               header: bool | None = None, encoding: str | None = None) -> Table:
-    """Any supported data file as a :class:`Table` with at least one row and column."""
-    tab = _read_any(path, dataset, delimiter, header, encoding)
+               header: bool | None = None, encoding: str | None = None,
+               expect: Sequence[str] | None = None) -> Table:
+    """Any supported data file as a :class:`Table` with at least one row and column
+    (``expect``: the model's variable names, see :func:`read_text`)."""
+    tab = _read_any(path, dataset, delimiter, header, encoding, expect)
     if tab.X.shape[0] == 0:
         raise DataError(f"{tab.path}: no data rows")
     if tab.X.shape[1] == 0:
@@ -231,7 +248,7 @@ def read_table(path: str, *, dataset: str | None = None, delimiter: str | None =
 
 
 def _read_any(path: str, dataset: str | None, delimiter: str | None, header: bool | None,
-              encoding: str | None) -> Table:
+              encoding: str | None, expect: Sequence[str] | None = None) -> Table:
     if not dataset and path != "-":   # 'file.h5:/path' and Zarr stores (spnc.stream)
         path, dataset = stream.split_spec(path)
         if path.rstrip("/").lower().endswith(".zarr"):
@@ -249,7 +266,7 @@ def _read_any(path: str, dataset: str | None, delimiter: str | None, header: boo
         return _read_hdf5(path, dataset)
     if ext in (".parquet", ".pq"):
         return _read_parquet(path)
-    return read_text(path, delimiter, header, encoding)
+    return read_text(path, delimiter, header, encoding, expect)
 
 
 def _read_hdf5(path: str, dataset: str | None) -> Table:

@@ -128,7 +128,7 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
 def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
     """Rows of ``path`` in ``model``'s variable order (columns matched by name)."""
     tab = _data.read_table(path, dataset=args.dataset, delimiter=args.delimiter, header=args.header,
-                           encoding=args.encoding)
+                           encoding=args.encoding, expect=model.var_names)
     tab = _data.match_columns(tab, model.var_names, model.n_vars, args.by_position)
     return _data.model_rows(model, tab)
 

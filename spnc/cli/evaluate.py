@@ -112,7 +112,8 @@ def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     model = importers.load_any(args.model)     # native or another library's format
     names = model.var_names
-    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding)
+    read = dict(dataset=args.dataset, delimiter=args.delimiter, header=args.header, encoding=args.encoding,
+                expect=names)
     summary: dict = {"model": args.model}
     pending: list = []        # outputs of data in memory, written once every query has run
     if args.data is not None and _evalstream.streamable(args.data, args.dataset):

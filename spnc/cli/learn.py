@@ -342,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
     paths = {"valid": args.valid, "test": args.test}
     for tag, path in paths.items():
         if path is not None:
-            z = _data.match_columns(_data.read_table(path, **read), names, d, args.by_position)
+            z = _data.match_columns(_data.read_table(path, **read, expect=names), names, d, args.by_position)
             _data.check_types(z, types)
             if card is not None:
                 _check_states(z, card)

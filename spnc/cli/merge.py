@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _read(path: str, dataset: str | None, args, model, complete: bool = False) -> np.ndarray:
     tab = _data.read_table(path, dataset=dataset, delimiter=args.delimiter, header=args.header,
-                           encoding=args.encoding)
+                           encoding=args.encoding, expect=model.var_names)
     return _data.model_rows(model, _data.match_columns(tab, model.var_names, model.n_vars, args.by_position),
                             complete="merging" if complete else None)
 
