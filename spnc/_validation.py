@@ -168,11 +168,17 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
     if var_names is not None and len(var_names) != V:
         raise StructureError(f"var_names has {counted(len(var_names), 'name')} for {counted(V, 'variable')}")
     if var_names is not None and len(set(var_names)) != V:
-        raise StructureError("var_names has duplicate names")
+        first: dict = {}
+        for j, n in enumerate(var_names):
+            if first.setdefault(n, j) != j:
+                raise StructureError(f"var_names has duplicate names: var_names[{j}] = {str(n)[:40]!r} repeats "
+                                     f"var_names[{first[n]}]")
     if var_names is not None:
         text = "\n".join(map(str, var_names))
         if "\x00" in text:
-            raise StructureError("var_names holds a NUL character (model files cannot store it)")
+            i = next(i for i, n in enumerate(map(str, var_names)) if "\x00" in n)
+            raise StructureError(f"var_names[{i}] = {str(var_names[i])[:40]!r} holds a NUL character "
+                                 "(model files cannot store it)")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:

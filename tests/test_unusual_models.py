@@ -104,3 +104,13 @@ def test_eval_does_not_read_a_header_of_numeric_names_as_data(tmp_path, capsys):
     assert np.loadtxt(tmp_path / "ll.txt").shape == (5,)
     rc, err = _eval(capsys, m, s, "--no-header")      # as data, the header is a row of 0/1 values
     assert rc == 0, err
+
+
+def test_bad_variable_names_are_named_by_position():
+    """Among 10^4 names, the repeated one and the one holding a NUL are pointed at."""
+    names = [f"v{i}" for i in range(10_000)]
+    leaf = Product([Bernoulli(v, 0.5) for v in range(10_000)])
+    with pytest.raises(spnc.StructureError, match=r"var_names\[7001\] = 'v17' repeats var_names\[17\]"):
+        spnc.compile(leaf, var_names=names[:7001] + ["v17"] + names[7002:])
+    with pytest.raises(spnc.StructureError, match=r"var_names\[9000\] = 'a\\x00b' holds a NUL"):
+        spnc.compile(leaf, var_names=names[:9000] + ["a\x00b"] + names[9001:])
