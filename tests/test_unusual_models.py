@@ -63,6 +63,31 @@ def test_eval_matches_a_wide_shuffled_header(tmp_path, capsys):
     assert f"column name {dup[10]!r} appears twice (columns 11 and 2501)" in capsys.readouterr().err
 
 
+
+def test_merge_takes_no_marginals_of_variables_in_no_leaf(monkeypatch):
+    """2000 declared binary variables, two in leaves: the indicator rows cover those two
+    (4 rows, not 4000 rows x 2000 columns, which a 16 MiB budget refused), and the merge
+    is the one of the same model over its two variables."""
+    import warnings
+    from spnc.learn._similarity import indicator_evidence
+    V = 2000
+    kids = [Product([Bernoulli(0, p), Bernoulli(V - 1, q)]) for p, q in ((.3, .2), (.31, .2), (.8, .6))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # the variables in no leaf, on purpose
+        spn = spnc.compile(Sum(kids, [.3, .3, .4]), cardinality=[2] * V)
+    E, off = indicator_evidence(spn)
+    assert E.shape == (4, V) and off[V] == 4 and off[1] == 2 and off[V - 1] == 2
+    small = spnc.compile(Sum([Product([Bernoulli(0, p), Bernoulli(1, q)]) for p, q in ((.3, .2), (.31, .2), (.8, .6))],
+                             [.3, .3, .4]))
+    Xs = small.sample(60, seed=2)
+    X = np.zeros((60, V))
+    X[:, [0, V - 1]] = Xs
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "16M")
+    got = Merge(init=spn, epsilon=0.05).fit(X).spn_
+    want = Merge(init=small, epsilon=0.05).fit(Xs).spn_
+    assert got.n_nodes == want.n_nodes < spn.n_nodes
+    np.testing.assert_allclose(got.log_likelihood(X), want.log_likelihood(Xs), rtol=1e-12)
+
 # ---------------------------------------------------------------- names through the console tools
 def _eval(capsys, *args) -> tuple[int, str]:
     from spnc.cli import evaluate
