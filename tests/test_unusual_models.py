@@ -88,6 +88,23 @@ def test_merge_takes_no_marginals_of_variables_in_no_leaf(monkeypatch):
     assert got.n_nodes == want.n_nodes < spn.n_nodes
     np.testing.assert_allclose(got.log_likelihood(X), want.log_likelihood(Xs), rtol=1e-12)
 
+
+def test_merge_takes_the_models_own_samples_with_variables_in_no_leaf():
+    """Samples leave a variable in no leaf missing (NaN), and every query ignores it:
+    Merge takes them as they are (it refused any NaN), and names the cell when a variable
+    of a leaf is missing."""
+    kids = [Product([Bernoulli(0, p), Bernoulli(2, q)]) for p, q in ((.3, .2), (.32, .2), (.8, .6))]
+    spn = spnc.compile(Sum(kids, [.3, .3, .4]))          # variable 1: in no leaf
+    X = spn.sample(80, seed=1)
+    assert np.isnan(X[:, 1]).all() and not np.isnan(X[:, [0, 2]]).any()
+    got = Merge(init=spn, epsilon=0.05).fit(X).spn_
+    want = Merge(init=spn, epsilon=0.05).fit(np.nan_to_num(X)).spn_
+    assert got.n_nodes == want.n_nodes < spn.n_nodes
+    np.testing.assert_array_equal(got.log_likelihood(X), want.log_likelihood(X))
+    X[5, 2] = np.nan
+    with pytest.raises(DataError, match=r"X\[5, 2\] is missing"):
+        Merge(init=spn, epsilon=0.05).fit(X)
+
 # ---------------------------------------------------------------- names through the console tools
 def _eval(capsys, *args) -> tuple[int, str]:
     from spnc.cli import evaluate

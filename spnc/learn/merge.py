@@ -224,7 +224,14 @@ class Merge(DensityEstimator):
         if X.shape[0] == 0:
             raise DataError("X has no rows")
         if np.isnan(X).any():
-            raise DataError("X must be complete (no NaN): merging re-estimates parameters from it")
+            used = np.zeros(init.n_vars, dtype=bool)
+            used[init.scope] = True
+            gap = np.isnan(X) & used
+            if gap.any():
+                r, c = (int(v) for v in np.argwhere(gap)[0])
+                raise DataError(f"X[{r}, {c}] is missing (NaN): merging re-estimates parameters from X, which must "
+                                "be complete on the variables of the model's leaves")
+            X = np.where(np.isnan(X), 0.0, X)     # variables in no leaf: every query ignores them
         Xv = None if X_valid is None else init._check_X(X_valid, "X_valid")
         if Xv is not None:
             check_observed(Xv)          # some rows, with some observed value
