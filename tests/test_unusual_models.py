@@ -156,3 +156,22 @@ def test_bad_variable_names_are_named_by_position():
         spnc.compile(leaf, var_names=names[:7001] + ["v17"] + names[7002:])
     with pytest.raises(spnc.StructureError, match=r"var_names\[9000\] = 'a\\x00b' holds a NUL"):
         spnc.compile(leaf, var_names=names[:9000] + ["a\x00b"] + names[9001:])
+
+
+# ---------------------------------------------------------------- deep models in other formats
+def test_spflow_text_is_written_only_as_deep_as_it_is_read(monkeypatch):
+    """A chain of one-child sums (two parentheses each) and products (one): nested exactly
+    as deep as the reader takes, it round-trips; one level more is refused when writing
+    (it was written, and the reader then refused the file)."""
+    from spnc.io.importers import format_for, spflow_text
+    monkeypatch.setattr(spflow_text, "MAX_DEPTH", 40)
+    fmt = format_for("x", spflow_text.TEXT)
+    node = Product([Bernoulli(0, 0.3), Bernoulli(1, 0.6)])      # 1
+    for i in range(13):                                        # + 13 * 3 = 40
+        node = Product([Sum([node], [1.0])])
+    spn = spnc.compile(node)
+    back = fmt.loads(fmt.dumps(spn), "x")
+    X = np.array([[0, 1], [1, 1], [np.nan, 0]])
+    np.testing.assert_allclose(back.log_likelihood(X), spn.log_likelihood(X), rtol=1e-12)
+    with pytest.raises(spnc.FormatError, match="nest parentheses 41 deep, more than the 40"):
+        fmt.dumps(spnc.compile(Product([node])))

@@ -256,6 +256,14 @@ def dumps_text(spn: SPN) -> str:
     if tree_size(nodes, root) > MAX_NODES:
         raise FormatError(f"{TEXT}: the model expanded into a tree would have more than "
                           f"{MAX_NODES} nodes (the format cannot share nodes)")
+    # parentheses the reader stacks: a sum's own and one per weighted child, a product's own
+    depth = [0] * len(nodes)
+    for n, spec in enumerate(nodes):
+        if spec[0] != "leaf":
+            depth[n] = (2 if spec[0] == "sum" else 1) + max(depth[c] for c in spec[1])
+    if depth[root] > MAX_DEPTH:
+        raise FormatError(f"{TEXT}: the model would nest parentheses {depth[root]} deep, more than the "
+                          f"{MAX_DEPTH} this reader takes (SPFlow's own parser far fewer)")
     leaf_text = {n: _leaf_text(n, spec[1]) for n, spec in enumerate(nodes) if spec[0] == "leaf"}
     out: list[str] = []
     work: list[int | str] = [root]      # node ids to expand, or text to emit
