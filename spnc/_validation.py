@@ -157,6 +157,25 @@ def check_weights(kind: np.ndarray, ptr: np.ndarray, weight: np.ndarray, parent:
 MAX_NAME_BYTES = 1024
 
 
+def as_names(var_names) -> list[str] | None:
+    """``var_names`` as a list of str: bytes (h5py attributes, numpy ``S`` arrays) are
+    decoded as UTF-8, not turned into their repr ``"b'x'"``; one string is refused, not
+    split into its characters."""
+    if var_names is None:
+        return None
+    if isinstance(var_names, (str, bytes)):
+        raise StructureError(f"var_names must be a list of names, one per variable, not one string {var_names!r:.40}")
+    out = []
+    for i, n in enumerate(var_names):
+        if isinstance(n, (bytes, np.bytes_)):
+            try:
+                n = bytes(n).decode("utf-8")
+            except UnicodeDecodeError:
+                raise StructureError(f"var_names[{i}] = {bytes(n)!r:.40} is bytes that are not UTF-8 text") from None
+        out.append(str(n))
+    return out
+
+
 def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) -> None:
     V = len(cardinality)
     bad = (cardinality < 0) | (cardinality == 1)

@@ -66,7 +66,7 @@ class SPN:
             c = self.cardinality
             var_type = np.where(c == 0, VAR_REAL, np.where(c == 2, VAR_BINARY, VAR_CATEGORICAL))
         self.var_type = _v.as_array(var_type, np.uint8, "var_type")
-        self.var_names = None if var_names is None else [str(s) for s in var_names]
+        self.var_names = _v.as_names(var_names)
         self.roots = _v.as_array([N - 1] if roots is None else roots, np.int64, "roots")
         self.root_weights = None if root_weights is None else _v.as_array(root_weights, np.float64, "root_weights")
         if combine not in COMBINE:

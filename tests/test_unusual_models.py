@@ -175,3 +175,17 @@ def test_spflow_text_is_written_only_as_deep_as_it_is_read(monkeypatch):
     np.testing.assert_allclose(back.log_likelihood(X), spn.log_likelihood(X), rtol=1e-12)
     with pytest.raises(spnc.FormatError, match="nest parentheses 41 deep, more than the 40"):
         fmt.dumps(spnc.compile(Product([node])))
+
+
+def test_variable_names_given_as_bytes_are_decoded(tmp_path):
+    """Names as bytes (h5py attributes, numpy S arrays) were stored as their repr "b'a'";
+    they are UTF-8 text now, through the files too. One string is not split into letters."""
+    P = Product([Bernoulli(0, 0.3), Bernoulli(1, 0.6)])
+    spn = spnc.compile(P, var_names=np.array(["a".encode(), "μ".encode()]))
+    assert spn.var_names == ["a", "μ"]
+    spnc.save(spn, tmp_path / "m.h5")
+    assert spnc.load(tmp_path / "m.h5").var_names == ["a", "μ"]
+    with pytest.raises(spnc.StructureError, match="not one string"):
+        spnc.compile(P, var_names="ab")
+    with pytest.raises(spnc.StructureError, match=r"var_names\[1\] .* not UTF-8"):
+        spnc.compile(P, var_names=[b"a", b"\xff"])
