@@ -65,13 +65,15 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None
     cols = [str(c) for c in X.columns]
     if len(set(cols)) != len(cols):
-        dup = next(c for c in cols if cols.count(c) > 1)
+        seen: set[str] = set()
+        dup = next(c for c in cols if c in seen or seen.add(c))
         raise DataError(f"{name}: column name {dup!r} appears twice")
     if list(X.columns) != cols:                  # names are strings from here on (0 -> "0")
         X = X.set_axis(cols, axis=1)
     if var_names is not None:
-        missing = [v for v in var_names if v not in cols]
-        extra = [c for c in cols if c not in set(var_names)]
+        have, want = set(cols), set(var_names)
+        missing = [v for v in var_names if v not in have]
+        extra = [c for c in cols if c not in want]
         if extra and not missing:
             raise DataError(f"{name}: column{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra[:5]))} "
                             f"{'are' if len(extra) > 1 else 'is'} not among the model's variables (select "

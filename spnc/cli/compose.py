@@ -135,7 +135,8 @@ def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
 
 def _mean_ll(model, X: np.ndarray, names: list[str] | None, n_threads: int | None = None) -> float:
     if names is not None and model.var_names is not None:   # X is in the mixture's column order
-        X = X[:, [names.index(n) for n in model.var_names]]
+        col = {n: j for j, n in enumerate(names)}
+        X = X[:, [col[n] for n in model.var_names]]
     return float(np.mean(model.log_likelihood(X, n_threads=n_threads)))
 
 
