@@ -206,3 +206,19 @@ def test_a_wide_dataframe_is_matched_by_name():
     df.columns = [names[j] for j in perm[:-1]] + [names[perm[0]]]
     with pytest.raises(DataError, match=f"column name {names[perm[0]]!r} appears twice"):
         spn.log_likelihood(df)
+
+
+def test_console_tools_show_warnings_as_one_line(tmp_path, capsys):
+    """A warning (here: names an export cannot keep) reads ``spnc-convert: warning: ...``,
+    not Python's ``path/to/module.py:172: UserWarning`` with a line of spnc's source;
+    ``-q`` silences it."""
+    from spnc.cli import convert
+    spn = spnc.compile(Product([Bernoulli(0, 0.3), Bernoulli(1, 0.6)]), var_names=["a", "b"])
+    spnc.save(spn, tmp_path / "m.h5")
+    capsys.readouterr()
+    assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "m.spflow")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("spnc-convert: warning: ") and "cannot keep variable names" in err
+    assert "UserWarning" not in err and ".py:" not in err and len(err.strip().splitlines()) == 1
+    assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "n.spflow"), "-q"]) == 0
+    assert capsys.readouterr().err == ""

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from typing import Any, Callable
 
 from .._atomic import Interrupted, signals_as_exceptions
@@ -135,9 +136,13 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse
     stdout pipe exits 141 silently. Anything else is a bug and keeps its traceback."""
     _one_line_errors(prog, parser)
     args = parser.parse_args(argv)
-    handler = cli_logging(prog, bool(getattr(args, "quiet", False)))
+    quiet = bool(getattr(args, "quiet", False))
+    handler = cli_logging(prog, quiet)
     try:
-        with signals_as_exceptions():
+        with signals_as_exceptions(), warnings.catch_warnings():
+            # a warning is a note for the user: one line, without the library's source line
+            warnings.showwarning = lambda message, *a, **k: None if quiet else print(
+                f"{prog}: warning: {message}", file=sys.stderr)
             rc = run(args)
             sys.stdout.flush()
             return rc
