@@ -222,3 +222,12 @@ def test_console_tools_show_warnings_as_one_line(tmp_path, capsys):
     assert "UserWarning" not in err and ".py:" not in err and len(err.strip().splitlines()) == 1
     assert convert.main([str(tmp_path / "m.h5"), str(tmp_path / "n.spflow"), "-q"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_query_columns_by_name_among_many():
+    """--query/--evidence names among 10^4 variables (a dict, not list.index per token),
+    a name with spaces around it by its stripped spelling."""
+    from spnc.cli._data import parse_columns
+    names = [f"v{i}" for i in range(10_000)] + [" padded "]
+    spec = ",".join(names[j] for j in range(0, 10_000, 7)) + ",padded,3-4"
+    assert parse_columns(spec, names, len(names)) == sorted(set(range(0, 10_000, 7)) | {10_000, 3, 4})

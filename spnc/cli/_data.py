@@ -166,11 +166,15 @@ def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> li
     a name and also a number (names from integer column labels) must mean one column."""
     out: set[int] = set()
     names = list(var_names) if var_names is not None else []
+    pos = {n: i for i, n in enumerate(names)}
+    plain = {n.strip(): i for i, n in enumerate(names)}       # tokens are stripped, as headers are
+    if len(plain) < len(names):
+        plain = {}
     for tok in (t.strip() for t in spec.split(",")):
         if not tok:
             continue
-        if tok in names:
-            i = names.index(tok)
+        i = pos.get(tok, plain.get(tok))
+        if i is not None:
             if tok.isdigit() and int(tok) != i and int(tok) < n_vars:
                 raise DataError(f"column {tok!r} is the name of variable {i} and the index of variable "
                                 f"{int(tok)} ({names[int(tok)]!r}); rename the variables or use ranges "
