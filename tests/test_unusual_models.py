@@ -12,15 +12,18 @@ from spnc.learn import Merge
 
 # ---------------------------------------------------------------- Merge and the memory budget
 def test_merge_refuses_pairwise_distances_above_the_budget(monkeypatch):
-    """A sum of 400 children over one scope has 79 800 candidate pairs: above a 1 MiB
-    budget Merge says so before allocating (a sum of 10^5 children asked numpy for 37 GiB
-    and died with MemoryError)."""
+    """A sum of 400 products of two leaves: three groups (products, leaves of each
+    variable) of 79 800 candidate pairs. Above the budget Merge says so before allocating
+    (a sum of 10^5 children asked numpy for 37 GiB and died with MemoryError)."""
     rng = np.random.default_rng(0)
     spn = spnc.compile(Sum([Product([Bernoulli(0, float(p)), Bernoulli(1, float(q))])
                             for p, q in rng.uniform(0.1, 0.9, (400, 2))], np.full(400, 1 / 400)))
     X = spn.sample(50, seed=0)
-    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "1M")
-    with pytest.raises(DataError, match=r"pairwise distances \(400 nodes of one scope"):
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "1M")        # the distances: 1.8 MiB
+    with pytest.raises(DataError, match=r"pairwise distances \(400 nodes of one scope, 2.39e\+05 pairs"):
+        Merge(init=spn, epsilon=0.1).fit(X)
+    monkeypatch.setenv("SPNC_MEMORY_BUDGET", "2M")        # the matrix of a close group: 2.6 MiB
+    with pytest.raises(DataError, match=r"pairwise distances \(400 nodes of one scope, a matrix"):
         Merge(init=spn, epsilon=0.1).fit(X)
     monkeypatch.setenv("SPNC_MEMORY_BUDGET", "64M")
     assert Merge(init=spn, epsilon=0.1).fit(X).spn_.n_nodes < spn.n_nodes

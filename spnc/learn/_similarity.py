@@ -114,13 +114,9 @@ class Pairs:
         clen = voff[vptr[1:]] - voff[vptr[:-1]]
         cols = _ranges(off[svar], vcard)
         npairs = sizes * (sizes - 1) // 2
-        if len(sizes):       # every pair's distance, and the largest group's matrices (matrix())
-            big = int(np.argmax(sizes))
-            _budget.check(8.0 * float(npairs.sum()) + 17.0 * float(sizes[big]) ** 2,
-                          f"merging's pairwise distances ({int(sizes[big])} nodes of one scope, "
-                          f"{float(npairs.sum()):.3g} pairs in all)",
-                          f"node {int(self.members[self.gptr[big]])} has as many nodes of its scope and "
-                          "same-scope height; merge a smaller model, or raise the budget")
+        if len(sizes):       # every pair's distance (a close group's matrices: matrix())
+            top = int(np.argmax(sizes))
+            self._budget(8.0 * float(npairs.sum()), top, f"{float(npairs.sum()):.3g} pairs in all")
         self.pptr = np.concatenate([[0], np.cumsum(npairs)])
         self.dist = np.empty(int(self.pptr[-1]))
         big = npairs * clen > _SMALL
@@ -166,9 +162,16 @@ class Pairs:
     def __len__(self) -> int:
         return len(self.gptr) - 1
 
+    def _budget(self, nbytes: float, g: int, what: str) -> None:
+        size = int(self.gptr[g + 1] - self.gptr[g])
+        _budget.check(nbytes, f"merging's pairwise distances ({size} nodes of one scope, {what})",
+                      f"node {int(self.members[self.gptr[g]])} has as many nodes of its scope and "
+                      "same-scope height; merge a smaller model, or raise the budget")
+
     def matrix(self, g: int) -> np.ndarray:
         """Group ``g``'s distance matrix, with an infinite diagonal."""
         s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
+        self._budget(17.0 * s * s, g, "a matrix of them and its comparisons")    # D, min(D, D.T), bool
         D = np.full((s, s), np.inf)
         for i in range(s - 1):
             D[i, i + 1:] = self.dist[o:o + s - 1 - i]
