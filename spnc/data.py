@@ -108,21 +108,26 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
 def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     """``X`` as a numpy array of real numbers: its own integer, boolean or float dtype, or
     converted to ``dtype``; a :class:`DataError` naming ``name`` for ragged rows, complex
-    values or text."""
+    values, text or Python objects. A list is read as numpy reads it before any
+    conversion, so that text or ``None`` in it is refused as in an array, not parsed."""
     kind = getattr(getattr(X, "dtype", None), "kind", "")
     if kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
     if kind in "MmUSV" and kind:     # numpy would cast dates and text to numbers without a word
         raise DataError(f"{name} must be numeric (real numbers), got dtype {X.dtype}")
     try:
-        A = np.asarray(X) if dtype is None else np.asarray(X, dtype=dtype)
-    except (TypeError, ValueError) as e:         # ragged rows, complex lists, words
+        A = np.asarray(X)
+    except (TypeError, ValueError) as e:         # ragged rows
         raise DataError(f"{name} must be a numeric 2-D array: {e}") from None
     if A.dtype.kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
+    if A.dtype.kind == "O":
+        what = f"a {type(X).__name__}, not an array of rows" if A.ndim == 0 else \
+            "Python objects (dtype object: None, text, big integers, ...)"
+        raise DataError(f"{name} holds {what}; pass numbers, with NaN (not None) for missing values")
     if A.dtype.kind not in "biuf":
         raise DataError(f"{name} must be numeric (real numbers), got dtype {A.dtype}")
-    return A
+    return A if dtype is None else A.astype(dtype, copy=False)
 
 
 def with_names(spn, names: Sequence[str] | None):

@@ -105,7 +105,7 @@ def test_unreachable_nodes_are_rejected():
     (np.array([[0.0, -1.0]]), r"X\[0, 1\] = -1.0"),
     ([["a", "b"]], "numeric"),
     (np.array([[0.0, 1 + 2j]]), "complex"),
-    ([[0.0, 1 + 2j]], "numeric"),
+    ([[0.0, 1 + 2j]], "complex"),
 ])
 def test_bad_data_raises_data_error(X, match):
     spn = _simple()

@@ -1,0 +1,47 @@
+"""The types of data users pass in (pandas extension dtypes, odd numpy dtypes, lists,
+weights) reach every query and learner as the same numbers or as the same clear error
+(the bugs of an input-type hunt, session 23)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import DataError
+from spnc.learn import EM, OSLRAU, ChowLiuTree, LearnSPN
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def codes():
+    X = np.random.default_rng(0).integers(0, 3, (150, 4))
+    return X, ChowLiuTree().fit(X).spn_
+
+
+def _queries(spn):
+    return {"log_likelihood": spn.log_likelihood, "mpe": spn.mpe, "node_log_values": spn.node_log_values,
+            "backward": spn.backward, "sample": lambda X: spn.sample(evidence=X, seed=0),
+            "conditional": lambda X: spn.conditional(X, X)}
+
+
+@pytest.mark.parametrize("rows, match", [
+    ([["0", "1", "2", "0"]], "numeric"),                       # was: parsed as numbers by queries
+    ([[0, None, 2, 0]], "Python objects"),                     # was: None read as NaN by queries
+    (np.array([[0, 1, 2, 0]], dtype=object), "Python objects"),
+])
+def test_text_and_objects_are_refused_by_every_query_and_learner(codes, rows, match):
+    X, spn = codes
+    for q in _queries(spn).values():
+        with pytest.raises(DataError, match=match):
+            q(rows)
+    many = np.repeat(np.asarray(rows), 20, axis=0)
+    many = many if many.dtype == object else many.tolist()
+    for est in (ChowLiuTree(), LearnSPN(), OSLRAU(), EM(init=spn, max_iter=1)):
+        with pytest.raises(DataError, match=match):             # was: OSLRAU and EM parsed text
+            est.fit(many)
+
+
+def test_a_generator_is_not_a_query_s_rows(codes):
+    with pytest.raises(DataError, match="generator, not an array of rows"):
+        codes[1].log_likelihood(r for r in [[0, 1, 2, 0]])
