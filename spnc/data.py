@@ -14,6 +14,8 @@ import numpy as np
 from ._text import counted
 from .errors import DataError
 
+_INT64_MAX = np.iinfo(np.int64).max
+
 
 def is_frame(X: Any) -> bool:
     """Whether ``X`` looks like a pandas (or compatible) DataFrame."""
@@ -95,6 +97,8 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
                             "categories as integer codes 0, 1, 2, ...)")
         if k != "f" and getattr(dt, "na_value", None) is not None and bool(X[c].isna().any()):
             k = "f"              # pandas nullable Int64/boolean with <NA>: missing values become NaN
+        if k == "u" and getattr(dt, "itemsize", 8) >= 8 and X[c].max() > _INT64_MAX:
+            k = "f"              # would wrap to a negative int64: a float keeps sign and magnitude
         kinds.append(k)
     if dtype is None:
         dtype = np.int64 if all(k in "biu" for k in kinds) else np.float64

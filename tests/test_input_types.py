@@ -45,3 +45,17 @@ def test_text_and_objects_are_refused_by_every_query_and_learner(codes, rows, ma
 def test_a_generator_is_not_a_query_s_rows(codes):
     with pytest.raises(DataError, match="generator, not an array of rows"):
         codes[1].log_likelihood(r for r in [[0, 1, 2, 0]])
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "UInt64"])
+def test_a_uint64_column_above_int64_keeps_its_sign(codes, dtype):
+    big = pd.DataFrame({"a": pd.array(np.array([2**63 + 7, 1, 2], dtype=np.uint64), dtype=dtype),
+                        "b": [0.5, 1.5, 2.5]})
+    # was: wrapped to -9.2e18 by the DataFrame's conversion to int64
+    assert spnc.data.as_data(big)[0][0, 0] == float(2**63 + 7)
+    assert OSLRAU().fit(big).spn_.stats["mean"].min() > 0
+    X, spn = codes
+    df = pd.DataFrame(X[:3]).astype({0: dtype})
+    df.iloc[0, 0] = 2**63 + 7
+    with pytest.raises(DataError, match=r"X\[0, 0\] = 9\.22"):
+        spn.log_likelihood(df)
