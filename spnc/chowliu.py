@@ -149,12 +149,14 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
         raise DataError(f"{cell(name, row0, r, c)} = {v!r} {why}")
 
 
-def check_weights(sample_weight, n: int) -> np.ndarray | None:
-    """Validate non-negative finite weights with a positive total; ``None`` stays ``None``."""
+def check_weights(sample_weight, n: int, *, positive_total: bool = True) -> np.ndarray | None:
+    """Validate non-negative finite real weights, one per row, with a total that weighted
+    statistics can hold (and above 0 unless ``positive_total`` is False); ``None`` stays
+    ``None``. Every learner and :meth:`SPN.backward` check their weights here."""
     if sample_weight is None:
         return None
     w = np.asarray(sample_weight)
-    if w.dtype.kind not in "biuf":
+    if w.dtype.kind not in "biuf":      # text would be parsed, complex cut to its real part
         raise DataError(f"sample_weight must be numeric, got dtype {w.dtype}")
     w = w.astype(np.float64)
     if w.shape != (n,):
@@ -162,10 +164,12 @@ def check_weights(sample_weight, n: int) -> np.ndarray | None:
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:
         raise DataError(f"sample_weight[{bad[0]}] = {float(w[bad[0]])!r}: weights must be finite and non-negative")
-    if not w.sum() > 0:
+    with np.errstate(over="ignore"):
+        total = float(w.sum())
+    if positive_total and not total > 0:
         raise DataError("sample_weight is zero for every row; nothing to fit")
-    if not w.sum() <= MAX_WEIGHT_SUM:
-        raise DataError(f"sample_weight sums to {w.sum():.3g}, above {MAX_WEIGHT_SUM:g}: weighted statistics "
+    if not total <= MAX_WEIGHT_SUM:
+        raise DataError(f"sample_weight sums to {total:.3g}, above {MAX_WEIGHT_SUM:g}: weighted statistics "
                         "would overflow; rescale the weights")
     return w
 

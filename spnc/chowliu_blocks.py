@@ -131,7 +131,7 @@ def fit_chow_liu_blocks(X, cardinality=None, sample_weight=None, *, alpha: float
         raise ValueError(f"mi_threshold must be a finite number >= 0, got {mi_threshold!r}")
     w = None
     if sample_weight is not None:
-        w = np.asarray(sample_weight, dtype=np.float64)
+        w = np.asarray(sample_weight)
         if w.ndim != 1:
             raise DataError(f"sample_weight must be 1-D (one weight per row), got shape {w.shape}")
         w = _cl.check_weights(w, len(w))

@@ -379,17 +379,8 @@ class SPN:
         if self.combine == "independent":
             raise StructureError("backward needs a single-root or mixture model")
         n = X.shape[0]
-        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if w.shape != (n,):
-            raise DataError(f"sample_weight must have shape ({n},), got {w.shape}")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise DataError("sample_weight must be finite and non-negative")
-        from .chowliu import MAX_WEIGHT_SUM
-        with np.errstate(over="ignore"):
-            total = float(w.sum())
-        if not total <= MAX_WEIGHT_SUM:
-            raise DataError(f"sample_weight sums to {total:.3g}, above {MAX_WEIGHT_SUM:g}: the expected "
-                            "counts would overflow; rescale the weights")
+        from .chowliu import check_weights
+        w = np.ones(n) if sample_weight is None else check_weights(sample_weight, n, positive_total=False)
         sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward", stage=True)
         nt = sw.n_threads
         ll = np.empty(n)

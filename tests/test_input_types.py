@@ -59,3 +59,21 @@ def test_a_uint64_column_above_int64_keeps_its_sign(codes, dtype):
     df.iloc[0, 0] = 2**63 + 7
     with pytest.raises(DataError, match=r"X\[0, 0\] = 9\.22"):
         spn.log_likelihood(df)
+
+
+@pytest.mark.parametrize("w, match", [
+    (["1"] * 150, "numeric, got dtype <U1"),                  # was: parsed by EM and backward
+    (np.ones(150) + 1j, "numeric, got dtype complex"),         # was: the imaginary part dropped
+    (np.ones(150, dtype=object), "numeric, got dtype object"),
+    (np.r_[np.ones(149), -1.0], r"sample_weight\[149\] = -1.0"),   # was: no index named
+    (np.ones(149), r"shape \(150,\)"),
+])
+def test_every_weighted_call_checks_weights_alike(codes, w, match):
+    X = codes[0]
+    spn = LearnSPN(random_state=0).fit(X).spn_      # leaves with streaming statistics
+    fits = [lambda: ChowLiuTree().fit(X, sample_weight=w), lambda: spn.backward(X, sample_weight=w),
+            lambda: EM(init=spn, max_iter=1).fit(X, sample_weight=w),
+            lambda: EM(init=spn, max_iter=1).fit([X[:100], X[100:]], sample_weight=w)]   # streamed
+    for fit in fits:
+        with pytest.raises(DataError, match=match), np.errstate(all="ignore"):
+            fit()

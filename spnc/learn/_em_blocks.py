@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import stream as _stream
-from ..chowliu import MAX_WEIGHT_SUM
+from ..chowliu import check_weights
 from ..errors import DataError, ParameterError
 
 #: leaf statistics that are not sums over rows (the centre of centred moments)
@@ -46,14 +46,7 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
                                            "and need X in memory")
     if sample_weight is None:
         return src, None, float(n)
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise DataError(f"sample_weight must be {n} finite non-negative values")
-    if not w.sum() > 0:
-        raise DataError("sample_weight is zero for every row; nothing to fit")
-    if not float(w.sum()) <= MAX_WEIGHT_SUM:
-        raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
-                        "statistics would overflow; rescale the weights")
+    w = check_weights(sample_weight, n)
     return src, w, float(w.sum())
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import stream as _stream
 from .._kinds import SUM
-from ..chowliu import MAX_WEIGHT_SUM
+from ..chowliu import check_weights
 from . import _em_blocks
 from ._em_mstep import _copy_private, _mix, constrained_weights  # noqa: F401  (tests reach them here)
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
@@ -167,15 +167,8 @@ class EM(DensityEstimator):
             X = model._check_X(X)
             if X.shape[0] == 0:
                 raise DataError("X has no rows")
-            w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-            if w.shape != (X.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0):
-                raise DataError(f"sample_weight must be {X.shape[0]} finite non-negative values")
+            w = np.ones(X.shape[0]) if sample_weight is None else check_weights(sample_weight, X.shape[0])
             wsum = float(w.sum())
-            if not wsum > 0:
-                raise DataError("sample_weight is zero for every row; nothing to fit")
-            if not float(w.sum()) <= MAX_WEIGHT_SUM:
-                raise DataError(f"sample_weight sums to {float(w.sum()):.3g}, above {MAX_WEIGHT_SUM:g}: weighted "
-                                "statistics would overflow; rescale the weights")
             ids = np.flatnonzero(w > 0)     # rows of weight 0 play no part (even of probability 0)
             if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
