@@ -22,6 +22,14 @@ def is_frame(X: Any) -> bool:
     return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 2
 
 
+def unmasked(X: Any) -> Any:
+    """A numpy masked array as float64 with NaN (missing) in its masked cells, anything
+    else as it is: ``np.asarray`` would drop the mask and read the hidden values."""
+    if isinstance(X, np.ma.MaskedArray):
+        return np.ma.asarray(X, dtype=np.float64).filled(np.nan)
+    return X
+
+
 def refuse_dask_frame(X: Any, name: str = "X") -> None:
     """A Dask DataFrame is neither a pandas DataFrame (numpy would read it by position,
     whatever its column names) nor a Dask array: say how to pass it."""
@@ -59,8 +67,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     unless ``model_names`` is False (a query of a model without names)."""
     refuse_dask_frame(X, name)
     if not is_frame(X):
-        if isinstance(X, np.ma.MaskedArray):       # masked cells are missing values, not their data
-            X = np.ma.asarray(X, dtype=np.float64).filled(np.nan)
+        X = unmasked(X)         # masked cells are missing values, not their data
         if hasattr(X, "tocsr") and hasattr(X, "nnz"):       # scipy.sparse: an object array otherwise
             raise DataError(f"{name} is a sparse matrix; spnc reads dense rows (pass {name}.toarray(), "
                             "or blocks of it)")
@@ -120,7 +127,7 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     if kind in "MmUSV" and kind:     # numpy would cast dates and text to numbers without a word
         raise DataError(f"{name} must be numeric (real numbers), got dtype {X.dtype}")
     try:
-        A = np.asarray(X)
+        A = np.asarray(unmasked(X))
     except (TypeError, ValueError) as e:         # ragged rows
         raise DataError(f"{name} must be a numeric 2-D array: {e}") from None
     if A.dtype.kind == "c":

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, refuse_dask_frame
+from .data import as_data, is_frame, refuse_dask_frame, unmasked
 from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -139,7 +139,7 @@ class ArraySource(BlockSource):
         check = self._guard.check if self._guard is not None else (lambda name: None)
         for r0 in range(0, self.n_rows, self.block_rows):
             check(self.name)        # before: reading a memory-mapped file cut short would crash
-            b = np.asarray(self.A[r0:r0 + self.block_rows])
+            b = np.asarray(unmasked(self.A[r0:r0 + self.block_rows]))
             check(self.name)        # after: the block holds no rows written meanwhile
             yield r0, b
 
@@ -175,7 +175,7 @@ class IterableSource(BlockSource):
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 self.names = cols
-            b = np.asarray(b)
+            b = np.asarray(unmasked(b))
             if b.ndim != 2:
                 raise DataError(f"{self.name}: every block must be 2-D (rows, n_vars), got shape {b.shape} "
                                 f"at row {r0}")

@@ -77,3 +77,19 @@ def test_every_weighted_call_checks_weights_alike(codes, w, match):
     for fit in fits:
         with pytest.raises(DataError, match=match), np.errstate(all="ignore"):
             fit()
+
+
+def test_masked_cells_are_missing_in_streamed_blocks_too(codes):
+    X, spn = codes
+    M = np.ma.MaskedArray(X.astype(float), mask=np.zeros(X.shape, bool))
+    M[0, 1] = np.ma.masked                         # its hidden value stays X[0, 1]
+    ref = spn.log_likelihood(np.where(M.mask, np.nan, X))
+    assert np.array_equal(spn.log_likelihood(M), ref)
+    # was: the blocks' mask dropped by np.asarray, the hidden values read as data
+    assert np.allclose(spnc.stream.log_likelihood(spn, [M[:100], M[100:]]), ref)
+    assert np.allclose(spnc.stream.log_likelihood(spn, spnc.stream.ArraySource(M, 64)), ref)
+    for est in (ChowLiuTree(), LearnSPN()):
+        with pytest.raises(DataError, match=r"X\[0, 1\] = nan is missing"):
+            est.fit([M[:100], M[100:]])
+    with pytest.raises(DataError, match=r"X\[0, 1\] = nan is missing"):
+        spnc.chowliu.fit_chow_liu(M)
