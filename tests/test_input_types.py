@@ -93,3 +93,18 @@ def test_masked_cells_are_missing_in_streamed_blocks_too(codes):
             est.fit([M[:100], M[100:]])
     with pytest.raises(DataError, match=r"X\[0, 1\] = nan is missing"):
         spnc.chowliu.fit_chow_liu(M)
+
+
+def test_a_delimiter_at_the_end_of_each_line_is_named(tmp_path, capsys):
+    from spnc.cli import evaluate, learn
+    X = np.random.default_rng(1).integers(0, 2, (60, 3))
+    np.savetxt(tmp_path / "tr.csv", X, fmt="%d", delimiter=",")
+    assert learn.main([str(tmp_path / "tr.csv"), "-o", str(tmp_path / "m.h5"), "-q"]) == 0
+    (tmp_path / "trail.csv").write_text("".join(",".join(map(str, r)) + ",\n" for r in X))
+    capsys.readouterr()
+    # was: "data has 4 columns, the model has 3 variables" with no word of why
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "trail.csv")]) == 2
+    assert "column 4 is empty or missing on every line: does each line end with a delimiter?" \
+        in capsys.readouterr().err
+    assert learn.main([str(tmp_path / "trail.csv"), "-o", str(tmp_path / "m2.h5"), "-q"]) == 2
+    assert "does each line end with a delimiter?" in capsys.readouterr().err

@@ -56,7 +56,7 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
         return tab.take([col[v] for v in vn], vn)
     if tab.X.shape[1] != n_vars:
         raise DataError(f"{tab.path}: data has {counted(tab.X.shape[1], 'column')}, the model has "
-                        f"{counted(n_vars, 'variable')}")
+                        f"{counted(n_vars, 'variable')}{tab.trailing_hint()}")
     return tab
 
 

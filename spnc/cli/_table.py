@@ -48,6 +48,16 @@ class Table:
         col = f"column {c + 1}" + (f" ({self.names[c]!r})" if self.names else "")
         return f"{self.path}: {pos}, {col}"
 
+    def trailing_hint(self) -> str:
+        """A hint when the last column of a text file without header is missing on every
+        line, as a delimiter at the end of each line makes it (no name says otherwise)."""
+        X = self.X
+        if self.lines is None or self.names is not None or X.ndim != 2 or X.shape[1] < 2 \
+                or not np.isnan(X[:, -1]).all():
+            return ""
+        return (f" (column {X.shape[1]} is empty or missing on every line: does each line end with a "
+                "delimiter?)")
+
     def take(self, cols: list[int], names: list[str] | None) -> "Table":
         return Table(np.ascontiguousarray(self.X[:, cols]), names, self.path, self.lines)
 

@@ -200,8 +200,8 @@ def _check_train(tab: _data.Table, args: argparse.Namespace) -> tuple[bool, list
         r, c = (int(v) for v in bad[0])
         what = "is missing" if np.isnan(X[r, c]) else f"is {_num(X[r, c])}"
         n_bad = len(np.unique(bad[:, 0]))
-        raise DataError(f"{tab.where(r, c)} {what}: learning needs complete training "
-                        f"data ({n_bad} row{'s' if n_bad > 1 else ''} with missing or infinite values)")
+        raise DataError(f"{tab.where(r, c)} {what}: learning needs complete training data ({n_bad} row"
+                        f"{'s' * (n_bad > 1)} with missing or infinite values){tab.trailing_hint()}")
     if args.types is not None:
         types = _data.parse_types(args.types, X.shape[1])
     elif args.learner == "chowliu" or args.data_type == "discrete":
