@@ -54,6 +54,18 @@ def storable_names(cols: Sequence[str], name: str = "X") -> None:
                             f"names of 1 to {MAX_NAME_BYTES} bytes without NUL (rename the column)")
 
 
+def _column_hint(dt) -> str:
+    """How to make a column of dtype ``dt`` numeric: a category's codes and labels differ,
+    and an object column of numbers needs converting, not encoding."""
+    if str(dt) == "category":
+        return (" (pass its codes, df[c].cat.codes: positions in its categories, -1 for missing; or its "
+                "labels, df[c].astype(float), when they are numbers)")
+    if str(dt) == "object":
+        return (" (Python objects: convert numbers with pd.to_numeric(df[c]), None becoming missing; "
+                "encode text categories as integer codes 0, 1, 2, ...)")
+    return " (encode categories as integer codes 0, 1, 2, ...)"
+
+
 def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
             dtype: Any = None, model_names: bool = True) -> tuple[Any, list[str] | None]:
     """``(array, column names)`` for a DataFrame, ``(X, None)`` for anything else.
@@ -100,8 +112,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     for c, dt in zip(cols, X.dtypes):
         k = getattr(dt, "kind", "O")
         if k not in "biuf":
-            raise DataError(f"{name}: column {c!r} has dtype {dt}, not numeric (encode "
-                            "categories as integer codes 0, 1, 2, ...)")
+            raise DataError(f"{name}: column {c!r} has dtype {dt}, not numeric{_column_hint(dt)}")
         if k != "f" and getattr(dt, "na_value", None) is not None and bool(X[c].isna().any()):
             k = "f"              # pandas nullable Int64/boolean with <NA>: missing values become NaN
         if k == "u" and getattr(dt, "itemsize", 8) >= 8 and X[c].max() > _INT64_MAX:

@@ -184,7 +184,7 @@ class SPN:
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
-            raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}); got a 1-D array — use X[None, :] for one row")
+            raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}); got a 1-D array — use {name}[None, :] for one row")
         if A.ndim != 2:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}), got shape {A.shape}")
         if A.shape[1] != self.n_vars:

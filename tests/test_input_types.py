@@ -108,3 +108,15 @@ def test_a_delimiter_at_the_end_of_each_line_is_named(tmp_path, capsys):
         in capsys.readouterr().err
     assert learn.main([str(tmp_path / "trail.csv"), "-o", str(tmp_path / "m2.h5"), "-q"]) == 2
     assert "does each line end with a delimiter?" in capsys.readouterr().err
+
+
+def test_category_and_object_columns_say_how_to_convert(codes):
+    X, spn = codes
+    df = pd.DataFrame(X[:5], columns=list("abcd"))
+    # was: "encode categories as integer codes" for both, whose codes are the category's?
+    with pytest.raises(DataError, match=r"column 'b' has dtype category.*cat\.codes.*astype\(float\)"):
+        spn.log_likelihood(df.astype({"b": "category"}))
+    with pytest.raises(DataError, match=r"column 'c' has dtype object.*pd\.to_numeric"):
+        ChowLiuTree().fit(df.astype({"c": object}))
+    with pytest.raises(DataError, match=r"X_valid must be 2-D .* use X_valid\[None, :\]"):
+        LearnSPN().fit(X, X_valid=X[0])
