@@ -127,6 +127,18 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     return np.ascontiguousarray(A), cols
 
 
+def _ragged(X: Any) -> str:
+    """Which row of a list of rows is not as long as the first ('' if none is found)."""
+    if not isinstance(X, (list, tuple)) or not X:
+        return ""
+    sizes = [len(r) if isinstance(r, (list, tuple, np.ndarray)) else -1 for r in X]
+    r = next((i for i, s in enumerate(sizes) if s != sizes[0]), None)
+    if r is None:
+        return ""
+    what = lambda s: "a single value" if s < 0 else f"{s} values"     # noqa: E731
+    return f"row {r} has {what(sizes[r])}, row 0 {what(sizes[0])}"
+
+
 def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     """``X`` as a numpy array of real numbers: its own integer, boolean or float dtype, or
     converted to ``dtype``; a :class:`DataError` naming ``name`` for ragged rows, complex
@@ -140,7 +152,7 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     try:
         A = np.asarray(unmasked(X))
     except (TypeError, ValueError) as e:         # ragged rows
-        raise DataError(f"{name} must be a numeric 2-D array: {e}") from None
+        raise DataError(f"{name} must be a numeric 2-D array: {_ragged(X) or e}") from None
     if A.dtype.kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
     if A.dtype.kind == "O":

@@ -120,3 +120,20 @@ def test_category_and_object_columns_say_how_to_convert(codes):
         ChowLiuTree().fit(df.astype({"c": object}))
     with pytest.raises(DataError, match=r"X_valid must be 2-D .* use X_valid\[None, :\]"):
         LearnSPN().fit(X, X_valid=X[0])
+
+
+def test_ragged_rows_and_unobserved_masked_rows_are_named_before_learning(codes):
+    X = codes[0]
+    ragged = [[0, 1, 2, 0], [0, 1]]
+    for est in (LearnSPN(), spnc.learn.Prometheus()):
+        # was: numpy's ValueError "inhomogeneous shape" from the check of X_valid
+        with pytest.raises(DataError, match="X_valid must be a numeric 2-D array: row 1 has 2 values, row 0 4"):
+            est.fit(X, X_valid=ragged)
+    with pytest.raises(DataError, match="got a 2-D y"):     # was: the same ValueError
+        LearnSPN().fit(X, ragged)
+    with pytest.raises(DataError, match="X must be a numeric 2-D array: row 1 has a single value"):
+        codes[1].log_likelihood([[0, 1, 2, 0], 1])
+    hidden = np.ma.MaskedArray(X[:5].astype(float), mask=True)
+    # was: the mask dropped, validation on rows with no observed value went ahead
+    with pytest.raises(DataError, match="X_valid has no observed value"):
+        LearnSPN().fit(X, X_valid=hidden)

@@ -13,7 +13,7 @@ from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
 from .._warn import warn_user
-from ..data import as_data, is_frame
+from ..data import as_data, is_frame, unmasked
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -36,6 +36,19 @@ def _with_blas_threads(fit):
         with blas_threads(self.n_threads):
             return fit(self, *args, **kwargs)
     return limited
+
+
+def _shape(X) -> tuple | None:
+    """``np.shape(X)``, or None for ragged rows (refused with their row by the later check)."""
+    try:
+        return np.asarray(X).shape
+    except ValueError:
+        return None
+
+
+def _ndim(X) -> int:
+    shape = _shape(X)
+    return 2 if shape is None else len(shape)
 
 
 def check_observed(Xv: np.ndarray, name: str = "X_valid") -> None:
@@ -151,7 +164,7 @@ class DensityEstimator:
     def _no_target(self, y) -> None:
         """Density estimators take no target: a 2-D ``y`` is validation rows passed by
         position, which would otherwise be ignored without a word."""
-        if y is not None and np.asarray(y).ndim == 2:
+        if y is not None and _ndim(y) == 2:
             raise DataError(f"{type(self).__name__}.fit got a 2-D y, but density estimators take no "
                             "target; pass validation rows as X_valid=...")
 
@@ -176,7 +189,8 @@ class DensityEstimator:
         if X_valid is None:
             return
         if spn is None:
-            shape = np.shape(X_valid) if isinstance(X_valid, (np.ndarray, list, tuple)) else None
+            X_valid = unmasked(X_valid)     # masked cells are missing: not observed
+            shape = _shape(X_valid) if isinstance(X_valid, (np.ndarray, list, tuple)) else None
             if shape is not None and len(shape) == 2 and n_cols is not None and shape[1] != n_cols:
                 raise DataError(f"X_valid has {counted(shape[1], 'column')}, the training data {n_cols}")
             if isinstance(X_valid, np.ndarray) and X_valid.dtype.kind == "f":
