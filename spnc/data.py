@@ -30,6 +30,13 @@ def unmasked(X: Any) -> Any:
     return X
 
 
+def refuse_sparse(X: Any, name: str = "X") -> None:
+    """A scipy.sparse matrix would become a 0-d object array: say how to pass it."""
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        raise DataError(f"{name} is a sparse matrix; spnc reads dense rows (pass its .toarray(), or "
+                        "blocks of it)")
+
+
 def refuse_dask_frame(X: Any, name: str = "X") -> None:
     """A Dask DataFrame is neither a pandas DataFrame (numpy would read it by position,
     whatever its column names) nor a Dask array: say how to pass it."""
@@ -80,9 +87,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     refuse_dask_frame(X, name)
     if not is_frame(X):
         X = unmasked(X)         # masked cells are missing values, not their data
-        if hasattr(X, "tocsr") and hasattr(X, "nnz"):       # scipy.sparse: an object array otherwise
-            raise DataError(f"{name} is a sparse matrix; spnc reads dense rows (pass {name}.toarray(), "
-                            "or blocks of it)")
+        refuse_sparse(X, name)
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None
     cols = [str(c) for c in X.columns]
     if len(set(cols)) != len(cols):
@@ -144,6 +149,7 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     converted to ``dtype``; a :class:`DataError` naming ``name`` for ragged rows, complex
     values, text or Python objects. A list is read as numpy reads it before any
     conversion, so that text or ``None`` in it is refused as in an array, not parsed."""
+    refuse_sparse(X, name)
     kind = getattr(getattr(X, "dtype", None), "kind", "")
     if kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
@@ -156,7 +162,7 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     if A.dtype.kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
     if A.dtype.kind == "O":
-        what = f"a {type(X).__name__}, not an array of rows" if A.ndim == 0 else \
+        what = f"a {type(A[()]).__name__}, not an array of rows" if A.ndim == 0 else \
             "Python objects (dtype object: None, text, big integers, ...)"
         raise DataError(f"{name} holds {what}; pass numbers, with NaN (not None) for missing values")
     if A.dtype.kind not in "biuf":

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, refuse_dask_frame, unmasked
+from .data import as_data, is_frame, refuse_dask_frame, refuse_sparse, unmasked
 from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -175,6 +175,7 @@ class IterableSource(BlockSource):
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 self.names = cols
+            refuse_sparse(b, f"{self.name}: the block at row {r0}")
             b = np.asarray(unmasked(b))
             if b.ndim != 2:
                 raise DataError(f"{self.name}: every block must be 2-D (rows, n_vars), got shape {b.shape} "
@@ -224,6 +225,7 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X), block_rows)
     refuse_dask_frame(X, name)
+    refuse_sparse(X, name)
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):

@@ -137,3 +137,14 @@ def test_ragged_rows_and_unobserved_masked_rows_are_named_before_learning(codes)
     # was: the mask dropped, validation on rows with no observed value went ahead
     with pytest.raises(DataError, match="X_valid has no observed value"):
         LearnSPN().fit(X, X_valid=hidden)
+
+
+def test_sparse_matrices_are_named_wherever_rows_are_read(codes):
+    sparse = pytest.importorskip("scipy.sparse")
+    X, spn = codes
+    S = sparse.csr_matrix(X)
+    # was: "X holds a ndarray" / numpy's float() error on the 0-d object array it became
+    for f in (lambda: spnc.stream.log_likelihood(spn, S), lambda: spnc.chowliu.fit_chow_liu(S),
+              lambda: ChowLiuTree().fit([S[:100], S[100:]]), lambda: spn.log_likelihood(S)):
+        with pytest.raises(DataError, match=r"is a sparse matrix; spnc reads dense rows \(pass its \.toarray\(\)"):
+            f()
