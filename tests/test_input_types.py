@@ -148,3 +148,17 @@ def test_sparse_matrices_are_named_wherever_rows_are_read(codes):
               lambda: ChowLiuTree().fit([S[:100], S[100:]]), lambda: spn.log_likelihood(S)):
         with pytest.raises(DataError, match=r"is a sparse matrix; spnc reads dense rows \(pass its \.toarray\(\)"):
             f()
+
+
+def test_a_pandas_index_column_in_a_csv_is_named(tmp_path, capsys):
+    from spnc.cli import evaluate, learn
+    df = pd.DataFrame(np.random.default_rng(2).integers(0, 2, (40, 3)), columns=list("abc"))
+    df.to_csv(tmp_path / "idx.csv")                 # header ",a,b,c", row labels in column 1
+    capsys.readouterr()
+    # was: "'a' is not a number (... give --header ...)", then "header column 1 has no name"
+    for extra in ([], ["--header"]):
+        assert learn.main([str(tmp_path / "idx.csv"), "-o", str(tmp_path / "m.h5"), "-q", *extra]) == 2
+        assert "pandas' to_csv writes unless index=False? Drop that column" in capsys.readouterr().err
+    df.to_csv(tmp_path / "ok.csv", index=False)
+    assert learn.main([str(tmp_path / "ok.csv"), "-o", str(tmp_path / "m.h5"), "-q"]) == 0
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "idx.csv"), "-q"]) == 2
