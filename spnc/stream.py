@@ -28,7 +28,7 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, refuse_dask_frame, refuse_sparse, unmasked
+from .data import as_data, is_frame, real_array, refuse_dask_frame, refuse_sparse, unmasked
 from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -407,10 +407,12 @@ def load(X, dtype=np.float64, name: str = "X", var_names=None) -> np.ndarray:
         if src.n_rows is not None and src.n_cols is not None:
             _load_check(src.n_rows, src.n_cols, size, name)
         parts, n = [], 0
-        for _, b in src.blocks():
+        for r0, b in src.blocks():
             n += b.shape[0]
             _load_check(n, b.shape[1] if b.ndim == 2 else 1, size, name)
-            parts.append(np.asarray(b, dtype=dtype))
+            # text or complex blocks refused, not parsed or cut to their real part
+            where = f"{src.name}: the block at row {r0}" if isinstance(src, IterableSource) else label(src)
+            parts.append(real_array(b, where, dtype))
     finally:
         if src is not X:
             src.close()
@@ -432,7 +434,7 @@ def _load_dask(X, dtype, name: str) -> np.ndarray:
                   "keep it on the cluster (spnc.dask) or raise the budget")
     if n == 0:
         raise DataError(f"{name}: no rows")
-    return np.asarray(X.compute(), dtype=dtype)
+    return real_array(X.compute(), name, dtype)
 
 
 def log_likelihood(spn, X, *, n_threads: int | None = None, client=None) -> np.ndarray:

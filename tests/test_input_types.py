@@ -162,3 +162,15 @@ def test_a_pandas_index_column_in_a_csv_is_named(tmp_path, capsys):
     df.to_csv(tmp_path / "ok.csv", index=False)
     assert learn.main([str(tmp_path / "ok.csv"), "-o", str(tmp_path / "m.h5"), "-q"]) == 0
     assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "idx.csv"), "-q"]) == 2
+
+
+def test_stream_load_refuses_text_and_complex_blocks(codes):
+    X, spn = codes
+    S = X.astype(str)
+    # was: parsed to numbers (text) or cut to the real part with a ComplexWarning
+    with pytest.raises(DataError, match="X: the block at row 100 must be numeric"):
+        spnc.stream.load([X[:100], S[100:]])
+    with pytest.raises(DataError, match="complex"):
+        spnc.stream.load([X[:100] + 1j, X[100:] + 1j])
+    with pytest.raises(DataError, match="X_valid: the block at row 0 must be numeric"):
+        EM(init=LearnSPN(random_state=0).fit(X).spn_, max_iter=1).fit(X, X_valid=[S[:10], S[10:20]])
