@@ -179,7 +179,8 @@ class IterableSource(BlockSource):
             b = np.asarray(unmasked(b))
             if b.ndim != 2:
                 raise DataError(f"{self.name}: every block must be 2-D (rows, n_vars), got shape {b.shape} "
-                                f"at row {r0}")
+                                f"at row {r0}" + ("; an iterator or callable gives blocks of rows, not single "
+                                                  "rows: pass np.array(list(rows)) for those" if b.ndim == 1 else ""))
             if self.n_cols is None:
                 self.n_cols = b.shape[1]
             elif b.shape[1] != self.n_cols:

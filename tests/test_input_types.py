@@ -174,3 +174,12 @@ def test_stream_load_refuses_text_and_complex_blocks(codes):
         spnc.stream.load([X[:100] + 1j, X[100:] + 1j])
     with pytest.raises(DataError, match="X_valid: the block at row 0 must be numeric"):
         EM(init=LearnSPN(random_state=0).fit(X).spn_, max_iter=1).fit(X, X_valid=[S[:10], S[10:20]])
+
+
+def test_a_generator_of_single_rows_is_told_to_give_blocks(codes):
+    X, spn = codes
+    # was: only "every block must be 2-D (rows, n_vars), got shape (4,) at row 0"
+    for f in (lambda: ChowLiuTree().fit(r for r in X), lambda: spnc.stream.log_likelihood(spn, iter(X))):
+        with pytest.raises(DataError, match=r"got shape \(4,\) at row 0; an iterator or callable gives "
+                                            r"blocks of rows, not single rows"):
+            f()
