@@ -211,3 +211,11 @@ def test_wide_frames_are_matched_to_names_in_linear_time():
     _Counted.calls = 0
     tab = match_columns(Table(np.zeros((2, d)), names, "f.csv"), model_names, d)
     assert tab.names == names[::-1] and _Counted.calls < 10 * d
+
+
+def test_a_reversed_column_range_is_named():
+    from spnc.cli._data import parse_columns
+    assert parse_columns("0-2", None, 4) == [0, 1, 2]
+    with pytest.raises(DataError, match=r"column range '2-0' is empty: give the lower index first \(0-2\)"):
+        parse_columns("2-0", None, 4)          # was: no column, then only "no query columns"
+    assert parse_columns("b,0", ["a", "b", "c"], 3) == [0, 1]

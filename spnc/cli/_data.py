@@ -189,6 +189,8 @@ def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> li
                 rng = range(int(tok), int(tok) + 1)
         except ValueError:
             raise DataError(f"column {tok!r} is neither a variable name nor an index") from None
+        if not rng:
+            raise DataError(f"column range {tok!r} is empty: give the lower index first ({b}-{a})")
         for c in rng:
             if not 0 <= c < n_vars:
                 raise DataError(f"column {c} is out of range [0, {n_vars})")
