@@ -22,7 +22,7 @@ from . import _counts as _K
 from . import _mi as _MI
 from . import stream as _stream
 from ._sweep import cell
-from .data import real_array
+from .data import real_array, unmasked
 from ._threads import effective_n_threads
 from .errors import DataError
 
@@ -155,7 +155,7 @@ def check_weights(sample_weight, n: int, *, positive_total: bool = True) -> np.n
     ``None``. Every learner and :meth:`SPN.backward` check their weights here."""
     if sample_weight is None:
         return None
-    w = np.asarray(sample_weight)
+    w = np.asarray(unmasked(sample_weight))      # a masked weight is missing (NaN): refused below
     if w.dtype.kind not in "biuf":      # text would be parsed, complex cut to its real part
         raise DataError(f"sample_weight must be numeric, got dtype {w.dtype}")
     w = w.astype(np.float64)

@@ -219,3 +219,12 @@ def test_a_reversed_column_range_is_named():
     with pytest.raises(DataError, match=r"column range '2-0' is empty: give the lower index first \(0-2\)"):
         parse_columns("2-0", None, 4)          # was: no column, then only "no query columns"
     assert parse_columns("b,0", ["a", "b", "c"], 3) == [0, 1]
+
+
+def test_a_masked_weight_is_missing_not_its_hidden_value(codes):
+    X = codes[0]
+    w = np.ma.MaskedArray(np.ones(len(X)), mask=np.arange(len(X)) == 7)
+    # was: the mask dropped, the hidden 1.0 used as the weight
+    for fit in (lambda: ChowLiuTree().fit(X, sample_weight=w), lambda: codes[1].backward(X, sample_weight=w)):
+        with pytest.raises(DataError, match=r"sample_weight\[7\] = nan: weights must be finite"):
+            fit()
