@@ -228,3 +228,16 @@ def test_a_masked_weight_is_missing_not_its_hidden_value(codes):
     for fit in (lambda: ChowLiuTree().fit(X, sample_weight=w), lambda: codes[1].backward(X, sample_weight=w)):
         with pytest.raises(DataError, match=r"sample_weight\[7\] = nan: weights must be finite"):
             fit()
+
+
+def test_quoted_cells_are_read_with_a_blank_delimiter_too(tmp_path):
+    from spnc.cli._table import read_text
+    p = tmp_path / "q.txt"
+    p.write_text('"a" "b c"  d\n"1" ""   2.5\n0 1 "?"\n')
+    # was: '"1"' is not a number (docs/cli.md: quoted cells are read as CSV quoting)
+    tab = read_text(str(p), delimiter="space")
+    assert tab.names == ["a", "b c", "d"]
+    assert np.array_equal(tab.X, [[1, np.nan, 2.5], [0, 1, np.nan]], equal_nan=True)
+    p.write_text('1 "2\n')
+    with pytest.raises(DataError, match="line 1: No closing quotation"):
+        read_text(str(p), delimiter="space")

@@ -16,6 +16,7 @@ import errno
 import io
 import itertools
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Sequence
@@ -220,7 +221,16 @@ def _records(stream, d: str, label: str):
         for k, ln in enumerate(stream, 1):
             ln = ln.rstrip("\r\n")
             if ln.strip() and not ln.lstrip().startswith("#"):
-                yield k, (ln.split() if d == " " else ln.split(d))
+                yield k, (ln.split(d) if d != " " else _blank_split(ln, label, k) if '"' in ln else ln.split())
+
+
+def _blank_split(line: str, label: str, k: int) -> list[str]:
+    """Cells of a blank-delimited line with quoted cells ("1", "age group"), as CSV quoting
+    reads them with the other delimiters."""
+    try:
+        return shlex.split(line, posix=True)
+    except ValueError as e:              # an unclosed quote
+        raise DataError(f"{label}: line {k}: {e}") from None
 
 
 def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, label: str, d: str,
