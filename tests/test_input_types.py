@@ -241,3 +241,16 @@ def test_quoted_cells_are_read_with_a_blank_delimiter_too(tmp_path):
     p.write_text('1 "2\n')
     with pytest.raises(DataError, match="line 1: No closing quotation"):
         read_text(str(p), delimiter="space")
+
+
+def test_a_blank_line_in_a_one_column_file_is_not_dropped_silently(tmp_path):
+    from spnc.cli._table import read_text
+    p = tmp_path / "one.csv"
+    p.write_text("x\n1.5\n\n2.5\n\n")         # an empty cell is a missing value, a blank line nothing
+    # was: 2 rows, the blank line (a missing value?) dropped and later rows shifted up
+    with pytest.raises(DataError, match="line 3 is blank: in a one-column file that may be a missing value"):
+        read_text(str(p))
+    p.write_text("x\n1.5\nNaN\n2.5\n\n\n")     # trailing blank lines are nothing
+    assert np.array_equal(read_text(str(p)).X, [[1.5], [np.nan], [2.5]], equal_nan=True)
+    p.write_text("a,b\n1,2\n\n3,\n")             # with two columns a blank line is no row
+    assert np.array_equal(read_text(str(p)).X, [[1, 2], [3, np.nan]], equal_nan=True)

@@ -132,7 +132,8 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         label = path
     enc, n_lines = _decode(raw, label, encoding)
     # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
-    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label)
+    inner_blank: list[int] = []       # a blank line before a row: a missing value of a 1-column file?
+    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label, inner_blank)
     first_rec = next(records, None)
     if first_rec is None:
         raise DataError(f"{label}: no data rows (the file is empty)")
@@ -191,6 +192,9 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         n += len(block)
     if n == 0:
         raise DataError(f"{label}: has a header but no data rows")
+    if width == 1 and inner_blank:
+        raise DataError(f"{label}: line {inner_blank[0]} is blank: in a one-column file that may be a missing "
+                        "value or nothing; write NaN or ? for a missing value, or delete the line")
     if n < len(X) // 2:                            # many blank or comment lines: give memory back
         X, lines = X[:n].copy(), lines[:n].copy()
     else:
@@ -206,21 +210,38 @@ def _names_of(cells: list[str], names: Sequence[str]) -> bool:
 _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
 
 
-def _records(stream, d: str, label: str):
-    """``(line number, cells)`` of the non-blank, non-comment lines of a text stream."""
+def _records(stream, d: str, label: str, inner_blank: list[int]):
+    """``(line number, cells)`` of the non-blank, non-comment lines of a text stream; the
+    first blank line before one of them is appended to ``inner_blank``."""
+    blank = None
+    for k, toks in _lines(stream, d, label):
+        if toks is None:
+            blank = k if blank is None else blank
+            continue
+        if blank is not None and not inner_blank:
+            inner_blank.append(blank)
+        blank = None
+        yield k, toks
+
+
+def _lines(stream, d: str, label: str):
+    """``(line number, cells)`` of each non-comment line, cells None for a blank line."""
     if len(d) == 1 and d != " ":
         reader = csv.reader(stream, delimiter=d)
         try:
             for toks in reader:
-                if not toks or (len(toks) == 1 and not toks[0].strip()) or toks[0].lstrip().startswith("#"):
-                    continue
-                yield reader.line_num, toks
+                if not toks or (len(toks) == 1 and not toks[0].strip()):
+                    yield reader.line_num, None
+                elif not toks[0].lstrip().startswith("#"):
+                    yield reader.line_num, toks
         except csv.Error as e:
             raise DataError(f"{label}: line {reader.line_num}: {e}") from None
     else:
         for k, ln in enumerate(stream, 1):
             ln = ln.rstrip("\r\n")
-            if ln.strip() and not ln.lstrip().startswith("#"):
+            if not ln.strip():
+                yield k, None
+            elif not ln.lstrip().startswith("#"):
                 yield k, (ln.split(d) if d != " " else _blank_split(ln, label, k) if '"' in ln else ln.split())
 
 
