@@ -108,6 +108,11 @@ def test_a_delimiter_at_the_end_of_each_line_is_named(tmp_path, capsys):
         in capsys.readouterr().err
     assert learn.main([str(tmp_path / "trail.csv"), "-o", str(tmp_path / "m2.h5"), "-q"]) == 2
     assert "does each line end with a delimiter?" in capsys.readouterr().err
+    (tmp_path / "trailh.csv").write_text("a,b,c,\n" + "".join(",".join(map(str, r)) + ",\n" for r in X))
+    for extra in ([], ["--header"]):
+        # was: "'a' is not a number (... give --header ...)", then "header column 4 has no name"
+        assert learn.main([str(tmp_path / "trailh.csv"), "-o", str(tmp_path / "m2.h5"), "-q", *extra]) == 2
+        assert "does each line end with a delimiter? Remove the last one" in capsys.readouterr().err
 
 
 def test_category_and_object_columns_say_how_to_convert(codes):

@@ -30,6 +30,7 @@ from ..errors import DataError
 MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
 _INDEX_HINT = (": a column of row labels, as pandas' to_csv writes unless index=False? Drop that column "
                "(spnc would read the labels as data)")
+_END_HINT = ": does each line end with a delimiter? Remove the last one of each line"
 _CANDIDATES = (",", ";", "\t", "|", " ")
 _SHOW = {"\t": "tab", " ": "space"}
 
@@ -148,9 +149,12 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
         raise DataError(f"{label}: line {line0} reads 0, 1, ..., {len(first) - 1} like a header of "
                         "column numbers: give --header to take it as a header, --no-header as data")
-    index_col = len(first) > 1 and not first[0] and not any(t in MISSING or _isnum(t) for t in first[1:])
-    if header is None and index_col:
-        raise DataError(f"{label}: line {line0} is a header but for its empty first cell{_INDEX_HINT}")
+    named = lambda cells: cells and not any(t in MISSING or _isnum(t) for t in cells)    # noqa: E731
+    index_col = len(first) > 1 and not first[0] and named(first[1:])
+    end_delim = len(first) > 1 and not first[-1] and named(first[:-1])
+    if header is None and (index_col or end_delim):
+        raise DataError(f"{label}: line {line0} is a header but for its empty "
+                        + (f"first cell{_INDEX_HINT}" if index_col else f"last cell{_END_HINT}"))
     if header is None:
         header = not any(t in MISSING or _isnum(t) for t in first)
     names = None
@@ -160,7 +164,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         for c, nm in enumerate(names):
             if not nm:
                 raise DataError(f"{label}: line {line0}: header column {c + 1} has no name"
-                                + (_INDEX_HINT if index_col else ""))
+                                + (_INDEX_HINT if index_col and c == 0 else _END_HINT if end_delim else ""))
             if nm in seen:
                 raise DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
                                 f"(columns {seen[nm] + 1} and {c + 1})")
