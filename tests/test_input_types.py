@@ -259,3 +259,19 @@ def test_a_blank_line_in_a_one_column_file_is_not_dropped_silently(tmp_path):
     assert np.array_equal(read_text(str(p)).X, [[1.5], [np.nan], [2.5]], equal_nan=True)
     p.write_text("a,b\n1,2\n\n3,\n")             # with two columns a blank line is no row
     assert np.array_equal(read_text(str(p)).X, [[1, 2], [3, np.nan]], equal_nan=True)
+
+
+def test_errors_name_the_file_s_column_when_columns_are_matched_by_name(tmp_path, capsys):
+    import h5py
+    from spnc.cli import evaluate, learn
+    X = np.random.default_rng(3).integers(0, 2, (40, 3))
+    np.savetxt(tmp_path / "tr.csv", X, fmt="%d", delimiter=",", header="a,b,c", comments="")
+    assert learn.main([str(tmp_path / "tr.csv"), "-o", str(tmp_path / "m.h5"), "-q"]) == 0
+    (tmp_path / "ro.csv").write_text("c,a,b\n1,0,1\n5,1,1\n")
+    with h5py.File(tmp_path / "ro.h5", "w") as f:
+        f.create_dataset("x", data=[[1.0, 0, 1], [5, 1, 1]]).attrs["columns"] = ["c", "a", "b"]
+    capsys.readouterr()
+    for data, where in ((tmp_path / "ro.csv", "line 3"), (f"{tmp_path / 'ro.h5'}:/x", "row 2")):
+        assert evaluate.main([str(tmp_path / "m.h5"), str(data)]) == 2
+        # was: "column 3 ('c')", the model's position of 'c', which is the file's column 1
+        assert f"{where}, column 1 ('c'): 5.0 is not a state" in capsys.readouterr().err

@@ -43,13 +43,15 @@ class Table:
     names: list[str] | None
     path: str
     lines: np.ndarray | None = None     # 1-based file line of each row (text files)
+    file_cols: np.ndarray | None = None     # the file's column of each column (None: the same)
 
     def where(self, r: int, c: int | None = None) -> str:
         """``path: line L, column C ('name')`` for row ``r`` / column ``c`` (0-based)."""
         pos = f"line {int(self.lines[r])}" if self.lines is not None else f"row {r + 1}"
         if c is None:
             return f"{self.path}: {pos}"
-        col = f"column {c + 1}" + (f" ({self.names[c]!r})" if self.names else "")
+        fc = c if self.file_cols is None else int(self.file_cols[c])   # the file's, not the model's
+        col = f"column {fc + 1}" + (f" ({self.names[c]!r})" if self.names else "")
         return f"{self.path}: {pos}, {col}"
 
     def trailing_hint(self) -> str:
@@ -63,7 +65,8 @@ class Table:
                 "delimiter?)")
 
     def take(self, cols: list[int], names: list[str] | None) -> "Table":
-        return Table(np.ascontiguousarray(self.X[:, cols]), names, self.path, self.lines)
+        fc = np.asarray(cols, dtype=np.int64) if self.file_cols is None else self.file_cols[cols]
+        return Table(np.ascontiguousarray(self.X[:, cols]), names, self.path, self.lines, fc)
 
 
 def delimiter_of(path: str, delimiter: str | None) -> str:

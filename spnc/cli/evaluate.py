@@ -167,7 +167,8 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
 
         def step(block: np.ndarray, r0: int):
             B = np.asarray(block, dtype=np.float64)
-            X = _data.model_rows(model, _data.Table(B if order is None else B[:, order], cnames, label), r0)
+            X = _data.model_rows(model, _data.Table(B if order is None else B[:, order], cnames, label,
+                                                    file_cols=order), r0)
             res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z))}
             if args.mpe:
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
