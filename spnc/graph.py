@@ -181,6 +181,7 @@ class SPN:
                             "spnc.stream.load, or use the spnc.stream functions that stream")
         if self.var_names is None and is_frame(X):
             positional_frame(name)
+        frame = X if is_frame(X) else None
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
@@ -190,13 +191,15 @@ class SPN:
         if A.shape[1] != self.n_vars:
             raise DataError(f"{name} has {counted(A.shape[1], 'column')}, the model has {counted(self.n_vars, 'variable')}")
         r, c, code = _data.first_bad_value(A, self.cardinality)
-        # a DataFrame's columns were put in the model's order: the name says which one it is
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
+        # a DataFrame's columns were put in the model's order: name the cell by the frame's
+        fc = c if frame is None or not code or self.var_names is None else \
+            [str(k) for k in frame.columns].index(self.var_names[c])
         if code == 1:
-            raise DataError(f"{cell(name, row0, r, c)} = {A[r, c]}: infinite values are not allowed "
+            raise DataError(f"{cell(name, row0, r, fc)} = {A[r, c]}: infinite values are not allowed "
                             f"(use NaN for missing), {var}")
         if code == 2:
-            raise DataError(f"{cell(name, row0, r, c)} = {float(A[r, c])!r} is not a state "
+            raise DataError(f"{cell(name, row0, r, fc)} = {float(A[r, c])!r} is not a state "
                             f"0..{self.cardinality[c] - 1} of discrete {var}")
         for t in self.leaf_tables.values():     # a leaf type's own support (the hook of LeafType)
             if len(t) and type(t).check_data is not _lb.LeafType.check_data:

@@ -178,10 +178,10 @@ def test_dataframe_columns_follow_the_cli_rule():
     np.testing.assert_allclose(spn.log_likelihood(ok), spn.log_likelihood([[0, 1], [0, 0]]))
     with pytest.raises(DataError, match="'c' is not among the model's variables"):
         spn.log_likelihood(pd.DataFrame({"a": [0], "b": [1], "c": [5]}))
-    # a bad value names its variable: the DataFrame's column 0 is the model's variable 1
-    with pytest.raises(DataError, match=r"X\[1, 1\] = 2.0 is not a state 0..1 of discrete variable 1 \('b'\)"):
+    # a bad value names the frame's cell and its variable: the frame's column 0 is variable 1
+    with pytest.raises(DataError, match=r"X\[1, 0\] = 2.0 is not a state 0..1 of discrete variable 1 \('b'\)"):
         spn.log_likelihood(pd.DataFrame({"b": [1, 2], "a": [0, 0]}))
-    with pytest.raises(DataError, match=r"evidence\[0, 0\] = inf: infinite .*, variable 0 \('a'\)"):
+    with pytest.raises(DataError, match=r"evidence\[0, 1\] = inf: infinite .*, variable 0 \('a'\)"):
         spn.sample(evidence=pd.DataFrame({"b": [1.0], "a": [np.inf]}))
 
 

@@ -275,3 +275,17 @@ def test_errors_name_the_file_s_column_when_columns_are_matched_by_name(tmp_path
         assert evaluate.main([str(tmp_path / "m.h5"), str(data)]) == 2
         # was: "column 3 ('c')", the model's position of 'c', which is the file's column 1
         assert f"{where}, column 1 ('c'): 5.0 is not a state" in capsys.readouterr().err
+
+
+def test_a_query_names_the_frame_s_cell_not_the_model_s():
+    X = np.random.default_rng(4).integers(0, 2, (60, 3))
+    df = pd.DataFrame(X, columns=list("abc"))
+    spn = LearnSPN(random_state=0).fit(df).spn_
+    bad = df[list("cab")].astype(float)
+    bad.iloc[1, 0] = 5
+    # was: X[1, 2], the model's place of 'c' (bad.iloc[1, 2] is column 'b')
+    with pytest.raises(DataError, match=r"X\[1, 0\] = 5\.0 is not a state 0\.\.1 of discrete variable 2 \('c'\)"):
+        spn.log_likelihood(bad)
+    bad.iloc[1, 0] = np.inf
+    with pytest.raises(DataError, match=r"X\[1, 0\] = inf: infinite"):
+        spn.mpe(bad)
