@@ -289,3 +289,16 @@ def test_a_query_names_the_frame_s_cell_not_the_model_s():
     bad.iloc[1, 0] = np.inf
     with pytest.raises(DataError, match=r"X\[1, 0\] = inf: infinite"):
         spn.mpe(bad)
+
+
+def test_em_and_merge_name_the_frame_s_cell_too():
+    from spnc.learn import Merge
+    X = np.random.default_rng(4).integers(0, 2, (60, 3))
+    df = pd.DataFrame(X, columns=list("abc"))
+    spn = LearnSPN(random_state=0).fit(df).spn_
+    bad = df[list("cab")].copy()
+    bad.iloc[1, 0] = 5
+    for est in (EM(init=spn, max_iter=1), Merge(init=spn, epsilon=0.1)):
+        with pytest.raises(DataError, match=r"X\[1, 0\] = 5\.0 is not a state .* \('c'\)"):    # was: X[1, 2]
+            est.fit(bad)
+    assert EM(init=spn, max_iter=2).fit(df[list("cab")]).score(df) == EM(init=spn, max_iter=2).fit(df).score(df)

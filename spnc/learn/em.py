@@ -157,9 +157,8 @@ class EM(DensityEstimator):
         model = self.init
         if model.combine == "independent":
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
-        if is_frame(X):     # columns by name into a named model; an unnamed one takes their names
-            X, names = as_data(X, model.var_names)
-            model = with_names(model, names)
+        if is_frame(X):     # an unnamed model takes the columns' names; the check matches them by name
+            model = with_names(model, as_data(X, model.var_names)[1])
         ids = 0         # each kept row's number in the caller's X (for messages); streamed: from 0
         if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
             X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)

@@ -217,10 +217,9 @@ class Merge(DensityEstimator):
                 raise DataError(f"Merge routes the rows of {name} several times and needs them in memory: "
                                 "read them first (spnc.stream.load)")
         init = self.init
-        if is_frame(X):     # columns by name into a named model; an unnamed one takes their names
-            X, names = as_data(X, init.var_names)
-            init = with_names(init, names)
-        X = init._check_X(X)
+        if is_frame(X):     # an unnamed model takes the columns' names; the check matches them by name
+            init = with_names(init, as_data(X, init.var_names)[1])
+        X = init._check_X(X)        # (a frame's own coordinates in its errors)
         if X.shape[0] == 0:
             raise DataError("X has no rows")
         if np.isnan(X).any():
