@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Callable
 
 import numpy as np
 
@@ -107,3 +108,34 @@ def refuse_the_input(file: str, ds: str | None, w: RowWriter) -> None:
     if same:
         raise DataError(f"{w.file}: is also the input data; refusing to overwrite it (choose another "
                         "output name or dataset)")
+
+
+def write_blocks(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
+                 dataset: str, var_names=None, empty: tuple = (), query: bool = False) -> int:
+    """``fn(block, row0)`` for every block of the source ``X`` written to ``out`` (``.npy``
+    or ``file.h5[:/dataset]``) atomically (:func:`spnc.stream.map_to_file`); ``empty``:
+    the shape of a row of the output when ``X`` has no rows."""
+    from ._atomic import atomic_write
+    from .stream import open_source, split_spec
+    file, ds = split_spec(out)
+    w = RowWriter(file, ds or dataset)
+    if isinstance(X, (str, os.PathLike)):
+        refuse_the_input(*split_spec(os.fspath(X)), w)
+    elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
+        refuse_the_input(X.file.filename, X.name, w)
+    src = open_source(X, block_rows, var_names=var_names, query=query)
+
+    def write(tmp: str) -> None:
+        w.open(tmp)
+        try:
+            for r0, b in src.blocks():
+                w.write(fn(b, r0))
+            w.finish(empty)
+        finally:
+            w.close()
+    try:
+        atomic_write(file, write)
+    finally:
+        if src is not X:
+            src.close()
+    return w.n

@@ -340,37 +340,8 @@ def map_to_file(fn: Callable[[np.ndarray], np.ndarray], X, out: str, *, block_ro
                 dataset: str = "result") -> int:
     """Write ``fn(block)`` for every block of ``X`` to ``out`` (``.npy`` or
     ``file.h5[:/dataset]``), atomically; returns the number of rows written."""
-    return _blocks_to_file(lambda b, r0: fn(b), X, out, block_rows, dataset)
-
-
-def _blocks_to_file(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
-                    dataset: str, var_names=None, empty: tuple = (), query: bool = False) -> int:
-    """:func:`map_to_file` of ``fn(block, row0)``; ``empty``: the shape of a row of the
-    output when ``X`` has no rows."""
-    from ._atomic import atomic_write
-    from ._rowfile import RowWriter, refuse_the_input
-    file, ds = split_spec(out)
-    w = RowWriter(file, ds or dataset)
-    if isinstance(X, (str, os.PathLike)):
-        refuse_the_input(*split_spec(os.fspath(X)), w)
-    elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
-        refuse_the_input(X.file.filename, X.name, w)
-    src = open_source(X, block_rows, var_names=var_names, query=query)
-
-    def write(tmp: str) -> None:
-        w.open(tmp)
-        try:
-            for r0, b in src.blocks():
-                w.write(fn(b, r0))
-            w.finish(empty)
-        finally:
-            w.close()
-    try:
-        atomic_write(file, write)
-    finally:
-        if src is not X:
-            src.close()
-    return w.n
+    from ._rowfile import write_blocks
+    return write_blocks(lambda b, r0: fn(b), X, out, block_rows, dataset)
 
 
 def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
@@ -378,8 +349,9 @@ def log_likelihood_to_file(spn, X, out: str, *, n_threads: int | None = None,
     """``spn.log_likelihood`` of every row of ``X`` (any block source) written block by
     block to ``out`` (``.npy`` or ``file.h5[:/dataset]``, default dataset
     ``log_likelihood``). Memory stays at one block; the file appears only when complete."""
-    return _blocks_to_file(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
-                           "log_likelihood", spn.var_names, ll_columns(spn), query=True)
+    from ._rowfile import write_blocks
+    return write_blocks(lambda b, r0: block_log_likelihood(spn, b, r0, n_threads), X, out, block_rows,
+                        "log_likelihood", spn.var_names, ll_columns(spn), query=True)
 
 
 def ll_columns(spn) -> tuple:
