@@ -4,7 +4,8 @@
   HDF5 (``--dataset``), Parquet (pandas + pyarrow), ``-`` = text on stdin;
 * a header is taken only when every cell of the first row is a name (not a number and not a
   missing-value mark), or when ``--header`` says so; ``--no-header`` forces data. A first
-  row mixing numbers and text is a data row, and its text cell an error;
+  row mixing numbers and text is a data row, and its text cell an error; a comment line
+  of names just before a data row (``# a,b,c``, as np.savetxt writes a header) is the header;
 * errors name the file, the line (text files; comment and blank lines count) or row, and
   the column.
 """
@@ -137,12 +138,17 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     enc, n_lines = _decode(raw, label, encoding)
     # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
     inner_blank: list[int] = []       # a blank line before a row: a missing value of a 1-column file?
-    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label, inner_blank)
+    lead: list[tuple[int, list[str]]] = []      # the comment lines before the first row
+    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label, inner_blank, lead)
     first_rec = next(records, None)
     if first_rec is None:
         raise DataError(f"{label}: no data rows (the file is empty)")
     line0, toks0 = first_rec
     first = [t.strip() for t in toks0]
+    commented = _commented_header(lead, first, expect) if header is None else None
+    if commented is not None:          # '# a,b,c' as np.savetxt(header=...) writes it
+        line0, first, header = commented[0], commented[1], True
+        records = itertools.chain([first_rec], records)
     if header is None and expect is not None and _names_of(first, expect):
         if any(t in MISSING or _isnum(t) for t in first):
             raise DataError(f"{label}: line {line0} holds the model's variable names, some of which read as "
@@ -209,6 +215,24 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     return Table(X, names, label, lines)
 
 
+def _commented_header(lead: list[tuple[int, list[str]]], first: list[str],
+                      expect: Sequence[str] | None) -> tuple[int, list[str]] | None:
+    """The comment line just before the first row as ``(line, names)`` when it is the
+    header: it holds the model's variable names (``expect``), or it has one name per
+    column (at least two) while the first row is data. Else None (a comment)."""
+    if not lead:
+        return None
+    ln, cells = lead[-1]
+    is_name = lambda t: t not in MISSING and not _isnum(t)      # noqa: E731
+    if len(cells) != len(first) or all(map(is_name, first)) or (expect is not None and _names_of(first, expect)):
+        return None                    # the first row is the header (or may be: the rules below)
+    if expect is not None and _names_of(cells, expect):
+        return ln, cells
+    if len(cells) >= 2 and len(set(cells)) == len(cells) and all(map(is_name, cells)):
+        return ln, cells
+    return None
+
+
 def _names_of(cells: list[str], names: Sequence[str]) -> bool:
     """Whether ``cells`` (stripped, as read) are ``names`` in some order."""
     return len(cells) == len(names) and sorted(cells) == sorted(n.strip() for n in names)
@@ -217,30 +241,47 @@ def _names_of(cells: list[str], names: Sequence[str]) -> bool:
 _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
 
 
-def _records(stream, d: str, label: str, inner_blank: list[int]):
+def _records(stream, d: str, label: str, inner_blank: list[int], lead: list):
     """``(line number, cells)`` of the non-blank, non-comment lines of a text stream; the
-    first blank line before one of them is appended to ``inner_blank``."""
-    blank = None
+    first blank line before one of them is appended to ``inner_blank``, the comment lines
+    before the first one to ``lead`` (as ``(line number, stripped cells)``)."""
+    blank, started = None, False
     for k, toks in _lines(stream, d, label):
+        if isinstance(toks, _Comment):
+            if not started:
+                lead.append((k, toks.cells))
+            continue
         if toks is None:
             blank = k if blank is None else blank
             continue
+        started = True
         if blank is not None and not inner_blank:
             inner_blank.append(blank)
         blank = None
         yield k, toks
 
 
+class _Comment:
+    """A comment line's cells, the ``#`` and the spaces around each cell removed."""
+    __slots__ = ("cells",)
+
+    def __init__(self, toks: list[str]):
+        cells = [t.strip() for t in toks]
+        cells[0] = cells[0][1:].strip()
+        self.cells = cells[1:] if not cells[0] and len(cells) > 1 else cells   # '# a b c' split on blanks
+
+
 def _lines(stream, d: str, label: str):
-    """``(line number, cells)`` of each non-comment line, cells None for a blank line."""
+    """``(line number, cells)`` of each line: cells None for a blank line, a
+    :class:`_Comment` for a comment line."""
     if len(d) == 1 and d != " ":
         reader = csv.reader(stream, delimiter=d)
         try:
             for toks in reader:
                 if not toks or (len(toks) == 1 and not toks[0].strip()):
                     yield reader.line_num, None
-                elif not toks[0].lstrip().startswith("#"):
-                    yield reader.line_num, toks
+                else:
+                    yield reader.line_num, _Comment(toks) if toks[0].lstrip().startswith("#") else toks
         except csv.Error as e:
             raise DataError(f"{label}: line {reader.line_num}: {e}") from None
     else:
@@ -248,8 +289,10 @@ def _lines(stream, d: str, label: str):
             ln = ln.rstrip("\r\n")
             if not ln.strip():
                 yield k, None
-            elif not ln.lstrip().startswith("#"):
-                yield k, (ln.split(d) if d != " " else _blank_split(ln, label, k) if '"' in ln else ln.split())
+                continue
+            toks = ln.split(d) if d != " " else ln.split() if '"' not in ln or ln.lstrip().startswith("#") \
+                else _blank_split(ln, label, k)
+            yield k, _Comment(toks) if ln.lstrip().startswith("#") else toks
 
 
 def _blank_split(line: str, label: str, k: int) -> list[str]:

@@ -1,0 +1,78 @@
+"""Data input without silent mistakes: commented CSV headers, learners' X_valid
+messages, out-of-range long doubles, streamed DataFrame blocks, polars frames."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import spnc.io as sio
+from spnc.cli import evaluate, learn
+
+NAMES = ["a", "b", "c"]
+
+
+def _err(capsys, prog: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{prog}: error: ") and "\n" not in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    """A model over named binary variables a, b, c (dependent columns) and its data."""
+    d = tmp_path_factory.mktemp("comments")
+    rng = np.random.default_rng(0)
+    X = (rng.random((300, 3)) < [.1, .5, .9]).astype(int)
+    X[:, 1] = np.where(rng.random(300) < .8, X[:, 0], X[:, 1])
+    train = d / "train.csv"
+    np.savetxt(train, X, fmt="%d", delimiter=",", header="a,b,c", comments="")
+    m = d / "m.h5"
+    assert learn.main([str(train), "-o", str(m), "--learner", "chowliu", "-q"]) == 0
+    return {"X": X, "model": m, "ll": float(sio.load(m).log_likelihood(X).mean())}
+
+
+def _mean(capsys, argv) -> float:
+    capsys.readouterr()
+    assert evaluate.main(argv + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)["log_likelihood"][0]["mean"]
+
+
+@pytest.mark.parametrize("delimiter", [",", " ", "\t"])
+def test_commented_header_of_savetxt_is_the_header(named, tmp_path, capsys, delimiter):
+    f = tmp_path / "f.txt"
+    np.savetxt(f, named["X"][:, [2, 0, 1]], fmt="%d", delimiter=delimiter,
+               header=delimiter.join("cab"))
+    opt = ["--delimiter", {",": ",", " ": "space", "\t": "tab"}[delimiter]]
+    assert _mean(capsys, [str(named["model"]), str(f)] + opt) == pytest.approx(named["ll"], abs=1e-12)
+
+
+def test_commented_header_when_learning(tmp_path, capsys):
+    X = np.random.default_rng(1).integers(0, 2, (100, 3))
+    f = tmp_path / "t.csv"
+    np.savetxt(f, X, fmt="%d", delimiter=",", header="x,y,z")
+    assert learn.main([str(f), "-o", str(tmp_path / "m.h5"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data"]["rows"] == 100
+    assert sio.load(tmp_path / "m.h5").var_names == ["x", "y", "z"]
+
+
+def test_other_comments_stay_comments(named, tmp_path, capsys):
+    X, m = named["X"], str(named["model"])
+    body = "\n".join(",".join(map(str, r)) for r in X)
+    f = tmp_path / "c.csv"
+    f.write_text("# made by hand, on a Tuesday\n" + body + "\n")     # two cells, three columns
+    assert _mean(capsys, [m, str(f)]) == pytest.approx(named["ll"], abs=1e-12)
+    f.write_text("# c,a,b\na,b,c\n" + body + "\n")                    # a real header follows
+    assert _mean(capsys, [m, str(f)]) == pytest.approx(named["ll"], abs=1e-12)
+    f.write_text("# a,b,c\n" + body + "\n")
+    assert _mean(capsys, [m, str(f), "--no-header"]) == pytest.approx(named["ll"], abs=1e-12)
+
+
+def test_commented_header_of_other_names_is_an_error(named, tmp_path, capsys):
+    f = tmp_path / "o.csv"
+    np.savetxt(f, named["X"], fmt="%d", delimiter=",", header="p,q,r")
+    assert evaluate.main([str(named["model"]), str(f)]) == 2
+    line = _err(capsys, "spnc-eval")
+    assert "missing 'a', 'b', 'c'; unknown 'p', 'q', 'r'" in line and "--by-position" in line
+    assert _mean(capsys, [str(named["model"]), str(f), "--by-position"]) == pytest.approx(named["ll"], abs=1e-12)
