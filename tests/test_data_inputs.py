@@ -76,3 +76,32 @@ def test_commented_header_of_other_names_is_an_error(named, tmp_path, capsys):
     line = _err(capsys, "spnc-eval")
     assert "missing 'a', 'b', 'c'; unknown 'p', 'q', 'r'" in line and "--by-position" in line
     assert _mean(capsys, [str(named["model"]), str(f), "--by-position"]) == pytest.approx(named["ll"], abs=1e-12)
+
+
+# ------------------------------------------------------------------ X_valid DataFrames
+def _learners():
+    from spnc.learn import EM, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
+    X = (np.random.default_rng(0).random((200, 3)) < .5).astype(int)
+    init = ChowLiuTree().fit(X).spn_
+    return {"learnspn": lambda: LearnSPN(refine="em"),
+            "learnspn-auto": lambda: LearnSPN(refine="em", min_instances="auto"),
+            "prometheus": lambda: Prometheus(),
+            "em": lambda: EM(init=init, max_iter=2),
+            "merge": lambda: Merge(init=init, epsilon=[.1, .2]),
+            "treespn": lambda: TreeSPN(),
+            "bagged-valid": lambda: BaggedSPN(LearnSPN(), n_bags=2, weights="valid", n_jobs=1),
+            "bagged-merge": lambda: BaggedSPN(LearnSPN(), n_bags=2, merge=Merge(epsilon=[.1, .2]), n_jobs=1)}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("learner", list(_learners()))
+def test_x_valid_frame_errors_name_the_frames_cell(learner):
+    pd = pytest.importorskip("pandas")
+    from spnc.errors import DataError
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame((rng.random((200, 3)) < .5).astype(int), columns=NAMES)
+    bad = df[list("cab")].copy()
+    bad.iloc[1, 0] = 5
+    with pytest.raises(DataError, match=r"X_valid\[1, 0\] = 5\.0 is not a state 0\.\.1 of discrete "
+                                        r"variable 2 \('c'\)"):
+        _learners()[learner]().fit(df, X_valid=bad)

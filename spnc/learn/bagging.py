@@ -28,7 +28,7 @@ from .. import _budget
 from .._sweep import resampled_rows
 from .._warn import warn_user
 from ..compose import fit_weights
-from ..data import as_data, is_frame, real_array
+from ..data import as_data, is_frame, real_array, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
@@ -293,7 +293,9 @@ class BaggedSPN(DensityEstimator):
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {X.shape}")
         if not self._uses_valid(X.shape[0]):
             X_valid = self._unused_valid(X_valid, f"weights={self.weights!r} and no merge")
+        frame_valid = None
         if names is not None and X_valid is not None and is_frame(X_valid):
+            frame_valid = X_valid                                # for messages: the frame's cells and names
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names
         self._check_valid(X_valid, n_cols=X.shape[1])
         plans = self._bag_plans(X)
@@ -335,6 +337,8 @@ class BaggedSPN(DensityEstimator):
                                    "\"__main__\":`; or out of memory)") from e
         models = [r[0] for r in results]
         if self.weights == "valid":
+            if frame_valid is not None:
+                with_names(models[0], names)._check_X(frame_valid, "X_valid")
             check_observed(models[0]._check_X(X_valid, "X_valid"))
             w = fit_weights(models, X_valid, name="X_valid")
         elif self.weights == "uniform":
@@ -369,9 +373,9 @@ class BaggedSPN(DensityEstimator):
         if self.merge is not None:
             params = dict(self.merge.get_params(deep=False))
             params["init"] = ens
-            self.merge_ = Merge(**params).fit(X, X_valid=X_valid)
+            self.merge_ = Merge(**params).fit(X, X_valid=X_valid if frame_valid is None else frame_valid)
             spn = self.merge_.spn_
-        self._check_valid(X_valid, spn)
+        self._check_valid(X_valid if frame_valid is None else frame_valid, spn)
         self.spn_ = spn
         self.n_features_in_ = X.shape[1]
         self.fit_seconds_ = time.perf_counter() - t0

@@ -327,6 +327,7 @@ class LearnSPN(DensityEstimator):
         with a warning)."""
         self._no_target(y)
         self._validate_params()
+        given = X
         X, names = as_data(X)
         rows = structure_rows(X, self.sample_rows, self.random_state, "LearnSPN")
         try:
@@ -335,8 +336,6 @@ class LearnSPN(DensityEstimator):
                                              if self.refine == "none" else "refine='auto' refines only a "
                                              "structure learned on a sample (sample_rows), so no passes to "
                                              "choose among")
-            if names is not None and is_frame(X_valid):
-                X_valid = as_data(X_valid, names, "X_valid")[0]      # the training columns' order
             names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
             self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
             if auto_names(self):
@@ -345,7 +344,9 @@ class LearnSPN(DensityEstimator):
                 _, card, continuous = self._prepare(rows.data, rows.ids)
                 # a one-shot iterator was read whole into rows.data: the final fit reads the
                 # same rows from there, still as streamed blocks
-                again = X if getattr(rows.full, "reiterable", True) else [rows.data]
+                # a DataFrame again as one: the final model has its names and matches a
+                # DataFrame X_valid by name, naming the frame's own cell in its errors
+                again = given if is_frame(given) else X if getattr(rows.full, "reiterable", True) else [rows.data]
                 fixed = {} if continuous or self.cardinality is not None else {"cardinality": card.tolist()}
                 fit_auto(self, again, sample=rows.data, fixed=fixed, X_valid=X_valid)
                 self.spn_ = with_names(self.spn_, names)
