@@ -167,7 +167,21 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
         raise DataError(f"{name} holds {what}; pass numbers, with NaN (not None) for missing values")
     if A.dtype.kind not in "biuf":
         raise DataError(f"{name} must be numeric (real numbers), got dtype {A.dtype}")
+    if A.dtype.kind == "f" and A.dtype.itemsize > 8:
+        _refuse_beyond_float64(A, name)
     return A if dtype is None else A.astype(dtype, copy=False)
+
+
+def _refuse_beyond_float64(A: np.ndarray, name: str) -> None:
+    """A finite value of a wider float (np.longdouble) that float64, in which spnc
+    computes, can only hold as infinity is an error naming its cell."""
+    with np.errstate(over="ignore"):
+        big = np.isinf(A.astype(np.float64)) & np.isfinite(A)
+    if big.any():
+        idx = tuple(int(i) for i in np.argwhere(big)[0])
+        v = np.format_float_scientific(A[idx], precision=6, trim="-")     # not float(): inf
+        raise DataError(f"{name}[{', '.join(map(str, idx))}] = {v} is beyond the range of float64 "
+                        f"(about ±{np.finfo(np.float64).max:.4g}), in which spnc computes; rescale the data")
 
 
 def with_names(spn, names: Sequence[str] | None):

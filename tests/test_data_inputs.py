@@ -105,3 +105,22 @@ def test_x_valid_frame_errors_name_the_frames_cell(learner):
     with pytest.raises(DataError, match=r"X_valid\[1, 0\] = 5\.0 is not a state 0\.\.1 of discrete "
                                         r"variable 2 \('c'\)"):
         _learners()[learner]().fit(df, X_valid=bad)
+
+
+# ------------------------------------------------------------------ long doubles
+@pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
+                    reason="np.longdouble is float64 on this platform")
+def test_longdouble_beyond_float64_is_named_not_infinite():
+    import warnings
+
+    import spnc
+    from spnc import Gaussian, Product
+    from spnc.errors import DataError
+    m = spnc.compile(Product([Gaussian(0, 0, 1), Gaussian(1, 0, 1)]))
+    X = np.array([[1, 1], [0, -1]], dtype=np.longdouble)
+    X[1, 1] = np.longdouble("-1e400")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # no RuntimeWarning of the cast
+        with pytest.raises(DataError, match=r"X\[1, 1\] = -1e\+400 is beyond the range of float64"):
+            m.log_likelihood(X)
+    assert np.isfinite(m.log_likelihood(np.array([[1, 2]], dtype=np.longdouble))).all()
