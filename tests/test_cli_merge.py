@@ -89,3 +89,18 @@ def test_merge_tool_progress_on_stderr_and_bad_output_refused_first(tmp_path, ca
     assert cli_merge.main(base + ["-o", str(tmp_path / "g.h5"), "--epsilon", "0.1", "0.2"]) == 0
     got = capsys.readouterr()
     assert "[merge] epsilon=" in got.err and "[merge]" not in got.out and "compression" in got.out
+
+
+def test_merge_tool_gives_no_ratio_without_sum_weights(tmp_path, capsys):
+    from spnc import Bernoulli, Categorical, Gaussian, Product
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Gaussian(1, 0, 1), Categorical(2, [.2, .3, .5])])),
+              tmp_path / "p.h5")
+    rng = np.random.default_rng(0)
+    np.savetxt(tmp_path / "t.csv", np.c_[rng.integers(0, 2, 50), rng.normal(size=50), rng.integers(0, 3, 50)],
+               delimiter=",")
+    argv = [str(tmp_path / "p.h5"), str(tmp_path / "t.csv"), "-o", str(tmp_path / "o.h5"), "-q"]
+    assert cli_merge.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "0.00x" not in out and "no compression ratio (the model has no sum weights)" in out
+    assert cli_merge.main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compression"] is None

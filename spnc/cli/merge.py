@@ -107,7 +107,9 @@ def _run(args: argparse.Namespace) -> int:
                          "train_ll": float(np.mean(m.log_likelihood(X, n_threads=args.n_threads)))}
         if Xv is not None:
             summary[name]["valid_ll"] = float(np.mean(m.log_likelihood(Xv, n_threads=args.n_threads)))
-    summary["compression"] = summary["model"]["sum_weights"] / max(summary["merged"]["sum_weights"], 1)
+    sw0, sw1 = summary["model"]["sum_weights"], summary["merged"]["sum_weights"]
+    # a ratio of sum weights means nothing when either side has none: null in --json
+    summary["compression"] = sw0 / sw1 if sw0 and sw1 else None
     if args.json:
         print_json(summary)
     else:
@@ -117,7 +119,10 @@ def _run(args: argparse.Namespace) -> int:
             r = summary[name]
             print(f"{name:8s} {r['nodes']:8d} {r['edges']:8d} {r['sum_weights']:12d} {r['parameters']:11d} "
                   f"{r['train_ll']:10.4f}" + (f" {r['valid_ll']:10.4f}" if Xv is not None else ""))
-        print(f"epsilon {est.epsilon_}, merge {secs:.2f} s, compression {summary['compression']:.2f}x (sum weights)")
+        ratio = f"compression {summary['compression']:.2f}x (sum weights)" if summary["compression"] is not None \
+            else "no compression ratio (the model has no sum weights)" if not sw0 \
+            else "no compression ratio (the merged model has no sum weights)"
+        print(f"epsilon {est.epsilon_}, merge {secs:.2f} s, {ratio}")
     io.save(out, args.output)
     if not args.json:
         print(f"wrote {args.output}")
