@@ -367,14 +367,15 @@ def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) ->
     return spn._forward(spn._check_X(block, row0=row0), MARGINAL, n_threads)
 
 
-def load(X, dtype=np.float64, name: str = "X", var_names=None) -> np.ndarray:
+def load(X, dtype=np.float64, name: str = "X", var_names=None, query: bool = False) -> np.ndarray:
     """All rows of a source in one array (for data that fits in memory). A Dask array is
     computed (on the current client, if any), and a source read, once its size fits the
     memory budget (checked before reading when the source knows its rows, else as it is
-    read). ``var_names``: a model's variables, to which DataFrame blocks are matched."""
+    read). ``var_names``: a model's variables, to which DataFrame blocks are matched
+    (``query``: rows for a model, which warns of DataFrame blocks when it has none)."""
     if is_dask(X):
         return _load_dask(open_rows(X, name=name), dtype, name)
-    src = open_source(X, name=name, var_names=var_names)
+    src = open_source(X, name=name, var_names=var_names, query=query)
     size = np.dtype(dtype).itemsize
     try:
         if src.n_rows is not None and src.n_cols is not None:

@@ -124,3 +124,28 @@ def test_longdouble_beyond_float64_is_named_not_infinite():
         with pytest.raises(DataError, match=r"X\[1, 1\] = -1e\+400 is beyond the range of float64"):
             m.log_likelihood(X)
     assert np.isfinite(m.log_likelihood(np.array([[1, 2]], dtype=np.longdouble))).all()
+
+
+# ------------------------------------------------------------------ streamed X_valid frames
+@pytest.mark.parametrize("learner", ["em", "learnspn"])
+def test_streamed_x_valid_frames_for_an_unnamed_model_warn_once(learner):
+    import warnings
+
+    pd = pytest.importorskip("pandas")
+    from spnc.learn import EM, ChowLiuTree, LearnSPN
+    X = (np.random.default_rng(0).random((100, 3)) < .5).astype(int)
+    f = pd.DataFrame(X, columns=NAMES)
+    make = {"em": lambda: EM(init=ChowLiuTree().fit(X).spn_, max_iter=2),
+            "learnspn": lambda: LearnSPN(refine="em")}[learner]
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        make().fit(X, X_valid=[f[:30], f[30:60], f[60:]])
+    msgs = [str(w.message) for w in got if "has feature names" in str(w.message)]
+    assert msgs == ["X_valid has feature names, but this SPN has no variable names (var_names): its "
+                    "DataFrame columns are taken by position"]
+    with warnings.catch_warnings():                 # a named model: matched by name, no warning
+        warnings.simplefilter("error")
+        shuffled = [b[list("cab")] for b in (f[:50], f[50:])]
+        a = make().fit(f, X_valid=shuffled).spn_
+        b = make().fit(f, X_valid=[f[:50], f[50:]]).spn_
+    assert np.array_equal(a.log_likelihood(X), b.log_likelihood(X))

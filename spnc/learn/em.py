@@ -172,7 +172,7 @@ class EM(DensityEstimator):
             if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
         if X_valid is not None and _stream.is_streamed(X_valid):   # read whole, within the memory budget
-            X_valid = _stream.load(X_valid, name="X_valid", var_names=model.var_names)
+            X_valid = _stream.load(X_valid, name="X_valid", var_names=model.var_names, query=True)
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")
         if Xv is not None:
             check_observed(Xv)          # some rows, with some observed value
