@@ -19,6 +19,8 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 def is_frame(X: Any) -> bool:
     """Whether ``X`` looks like a pandas (or compatible) DataFrame."""
+    if (type(X).__module__ or "").startswith("polars"):      # not its LazyFrame: no schema resolved
+        return type(X).__name__ == "DataFrame"
     return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 2
 
 
@@ -44,6 +46,19 @@ def refuse_dask_frame(X: Any, name: str = "X") -> None:
         raise DataError(f"{name} is a Dask DataFrame: pass {name}.compute() (a pandas DataFrame, "
                         f"columns matched by name) or {name}.to_dask_array(lengths=True) (read in "
                         "chunks, columns taken in order)")
+
+
+def refuse_polars(X: Any, name: str = "X") -> None:
+    """A polars DataFrame looks like a pandas one to :func:`is_frame`, but its dtypes and
+    indexing are not pandas': say how to pass it rather than misread it."""
+    if not (type(X).__module__ or "").startswith("polars"):
+        return
+    kind = type(X).__name__
+    if kind in ("DataFrame", "LazyFrame"):
+        how = "df.collect().to_pandas() or df.collect().to_numpy()" if kind == "LazyFrame" else \
+            "df.to_pandas() (needs pyarrow) or df.to_numpy()"
+        raise DataError(f"{name} is a polars {kind}; spnc reads pandas DataFrames (columns matched by name) "
+                        f"and arrays (columns taken in order): convert it with {how}")
 
 
 def storable_names(cols: Sequence[str], name: str = "X") -> None:
@@ -85,6 +100,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     ``var_names`` the names are checked for storage as a learned model's ``var_names``,
     unless ``model_names`` is False (a query of a model without names)."""
     refuse_dask_frame(X, name)
+    refuse_polars(X, name)
     if not is_frame(X):
         X = unmasked(X)         # masked cells are missing values, not their data
         refuse_sparse(X, name)

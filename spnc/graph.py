@@ -179,10 +179,10 @@ class SPN:
         if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
-        if self.var_names is None and is_frame(X):
-            positional_frame(name)
         frame = X if is_frame(X) else None
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
+        if self.var_names is None and frame is not None:     # after as_data: no warning for a refused frame
+            positional_frame(name)
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}); got a 1-D array — use {name}[None, :] for one row")

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, real_array, refuse_dask_frame, refuse_sparse, unmasked
+from .data import as_data, is_frame, real_array, refuse_dask_frame, refuse_polars, refuse_sparse, unmasked
 from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -170,10 +170,11 @@ class IterableSource(BlockSource):
         r0, first = 0, self.n_rows      # rows of an earlier pass: every pass must give as many
         for b in (self._it() if callable(self._it) else self._it):
             if is_frame(b):
-                if self.positional and self.names is None:
-                    positional_frame(self.name)
+                warn = self.positional and self.names is None
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
+                if warn:
+                    positional_frame(self.name)
                 self.names = cols
             refuse_sparse(b, f"{self.name}: the block at row {r0}")
             b = np.asarray(unmasked(b))
@@ -226,6 +227,7 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     if isinstance(X, (str, os.PathLike)):
         return _open_path(os.fspath(X), block_rows)
     refuse_dask_frame(X, name)
+    refuse_polars(X, name)
     refuse_sparse(X, name)
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")

@@ -149,3 +149,22 @@ def test_streamed_x_valid_frames_for_an_unnamed_model_warn_once(learner):
         a = make().fit(f, X_valid=shuffled).spn_
         b = make().fit(f, X_valid=[f[:50], f[50:]]).spn_
     assert np.array_equal(a.log_likelihood(X), b.log_likelihood(X))
+
+
+# ------------------------------------------------------------------ polars
+def test_polars_frames_are_refused_with_how_to_convert():
+    pl = pytest.importorskip("polars")
+    import spnc
+    from spnc.errors import DataError
+    from spnc.learn import EM, LearnSPN
+    X = (np.random.default_rng(0).random((100, 3)) < .5).astype(int)
+    p = pl.DataFrame(X, schema=NAMES)
+    m = LearnSPN().fit(X).spn_
+    calls = {"query": lambda: m.log_likelihood(p), "fit": lambda: LearnSPN().fit(p),
+             "stream": lambda: spnc.stream.log_likelihood(m, p),
+             "blocks": lambda: EM(init=m, max_iter=2).fit(X, X_valid=[p[:50], p[50:]])}
+    for call in calls.values():
+        with pytest.raises(DataError, match=r"is a polars DataFrame; .*df\.to_pandas\(\).*df\.to_numpy\(\)"):
+            call()
+    with pytest.raises(DataError, match=r"polars LazyFrame; .*df\.collect\(\)\.to_pandas\(\)"):
+        m.log_likelihood(p.lazy())
