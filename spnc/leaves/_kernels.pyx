@@ -10,6 +10,7 @@ each leaf type's sufficient statistics.
 """
 from cython.parallel cimport prange
 from spnc._kinds cimport MARGINAL, MAX
+from libc.float cimport DBL_MAX
 from libc.math cimport INFINITY, NAN, isinf, isnan, log, sqrt, M_PI
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
@@ -18,6 +19,15 @@ from spnc._linalg cimport cholesky
 from spnc._random cimport rand_uniform, rand_normal
 
 cdef double HALF_LOG_2PI = 0.5 * log(2.0 * M_PI)
+
+
+cdef inline double finite_draw(double v) noexcept nogil:
+    # a draw past the float range (|mean| + std near DBL_MAX) is its nearest float, not +-inf
+    if v > DBL_MAX:
+        return DBL_MAX
+    if v < -DBL_MAX:
+        return -DBL_MAX
+    return v
 
 
 # ---------------------------------------------------------------- Bernoulli / categorical
@@ -125,7 +135,7 @@ def gaussian_fill(const double[:, ::1] XT, const uint8_t[:, ::1] active, double[
                 if mode == MAX:
                     outT[var[i], r] = mean[i]
                 else:
-                    outT[var[i], r] = mean[i] + std[i] * rand_normal(seed, row0 + r, node[i], 0)
+                    outT[var[i], r] = finite_draw(mean[i] + std[i] * rand_normal(seed, row0 + r, node[i], 0))
 
 
 # ---------------------------------------------------------------- indicator
@@ -217,7 +227,7 @@ cdef double _mvn_row(const double[:, ::1] XT, Py_ssize_t r, const int32_t *vars_
                 z[a] = rand_normal(seed, row, node, a)
                 for b in range(no, a + 1):
                     s = s + F[a * d + b] * z[b]
-            fill_to[perm[a]] = s
+            fill_to[perm[a]] = finite_draw(s)
     x = -0.5 * quad - logdet_o - no * HALF_LOG_2PI
     if mode == MAX:
         x = x - logdet_m - nm * HALF_LOG_2PI
