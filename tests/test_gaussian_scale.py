@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import spnc
 import spnc.io
 from spnc import Gaussian, Sum
+from spnc.errors import DataError
+from spnc.learn.em import EM
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -27,3 +30,68 @@ def test_eval_reads_back_the_samples_it_wrote(tmp_path):
     assert evaluate.main([str(m), "--sample", "16", "--seed", "0", "--out", str(out), "-q"]) in (0, None)
     assert evaluate.main([str(m), str(out), "-q", "--out-ll", str(tmp_path / "ll.npy")]) in (0, None)
     assert np.isfinite(np.load(tmp_path / "ll.npy")).all()
+
+
+def _mix(m0, s0, m1, s1):
+    return spnc.compile(Sum([Gaussian(0, m0, s0), Gaussian(0, m1, s1)], [.5, .5]))
+
+
+def test_em_refuses_data_beyond_the_gaussian_bound():
+    X = np.random.default_rng(0).normal(0, 1e200, (100, 1))
+    with pytest.raises(DataError, match=r"X\[0, 0\].*1e\+150"):
+        EM(init=_mix(0, 1e200, 1e200, 1e200), max_iter=5).fit(X)
+    blocks = [X[:50], X[50:]]
+    with pytest.raises(DataError, match=r"X\[0, 0\].*1e\+150"):
+        EM(init=_mix(0, 1e200, 1e200, 1e200), max_iter=5).fit(blocks)
+    # a Bernoulli column next to it is not bounded, nor is a missing value
+    spn = spnc.compile(spnc.Product([Gaussian(0, 0, 1), spnc.Bernoulli(1, .5)]))
+    Xm = np.array([[0.5, 1.0], [np.nan, 0.0], [3.0, np.nan]])
+    EM(init=spn, max_iter=2).fit(Xm)
+
+
+@pytest.mark.parametrize("variant", ["soft", "hard", "online"])
+def test_em_with_huge_leaf_parameters_learns_without_warnings(variant):
+    X = np.random.default_rng(1).normal(0, 1e140, (200, 1))
+    em = EM(init=_mix(0, 1e200, 1e200, 1e200), max_iter=4, variant=variant).fit(X)
+    h = em.history_["train"]
+    assert np.isfinite(h).all() and h[-1] > h[0] + 100      # from std 1e200 to about 1e140
+    p = em.spn_.leaf_tables["gaussian"].params
+    assert np.isfinite(p["mean"]).all() and np.isfinite(p["std"]).all()
+
+
+def test_em_with_tiny_std_and_tiny_floor():
+    X = np.random.default_rng(2).normal(0, 1, (100, 1))
+    em = EM(init=_mix(0, 1e-300, 1, 1), max_iter=4).fit(X)
+    assert np.isfinite(em.history_["train"]).all()
+    # min_std ** 2 underflows to 0: a constant column still gets std = min_std, not a refusal
+    em = EM(init=_mix(0, 1, 1, 1), max_iter=3, min_std=1e-200).fit(np.zeros((20, 1)))
+    std = em.spn_.leaf_tables["gaussian"].params["std"]
+    assert np.all(std == 1e-200)
+
+
+def test_em_tiny_scale_matches_scipy():
+    X = np.random.default_rng(3).normal(2e-150, 1e-150, (300, 1))
+    em = EM(init=_mix(0, 1e-150, 3e-150, 1e-150), max_iter=30, min_std=1e-170).fit(X)
+    assert em.history_["train"][-1] > em.history_["train"][0]
+    p = em.spn_.leaf_tables["gaussian"].params
+    root = em.spn_.roots[0]
+    w = em.spn_.weight[em.spn_.child_ptr[root]:em.spn_.child_ptr[root + 1]]
+    ref = np.logaddexp(np.log(w[0]) + stats.norm.logpdf(X[:, 0], p["mean"][0], p["std"][0]),
+                       np.log(w[1]) + stats.norm.logpdf(X[:, 0], p["mean"][1], p["std"][1]))
+    np.testing.assert_allclose(em.spn_.log_likelihood(X), ref, rtol=1e-10)
+
+
+def test_gaussian_score_matches_scipy():
+    from spnc.leaves.univariate import _GaussianStats
+    rng = np.random.default_rng(4)
+    x, r = rng.normal(3, 2, 50), rng.uniform(0.1, 1, 50)
+    table = spnc.compile(Gaussian(0, 1.0, 1.5)).leaf_tables["gaussian"]
+    h = _GaussianStats(table, 0.0, 1e-3, 1)
+    s = h.zero()
+    s["w"][:] = r.sum()
+    s["sd"][:] = np.sum(r * (x - s["center"]))
+    s["sdd"][:] = np.sum(r * (x - s["center"]) ** 2)
+    for mean, std in [(1.0, 1.5), (3.0, 2.0), (-4.0, 0.5)]:
+        want = np.sum(r * stats.norm.logpdf(x, mean, std))
+        got = h.score({"mean": np.array([mean]), "std": np.array([std])}, s)
+        np.testing.assert_allclose(got, [want], rtol=1e-12)

@@ -15,12 +15,16 @@ from ._params import setting
 MAX_REAL = 1e150
 
 
-def check_real_range(F: np.ndarray, row0=0) -> None:
+def check_real_range(F: np.ndarray, row0=0, cols=None) -> None:
     """Refuse real training values whose squares Gaussian statistics cannot hold (rows
-    named as :func:`spnc._sweep.row_number` does)."""
-    big = np.argwhere(np.abs(F) > MAX_REAL)
+    named as :func:`spnc._sweep.row_number` does; ``cols``: only these columns)."""
+    cols = np.arange(F.shape[1]) if cols is None else np.asarray(cols, dtype=np.int64)
+    if cols.size == 0:
+        return
+    with np.errstate(invalid="ignore"):     # NaN (missing) passes
+        big = np.argwhere(np.abs(F[:, cols]) > MAX_REAL)
     if big.size:
-        r, c = big[0]
+        r, c = big[0][0], cols[big[0][1]]
         raise DataError(f"X[{row_number(row0, r)}, {c}] = {float(F[r, c])!r}: real values must be within "
                         f"+-{MAX_REAL:g} for Gaussian statistics (rescale the column)")
 

@@ -9,6 +9,9 @@ from . import _kernels as K
 from ._univariate_nodes import Bernoulli, Categorical, Gaussian, Indicator  # noqa: F401  (re-exported)
 from .base import LeafStats, LeafType, _err, register_leaf, xlogy
 
+#: bound of the real training values EM accepts (spnc.learn._training.MAX_REAL)
+_MAX_REAL = 1e150
+
 # ---------------------------------------------------------------- tables
 
 
@@ -344,11 +347,13 @@ class _CategoricalStats(LeafStats):
 
 
 class _GaussianStats(LeafStats):
-    # moments centred on the current mean (numerically stable one-pass statistics)
+    # moments centred on the current mean (numerically stable one-pass statistics); the
+    # centre is kept within the range of training data EM accepts (MAX_REAL), so squared
+    # distances to it cannot overflow
     def zero(self):
         L = len(self.t)
-        return {"center": np.array(self.t.params["mean"], dtype=np.float64),
-                "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
+        center = np.clip(np.asarray(self.t.params["mean"], dtype=np.float64), -_MAX_REAL, _MAX_REAL)
+        return {"center": center, "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
 
     def recentre(self, s, center):
         d = center - s["center"]
@@ -362,19 +367,31 @@ class _GaussianStats(LeafStats):
 
     def fit(self, s):
         m0 = s["center"]
-        mean, std = m0.copy(), self.t.params["std"].astype(np.float64).copy()
+        mean, std = self.t.params["mean"].astype(np.float64).copy(), self.t.params["std"].astype(np.float64).copy()
         k = s["w"] > 0
-        delta = s["sd"][k] / s["w"][k]
-        var = s["sdd"][k] / s["w"][k] - delta ** 2
-        mean[k] = m0[k] + delta
-        std[k] = np.sqrt(np.maximum(var, self.min_std ** 2))
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = s["sd"][k] / s["w"][k]
+            var = np.maximum(s["sdd"][k] / s["w"][k] - delta * delta, 0.0)
+            mu = m0[k] + delta
+        # the floor on the std, not the variance: min_std ** 2 underflows to 0 below ~1.5e-154
+        sd = np.maximum(np.sqrt(var), self.min_std)
+        ok = np.isfinite(mu) & np.isfinite(sd)      # overflowed sums keep the old parameters
+        idx = np.flatnonzero(k)[ok]
+        mean[idx], std[idx] = mu[ok], sd[ok]
         return {"mean": mean, "std": std}
 
     def score(self, params, s):
-        delta = params["mean"] - s["center"]
-        sq = s["sdd"] - 2 * delta * s["sd"] + s["w"] * delta ** 2
-        var = params["std"] ** 2
-        return -0.5 * s["w"] * (_LOG2PI + np.log(var)) - 0.5 * sq / var
+        """Weighted log-likelihood of each leaf's rows, without squaring the std (which
+        over- or underflows at extreme scales): -inf where it is below every float."""
+        w, std = s["w"], params["std"]
+        k = w > 0
+        m = np.divide(s["sd"], w, out=np.zeros_like(w), where=k)
+        spread = np.maximum(s["sdd"] - s["sd"] * m, 0.0)        # sum of w (x - weighted mean) ** 2
+        with np.errstate(over="ignore", under="ignore"):
+            t = (params["mean"] - s["center"] - m) / std
+            quad = spread / std / std + w * (t * t)
+        out = -0.5 * w * (_LOG2PI + 2.0 * np.log(std)) - 0.5 * quad
+        return np.where(k, out, 0.0)
 
 
 _LOG2PI = float(np.log(2.0 * np.pi))
