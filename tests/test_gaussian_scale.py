@@ -95,3 +95,17 @@ def test_gaussian_score_matches_scipy():
         want = np.sum(r * stats.norm.logpdf(x, mean, std))
         got = h.score({"mean": np.array([mean]), "std": np.array([std])}, s)
         np.testing.assert_allclose(got, [want], rtol=1e-12)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_em_m_step_exact_when_data_are_far_from_the_leaf(streamed):
+    # moments centred on the old mean 0 lost the spread of data around 1e9 (std 50 after
+    # one pass, not 0.98); at 1e-150 a leaf at mean 1 collapsed to mean 0 and the std floor
+    X = np.random.default_rng(5).normal(1e9, 1, (1000, 1))
+    em = EM(init=spnc.compile(Gaussian(0, 0, 1e9)), max_iter=1).fit([X[:500], X[500:]] if streamed else X)
+    p = em.spn_.leaf_tables["gaussian"].params
+    np.testing.assert_allclose([p["mean"][0], p["std"][0]], [X.mean(), X.std()], rtol=1e-9)
+    Y = np.random.default_rng(6).normal(0, 1e-150, (100, 1))
+    em = EM(init=_mix(0, 1, 1, 1), max_iter=3, min_std=1e-160).fit([Y[:50], Y[50:]] if streamed else Y)
+    std = em.spn_.leaf_tables["gaussian"].params["std"]
+    np.testing.assert_allclose(std, Y.std(), rtol=1e-6)

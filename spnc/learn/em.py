@@ -222,7 +222,7 @@ class EM(DensityEstimator):
                 if it == 1:
                     hist_t.append(_em_blocks.mean_ll(self, model, X, w, wsum))
             else:
-                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=ids)
+                est = self._precise(spn, X, w, self._estep(spn, X, w, hard=self.variant == "hard", rows=ids), ids)
                 if spn is best:          # the counts saved are those of the model returned
                     counts = est["node_counts"]
                 hist_t.append(est["objective"] / wsum)
@@ -294,6 +294,25 @@ class EM(DensityEstimator):
             frozen[f] = True
         self._frozen = frozen
 
+    def _precise(self, spn: SPN, X, w, est: dict, rows) -> dict:
+        """``est``, or the same E-step redone with the moments of Gaussian leaves centred on
+        their data's means where centring on the current means lost precision (a leaf's
+        data far from its mean relative to their spread): else the M-step's variance is
+        rounding noise (one pass from a poor start, at any scale)."""
+        centres = {}
+        for k, s in est["leaf"].items():
+            h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
+            c = h.imprecise(s) if hasattr(h, "imprecise") else None
+            if c is not None:
+                centres[k] = c
+        if not centres:
+            return est
+        self._centres = centres
+        try:
+            return self._estep(spn, X, w, hard=self.variant == "hard", rows=rows)
+        finally:
+            del self._centres
+
     # ------------------------------------------------------------------ E-step
     def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True, rows=0) -> dict:
         """Edge counts, node counts, leaf statistics and the objective (sum of weighted
@@ -304,6 +323,9 @@ class EM(DensityEstimator):
         nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
         handlers = {k: _stats_for(t, self.alpha, self.min_std, nt) for k, t in spn.leaf_tables.items() if len(t)}
         leaf_stats = {k: h.zero() for k, h in handlers.items() if h is not None}
+        for k, c in getattr(self, "_centres", {}).items():    # a redone pass (_precise)
+            if k in leaf_stats:
+                leaf_stats[k]["center"] = np.array(c, dtype=np.float64)
         kept: dict[str, list] = {k: [] for k, h in handlers.items() if h is None}
         acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
         obj = 0.0

@@ -380,6 +380,15 @@ class _GaussianStats(LeafStats):
         mean[idx], std[idx] = mu[ok], sd[ok]
         return {"mean": mean, "std": std}
 
+    def imprecise(self, s):
+        """Centres on each leaf's weighted mean if some leaf's moments lost precision by
+        their centre (squared offset above 1e6 times the variance), else None."""
+        k = s["w"] > 0
+        delta = np.divide(s["sd"], s["w"], out=np.zeros_like(s["w"]), where=k)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = k & (delta * delta > 1e6 * (s["sdd"] / np.where(k, s["w"], 1.0) - delta * delta))
+        return s["center"] + np.where(bad, delta, 0.0) if bad.any() else None
+
     def score(self, params, s):
         """Weighted log-likelihood of each leaf's rows, without squaring the std (which
         over- or underflows at extreme scales): -inf where it is below every float."""
