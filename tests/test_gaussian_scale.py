@@ -109,3 +109,11 @@ def test_em_m_step_exact_when_data_are_far_from_the_leaf(streamed):
     em = EM(init=_mix(0, 1, 1, 1), max_iter=3, min_std=1e-160).fit([Y[:50], Y[50:]] if streamed else Y)
     std = em.spn_.leaf_tables["gaussian"].params["std"]
     np.testing.assert_allclose(std, Y.std(), rtol=1e-6)
+
+
+def test_em_multivariate_m_step_exact_when_data_are_far_from_the_leaf():
+    X = np.random.default_rng(7).normal(1e9, 1, (1000, 2))
+    init = spnc.compile(spnc.MultivariateGaussian([0, 1], [0, 0], np.eye(2) * 1e18))
+    em = EM(init=init, max_iter=1, min_std=1e-9).fit(X)
+    cov = em.spn_.leaf_tables["mvgaussian"].params["cov"].reshape(2, 2)
+    np.testing.assert_allclose(cov, np.cov(X.T, bias=True), rtol=1e-6, atol=1e-9)

@@ -281,6 +281,22 @@ class _MVGaussianStats(LeafStats):
             cov[ci] = C.reshape(len(W), k * k)
         return {"mean_ptr": p["mean_ptr"], "mean": mean, "cov_ptr": p["cov_ptr"], "cov": cov}
 
+    def imprecise(self, s):
+        """Centres on each leaf's weighted mean if some leaf's moments lost precision by
+        their centre (a squared offset above 1e6 times that variable's variance), else None."""
+        center, any_bad = s["center"].copy(), False
+        for idx, _, mi, ci in self._groups():
+            W, sd, sdd = self._moments(s, idx, mi, ci)
+            ok = W > 0
+            delta = sd / np.where(ok, W, 1.0)[:, None]
+            with np.errstate(over="ignore", invalid="ignore"):
+                var = np.diagonal(sdd, axis1=1, axis2=2) / np.where(ok, W, 1.0)[:, None] - delta * delta
+                bad = ok & (delta * delta > 1e6 * var).any(1)
+            if bad.any():
+                any_bad = True
+                center[mi[bad]] += delta[bad]
+        return center if any_bad else None
+
     def score(self, params, s):
         out = np.zeros(len(self.t))
         for idx, _, mi, ci in self._groups():
