@@ -117,3 +117,11 @@ def test_em_multivariate_m_step_exact_when_data_are_far_from_the_leaf():
     em = EM(init=init, max_iter=1, min_std=1e-9).fit(X)
     cov = em.spn_.leaf_tables["mvgaussian"].params["cov"].reshape(2, 2)
     np.testing.assert_allclose(cov, np.cov(X.T, bias=True), rtol=1e-6, atol=1e-9)
+
+
+def test_online_em_is_shift_invariant():
+    X = np.random.default_rng(8).normal(0, 1, (1000, 1))
+    kw = dict(max_iter=3, variant="online", batch_size=100, random_state=0)
+    far = EM(init=spnc.compile(Gaussian(0, 0, 1e9)), **kw).fit(X + 1e9).spn_.leaf_tables["gaussian"].params
+    near = EM(init=spnc.compile(Gaussian(0, 0, 1)), **kw).fit(X).spn_.leaf_tables["gaussian"].params
+    np.testing.assert_allclose(far["std"], near["std"], rtol=1e-6)

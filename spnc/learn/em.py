@@ -205,7 +205,7 @@ class EM(DensityEstimator):
             t0 = time.perf_counter()
             if self.variant == "online":
                 for Xb, wb, ib in _em_blocks.online_batches(X, w, ids, rng, int(self.batch_size)):
-                    est = self._estep(spn, Xb, wb, hard=False, rows=ib)
+                    est = self._precise(spn, Xb, wb, self._estep(spn, Xb, wb, hard=False, rows=ib), ib)
                     if run is not None:
                         for k, st in run["leaf"].items():
                             h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
