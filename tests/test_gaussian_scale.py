@@ -125,3 +125,11 @@ def test_online_em_is_shift_invariant():
     far = EM(init=spnc.compile(Gaussian(0, 0, 1e9)), **kw).fit(X + 1e9).spn_.leaf_tables["gaussian"].params
     near = EM(init=spnc.compile(Gaussian(0, 0, 1)), **kw).fit(X).spn_.leaf_tables["gaussian"].params
     np.testing.assert_allclose(far["std"], near["std"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mean, std, x", [(1e308, 1e308, -1e308), (-1.5e308, 1e308, 1.5e308),
+                                          (0, 1e-300, 1e-300), (0, 1e300, -1e300), (0, 5e-324, 0)])
+def test_gaussian_log_density_at_the_float_extremes(mean, std, x):
+    m = spnc.compile(Gaussian(0, mean, std))
+    want = stats.norm.logpdf(x / std - mean / std) - np.log(std)
+    np.testing.assert_allclose(m.log_likelihood(np.array([[x]])), [want], rtol=1e-12)

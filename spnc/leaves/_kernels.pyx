@@ -120,7 +120,11 @@ def gaussian_log_prob(const double[:, ::1] XT, const int32_t[::1] var, const dou
             if isnan(x):
                 out[slot[i], r] = 0.0 if mode == MARGINAL else c
             else:
-                z = (x - mean[i]) / std[i] if tiny else (x - mean[i]) * inv
+                z = x - mean[i]
+                if isinf(z):    # x and the mean on either side of 0, both near DBL_MAX
+                    z = x / std[i] - mean[i] / std[i]
+                else:
+                    z = z / std[i] if tiny else z * inv
                 out[slot[i], r] = c - 0.5 * z * z
 
 
