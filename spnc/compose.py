@@ -180,7 +180,7 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
     card, vtype = _card_of(models, perms, base.n_vars)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.max() > 0:
             raise ParameterError("weights", f"weights must be {len(models)} finite non-negative "
                                  "numbers with a positive total")
         w = w / w.max()              # first: a sum of huge weights may overflow

@@ -221,6 +221,7 @@ def test_spnc_compose_refuses_options_of_another_mode(tmp_path, capsys):
     assert not (tmp_path / "m.h5").exists() and not (tmp_path / "e.h5").exists()
 
 
+@pytest.mark.filterwarnings("error")     # the sum of the weights overflowed with a RuntimeWarning
 def test_huge_or_empty_mixture_weights(tmp_path, capsys):
     a, b = bern_model([0.2, 0.7]), bern_model([0.9, 0.1])
     m = spnc.mixture([a, b], weights=[1e308, 1e308])      # their sum overflowed: 'add up to 0.0'
