@@ -133,3 +133,25 @@ def test_gaussian_log_density_at_the_float_extremes(mean, std, x):
     m = spnc.compile(Gaussian(0, mean, std))
     want = stats.norm.logpdf(x / std - mean / std) - np.log(std)
     np.testing.assert_allclose(m.log_likelihood(np.array([[x]])), [want], rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e-150])
+@pytest.mark.parametrize("learner", ["learnspn", "prometheus"])
+def test_structure_learners_do_not_depend_on_the_data_scale(scale, learner):
+    from spnc.learn import LearnSPN, Prometheus
+    X = np.random.default_rng(9).normal(size=(200, 10))
+    X[:, 1] += X[:, 0]
+    X[:, 5] -= X[:, 4]
+    X[:, 7] += 2 * X[:, 6]
+    X[:, 3] = 2.5                      # a constant column stays constant at every scale
+
+    def fit(s):
+        if learner == "learnspn":
+            est = LearnSPN(splitter="correlation", data_type="continuous", min_std=1e-2 * s, random_state=0)
+        else:
+            est = Prometheus(data_type="continuous", min_std=1e-2 * s, random_state=0)
+        return est.fit(X * s).spn_
+
+    a, b = fit(1.0), fit(scale)
+    assert a.n_nodes == b.n_nodes      # at 1e-20 every column looked constant: LearnSPN split none
+    np.testing.assert_allclose(b.log_likelihood(X * scale) + 10 * np.log(scale), a.log_likelihood(X), rtol=1e-6)

@@ -74,10 +74,11 @@ def sampled_pairs(s: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
 
 def _standardised_T(D: np.ndarray) -> np.ndarray:
     """Columns centred and scaled to unit variance, transposed (constant columns: 0)."""
-    Z = np.asarray(D, dtype=np.float64)
-    Z = Z - Z.mean(axis=0)
+    D = np.asarray(D, dtype=np.float64)
+    Z = D - D.mean(axis=0)
     sd = np.sqrt(np.einsum("ij,ij->j", Z, Z) / max(Z.shape[0], 1))
-    ok = sd > 1e-12
+    # constant: spread at the rounding level of the column's own magnitude (any scale)
+    ok = sd > 1e-12 * np.abs(D).max(axis=0, initial=0.0)
     Z[:, ok] /= sd[ok]
     Z[:, ~ok] = 0.0
     return np.ascontiguousarray(Z.T)

@@ -226,7 +226,8 @@ class CorrelationSplitter(VariableSplitter):
         D = ctx.data(sl)
         Z = D - D.mean(axis=0)
         sd = np.sqrt(np.einsum("ij,ij->j", Z, Z))
-        ok = sd > 1e-12 * max(1.0, float(np.abs(D).max()))
+        # constant: spread at the rounding level of the column's own magnitude (any scale)
+        ok = sd > 1e-12 * np.sqrt(D.shape[0]) * np.abs(D).max(axis=0)
         Z[:, ok] /= sd[ok]
         R = np.abs(Z.T @ Z)
         R[~ok, :] = 0.0
