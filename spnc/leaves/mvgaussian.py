@@ -8,6 +8,7 @@ import numpy as np
 from . import _kernels as K
 from ..nodes import Leaf
 from .base import LeafStats, LeafType, _err, register_leaf
+from .univariate import _MOVES
 
 
 def floored_cov(cov, min_var: float) -> np.ndarray:
@@ -291,7 +292,7 @@ class _MVGaussianStats(LeafStats):
             delta = sd / np.where(ok, W, 1.0)[:, None]
             with np.errstate(over="ignore", invalid="ignore"):
                 var = np.diagonal(sdd, axis1=1, axis2=2) / np.where(ok, W, 1.0)[:, None] - delta * delta
-                bad = ok & (delta * delta > 1e6 * var).any(1)
+                bad = ok & ((delta * delta > 1e6 * var) & (np.abs(delta) > _MOVES * np.abs(s["center"][mi]))).any(1)
             if bad.any():
                 any_bad = True
                 center[mi[bad]] += delta[bad]

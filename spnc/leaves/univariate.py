@@ -11,6 +11,8 @@ from .base import LeafStats, LeafType, _err, register_leaf, xlogy
 
 #: bound of the real training values EM accepts (spnc.learn._training.MAX_REAL)
 _MAX_REAL = 1e150
+#: a centre moved by less than this relative step is no better (constant data, rounding)
+_MOVES = 1e3 * float(np.finfo(np.float64).eps)
 
 # ---------------------------------------------------------------- tables
 
@@ -382,11 +384,13 @@ class _GaussianStats(LeafStats):
 
     def imprecise(self, s):
         """Centres on each leaf's weighted mean if some leaf's moments lost precision by
-        their centre (squared offset above 1e6 times the variance), else None."""
+        their centre (squared offset above 1e6 times the variance, the offset more than
+        rounding of the centre), else None."""
         k = s["w"] > 0
         delta = np.divide(s["sd"], s["w"], out=np.zeros_like(s["w"]), where=k)
         with np.errstate(over="ignore", invalid="ignore"):
             bad = k & (delta * delta > 1e6 * (s["sdd"] / np.where(k, s["w"], 1.0) - delta * delta))
+        bad &= np.abs(delta) > _MOVES * np.abs(s["center"])    # else recentring changes nothing
         return s["center"] + np.where(bad, delta, 0.0) if bad.any() else None
 
     def score(self, params, s):
