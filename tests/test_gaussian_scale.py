@@ -170,3 +170,9 @@ def test_constant_data_do_not_redo_every_pass(monkeypatch):
     mv = spnc.compile(spnc.MultivariateGaussian([0, 1], [7.000000000000001, 3.0], np.eye(2)))
     EM(init=mv, max_iter=5, tol=-np.inf).fit(np.tile([7.0, 3.0], (50, 1)))
     assert len(calls) == 6
+
+
+def test_weighted_fit_floors_the_std_not_the_variance():
+    t = _mix(0, 1, 1, 1).leaf_tables["gaussian"]
+    t.weighted_fit(np.full((10, 1), 3.0), np.full((10, 2), 0.5), min_std=1e-200)
+    assert np.all(t.params["std"] == 1e-200)        # was 0: min_std ** 2 underflowed

@@ -236,7 +236,7 @@ class GaussianLeaves(_UnivariateTable):
         mu = np.divide((w * xv).sum(0), tot, out=mean.copy(), where=keep)
         var = np.divide((w * (xv - mu) ** 2).sum(0), tot, out=std.copy() ** 2, where=keep)
         mean[keep] = mu[keep]
-        std[keep] = np.sqrt(np.maximum(var[keep], min_std ** 2))
+        std[keep] = np.maximum(np.sqrt(np.maximum(var[keep], 0.0)), min_std)    # min_std ** 2 may underflow
         self.params["mean"], self.params["std"] = mean, std
 
 
