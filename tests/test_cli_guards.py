@@ -165,6 +165,23 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     assert "data: 2 rows x 1 variable" in out and "model: 1 node, 0 edges (0 sums, 0 products, 1 leaf)" in out
 
 
+
+def test_one_row_or_a_zero_probability_row_prints_no_standard_error(tmp_path, capsys):
+    # was: "+- nan (standard error, 1 row)"
+    from spnc.cli import learn
+    m, one, zero = tmp_path / "m.h5", tmp_path / "one.csv", tmp_path / "zero.csv"
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, 1.0)])), m)
+    np.savetxt(one, [[0, 1]], fmt="%d", delimiter=",")
+    np.savetxt(zero, [[0, 1], [1, 0]], fmt="%d", delimiter=",")
+    assert evaluate.main([str(m), str(one)]) == 0
+    out = capsys.readouterr().out
+    assert "mean log-likelihood: -0.356675 (no standard error)" in out and "nan" not in out
+    assert evaluate.main([str(m), str(zero)]) == 0
+    assert "mean log-likelihood: -inf (no standard error); 1 row has probability 0" in capsys.readouterr().out
+    assert learn.main([str(one), "-o", str(tmp_path / "o.h5"), "--test", str(one)]) == 0
+    out = capsys.readouterr().out
+    assert "test mean log-likelihood:" in out and "(1 row, no standard error)" in out and "nan" not in out
+
 def test_dataset_option_for_data_without_datasets_is_an_error(tmp_path, capsys):
     """--dataset was ignored without a word for CSV (or .npy, Parquet) data."""
     from spnc.cli import learn, merge

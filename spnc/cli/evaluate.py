@@ -251,7 +251,8 @@ def _print_report(n: int, miss: int, cols: list[tuple[float, float, int]], args:
             _say(args, f"mean log-likelihood{tag}: nan (no rows)")
             continue
         extra = f"; {counted(zero, 'row has', 'rows have')} probability 0" if zero else ""
-        _say(args, f"mean log-likelihood{tag}: {mean:.6f} +- {se:.6f} (standard error){extra}")
+        spread = f" +- {se:.6f} (standard error)" if math.isfinite(se) else " (no standard error)"
+        _say(args, f"mean log-likelihood{tag}: {mean:.6f}{spread}{extra}")
     return out
 
 

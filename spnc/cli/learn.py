@@ -363,7 +363,10 @@ def _ll_line(tag: str, ll: np.ndarray) -> str:
     se = float(np.std(ll, ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else float("nan")
     zero = int(np.sum(ll == -np.inf))
     extra = f"; {counted(zero, 'row has', 'rows have')} probability 0" if zero else ""
-    return f"{tag} mean log-likelihood: {mean:.6f} +- {se:.6f} (standard error, {counted(n, 'row')}){extra}"
+    rows = counted(n, "row")
+    if not math.isfinite(se):       # one row, or a row of probability 0: no standard error
+        return f"{tag} mean log-likelihood: {mean:.6f} ({rows}, no standard error){extra}"
+    return f"{tag} mean log-likelihood: {mean:.6f} +- {se:.6f} (standard error, {rows}){extra}"
 
 
 if __name__ == "__main__":  # pragma: no cover
