@@ -17,9 +17,14 @@ LINE = 64           # bytes
 def aligned_empty(shape, dtype=np.float64, *, zero: bool = False) -> np.ndarray:
     """A C-contiguous array (uninitialised, or zeros with ``zero``) whose data starts on a
     64-byte boundary; so do its rows when a row is a whole number of lines."""
-    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    try:                 # plain Python here: this runs for every query, however small
+        shape = tuple(map(int, shape))
+    except TypeError:
+        shape = (int(shape),)
     dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    nbytes = dt.itemsize
+    for s in shape:
+        nbytes *= s
     raw = (np.zeros if zero else np.empty)(nbytes + LINE, dtype=np.uint8)
     off = -raw.ctypes.data % LINE
     return raw[off:off + nbytes].view(dt).reshape(shape)

@@ -292,3 +292,16 @@ def test_kernel_buffers_start_on_a_cache_line():
     sw = Sweep(spn, X, 0, 2, workspace="backward")
     assert sw.ws.ctypes.data % 64 == 0 and sw.ws.strides[0] % 64 == 0
     assert transposed_chunk(X, 0, 100).ctypes.data % 64 == 0
+
+
+def test_aligned_empty_takes_every_shape_form_numpy_does():
+    """The allocation runs for every query (plain Python, no np.prod): shapes given as
+    numpy integers, 0-d arrays, lists and other dtypes keep working."""
+    from spnc._buffers import aligned_empty
+    for shape, want in [(np.int64(5), (5,)), (np.array(4), (4,)), ([2, 3], (2, 3)),
+                        ((np.int32(3), 8), (3, 8)), ((1, 100), (1, 100)), (0, (0,))]:
+        a = aligned_empty(shape)
+        assert a.shape == want and a.dtype == np.float64 and a.flags.c_contiguous
+        assert a.size == 0 or a.ctypes.data % 64 == 0
+    b = aligned_empty((3, 5), np.int32, zero=True)
+    assert b.dtype == np.int32 and b.shape == (3, 5) and not b.any() and b.ctypes.data % 64 == 0
