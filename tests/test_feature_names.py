@@ -84,3 +84,17 @@ def test_cli_tools_do_not_warn_about_names(tmp_path):
                 assert evaluate.main(args) == 0, (data, other)
                 assert evaluate.main([str(m), str(other), "-q", "--mpe", str(tmp_path / "m.csv")]
                                      + args[5:]) == 0
+
+
+@pytest.mark.parametrize("make", [lambda: LearnSPN(refine="em", refine_iter=2, min_instances=40),
+                                  lambda: __import__("spnc.learn", fromlist=["Prometheus"]).Prometheus(
+                                      refine="em", refine_iter=2, min_instances=40)])
+def test_frame_x_valid_after_array_x_warns_once(make):
+    """Rows without names, validation rows as a DataFrame: one warning, not one per later
+    check (EM's passes, the final check); the columns taken by position."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        est = make().fit(X, X_valid=FRAME.iloc[:30, ::-1])
+    msgs = [str(m.message) for m in w]
+    assert len(msgs) == 1 and "X_valid has feature names, but X has none" in msgs[0], msgs
+    assert est.spn_.var_names is None

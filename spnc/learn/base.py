@@ -181,6 +181,18 @@ class DensityEstimator:
             warn_user(f"{type(self).__name__}.fit: X_valid is not used ({why}); it is ignored")
         return None
 
+    def _valid_rows(self, X_valid, names):
+        """A DataFrame ``X_valid`` as rows in the training columns' order: matched to
+        ``names`` (the training frame's columns) by name, or, after training rows without
+        names, by position with one warning (not one per later check of it)."""
+        if not is_frame(X_valid):
+            return X_valid
+        if names is not None:
+            return as_data(X_valid, names, "X_valid")[0]
+        warn_user(f"X_valid has feature names, but X has none: {type(self).__name__}.fit takes its DataFrame "
+                  "columns by position")
+        return as_data(X_valid, None, "X_valid", model_names=False)[0]
+
     @staticmethod
     def _check_valid(X_valid, spn: SPN | None = None, n_cols: int | None = None) -> None:
         """Refuse validation rows that cannot be scored: before learning, a 2-D array with

@@ -11,7 +11,7 @@ import numpy as np
 from ..chowliu import resolve_threads
 from .._progress import Progress
 from .._sweep import row_number
-from ..data import as_data, is_frame, with_names
+from ..data import as_data, with_names
 from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
@@ -337,6 +337,7 @@ class LearnSPN(DensityEstimator):
                                              "structure learned on a sample (sample_rows), so no passes to "
                                              "choose among")
             names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
+            X_valid = self._valid_rows(X_valid, names)      # the training columns' order
             self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
             if auto_names(self):
                 # the data's own errors first: a bad value must not depend on which rows the

@@ -174,10 +174,11 @@ class Prometheus(DensityEstimator):
         X, names = as_data(X)
         if self.refine == "none":
             X_valid = self._unused_valid(X_valid, "refine='none' runs no refinement passes to choose among")
-        self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
         rows = structure_rows(X, self.sample_rows, self.random_state, "Prometheus")
         names = names if names is not None else getattr(rows.full, "names", None)    # DataFrame blocks
         try:
+            X_valid = self._valid_rows(X_valid, names)      # the training columns' order
+            self._check_valid(X_valid, n_cols=X.shape[1] if getattr(X, "ndim", 0) == 2 else None)
             self._fit(rows, X_valid, names)
         finally:
             close(rows, X)
