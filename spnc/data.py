@@ -148,6 +148,15 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     return np.ascontiguousarray(A), cols
 
 
+def frame_column(X: Any, var_names: Sequence[str] | None, c: int) -> int:
+    """The column of ``X`` that holds the model's variable ``c``: a DataFrame's columns were
+    matched to ``var_names`` by name (see :func:`as_data`), so its own position; for
+    anything else ``c``."""
+    if not is_frame(X) or var_names is None:
+        return c
+    return next((j for j, k in enumerate(X.columns) if str(k) == var_names[c]), c)
+
+
 def _ragged(X: Any) -> str:
     """Which row of a list of rows is not as long as the first ('' if none is found)."""
     if not isinstance(X, (list, tuple)) or not X:

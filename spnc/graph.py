@@ -20,7 +20,7 @@ from ._conditional import log_conditional
 from ._sweep import Sweep, cell, check_posterior_range, leaf_states
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, real_array
+from .data import as_data, frame_column, is_frame, real_array
 from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
@@ -193,8 +193,7 @@ class SPN:
         r, c, code = _data.first_bad_value(A, self.cardinality)
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
         # a DataFrame's columns were put in the model's order: name the cell by the frame's
-        fc = c if frame is None or not code or self.var_names is None else \
-            [str(k) for k in frame.columns].index(self.var_names[c])
+        fc = frame_column(frame, self.var_names, c) if code else c
         if code == 1:
             raise DataError(f"{cell(name, row0, r, fc)} = {A[r, c]}: infinite values are not allowed "
                             f"(use NaN for missing), {var}")

@@ -302,3 +302,14 @@ def test_em_and_merge_name_the_frame_s_cell_too():
         with pytest.raises(DataError, match=r"X\[1, 0\] = 5\.0 is not a state .* \('c'\)"):    # was: X[1, 2]
             est.fit(bad)
     assert EM(init=spn, max_iter=2).fit(df[list("cab")]).score(df) == EM(init=spn, max_iter=2).fit(df).score(df)
+
+
+def test_merge_names_the_frame_s_cell_of_a_missing_value():
+    from spnc.learn import Merge
+    X = np.random.default_rng(4).integers(0, 2, (60, 3))
+    df = pd.DataFrame(X, columns=list("abc"))
+    spn = LearnSPN(random_state=0).fit(df).spn_
+    bad = df[list("cab")].astype(float)
+    bad.iloc[1, 0] = np.nan
+    with pytest.raises(DataError, match=r"X\[1, 0\] is missing \(NaN\), variable 2 \('c'\)"):    # was: X[1, 2]
+        Merge(init=spn, epsilon=0.1).fit(bad)

@@ -39,7 +39,7 @@ import warnings
 
 import numpy as np
 
-from ..data import as_data, is_frame, with_names
+from ..data import as_data, frame_column, is_frame, with_names
 from ..errors import DataError, StructureError
 from .._kinds import SUM
 from ..graph import SPN, compile as _compile
@@ -219,6 +219,7 @@ class Merge(DensityEstimator):
         init = self.init
         if is_frame(X):     # an unnamed model takes the columns' names; the check matches them by name
             init = with_names(init, as_data(X, init.var_names)[1])
+        frame = X
         X = init._check_X(X)        # (a frame's own coordinates in its errors)
         if X.shape[0] == 0:
             raise DataError("X has no rows")
@@ -228,8 +229,10 @@ class Merge(DensityEstimator):
             gap = np.isnan(X) & used
             if gap.any():
                 r, c = (int(v) for v in np.argwhere(gap)[0])
-                raise DataError(f"X[{r}, {c}] is missing (NaN): merging re-estimates parameters from X, which must "
-                                "be complete on the variables of the model's leaves")
+                var = f"variable {c}" + ("" if init.var_names is None else f" ({init.var_names[c]!r})")
+                raise DataError(f"X[{r}, {frame_column(frame, init.var_names, c)}] is missing (NaN), {var}: merging "
+                                "re-estimates parameters from X, which must be complete on the variables of the "
+                                "model's leaves")
             X = np.where(np.isnan(X), 0.0, X)     # variables in no leaf: every query ignores them
         Xv = None if X_valid is None else init._check_X(X_valid, "X_valid")
         if Xv is not None:
