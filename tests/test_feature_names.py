@@ -98,3 +98,15 @@ def test_frame_x_valid_after_array_x_warns_once(make):
     msgs = [str(m.message) for m in w]
     assert len(msgs) == 1 and "X_valid has feature names, but X has none" in msgs[0], msgs
     assert est.spn_.var_names is None
+
+
+def test_a_frame_refused_outright_is_not_also_warned_about(unnamed):
+    """A DataFrame the query refuses (a text column) gets the error alone, not first the
+    warning that its columns would be taken by position."""
+    bad = FRAME.astype({"b": object})
+    bad.loc[0, "b"] = "x"
+    for query in (unnamed.spn_.log_likelihood, lambda D: spnc.stream.log_likelihood(unnamed.spn_, [D])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(spnc.DataError, match="column 'b' has dtype object"):
+                query(bad)
