@@ -182,13 +182,12 @@ class DensityEstimator:
         return None
 
     def _valid_rows(self, X_valid, names):
-        """A DataFrame ``X_valid`` as rows in the training columns' order: matched to
-        ``names`` (the training frame's columns) by name, or, after training rows without
-        names, by position with one warning (not one per later check of it)."""
-        if not is_frame(X_valid):
+        """A DataFrame ``X_valid`` after training rows without names: its rows by position,
+        with one warning (not one per later check of it). After named training rows it
+        stays a frame: the named model matches it by name, and its errors name the
+        frame's own cells."""
+        if not is_frame(X_valid) or names is not None:
             return X_valid
-        if names is not None:
-            return as_data(X_valid, names, "X_valid")[0]
         warn_user(f"X_valid has feature names, but X has none: {type(self).__name__}.fit takes its DataFrame "
                   "columns by position")
         return as_data(X_valid, None, "X_valid", model_names=False)[0]

@@ -11,7 +11,7 @@ import numpy as np
 from ..chowliu import resolve_threads
 from .._progress import Progress
 from .._sweep import row_number
-from ..data import as_data, with_names
+from ..data import as_data, is_frame, with_names
 from ..errors import DataError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
