@@ -53,8 +53,12 @@ def test_commented_header_when_learning(tmp_path, capsys):
     f = tmp_path / "t.csv"
     np.savetxt(f, X, fmt="%d", delimiter=",", header="x,y,z")
     assert learn.main([str(f), "-o", str(tmp_path / "m.h5"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["data"]["rows"] == 100
+    out, err = capsys.readouterr()
+    assert json.loads(out)["data"]["rows"] == 100
     assert sio.load(tmp_path / "m.h5").var_names == ["x", "y", "z"]
+    # no model confirms the names: the tool says it took the comment as the header
+    assert "spnc-learn: warning:" in err and "the comment on line 1 is taken as the header" in err
+    assert "'x', 'y', 'z'" in err and "--no-header" in err
 
 
 def test_other_comments_stay_comments(named, tmp_path, capsys):

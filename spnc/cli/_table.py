@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import stream
 from .._text import counted
+from .._warn import warn_user
 from ..errors import DataError
 
 MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
@@ -148,6 +149,10 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     commented = _commented_header(lead, first, expect) if header is None else None
     if commented is not None:          # '# a,b,c' as np.savetxt(header=...) writes it
         line0, first, header = commented[0], commented[1], True
+        if expect is None:             # no model's names confirm it: say so (names get stored)
+            warn_user(f"{label}: the comment on line {line0} is taken as the header (column names "
+                      f"{', '.join(map(repr, first[:3]))}{', ...' if len(first) > 3 else ''}); give "
+                      "--no-header to read it as a comment")
         records = itertools.chain([first_rec], records)
     if header is None and expect is not None and _names_of(first, expect):
         if any(t in MISSING or _isnum(t) for t in first):
