@@ -15,6 +15,9 @@ VAR_BINARY, VAR_CATEGORICAL, VAR_REAL = 0, 1, 2
 COMBINE = ("single", "mixture", "independent")
 #: sum weights must add up to 1 within this tolerance
 WEIGHT_TOL = 1e-6
+#: the largest |x| of a real value whose square Gaussian statistics can hold with room to
+#: add many (training data of Gaussian leaves is bounded by it)
+MAX_REAL = 1e150
 
 
 def is_leaf(kind: np.ndarray | int) -> np.ndarray | bool:

@@ -20,7 +20,7 @@ import numpy as np
 from .. import stream as _stream
 from ..chowliu import check_weights
 from ..errors import DataError, ParameterError
-from ._training import check_real_range
+from ._training import bounded_vars, check_real_range
 
 #: leaf statistics that are not sums over rows (the centre of centred moments)
 _NOT_ADDED = ("center",)
@@ -84,11 +84,6 @@ def mean_ll(em, spn, X, w, wsum: float) -> float:
     return em._estep(spn, X, w, hard=False, stats=False)["objective"] / wsum
 
 
-def real_vars(spn):
-    from .em import real_vars
-    return real_vars(spn)
-
-
 def _stats_of(em, table):
     from .em import _stats_for
     return _stats_for(table, em.alpha, em.min_std)
@@ -97,7 +92,7 @@ def _stats_of(em, table):
 def _estep_block(block: np.ndarray, r0: int, ctx: tuple) -> dict:
     em, spn, w, hard, stats = ctx
     Xb = spn._check_X(block, row0=r0)
-    check_real_range(Xb, r0, real_vars(spn))
+    check_real_range(Xb, r0, bounded_vars(spn))
     wb = np.ones(Xb.shape[0]) if w is None else w[r0:r0 + Xb.shape[0]]
     if wb.shape[0] != Xb.shape[0]:
         raise DataError(f"sample_weight has {len(w)} entries but X has more rows")

@@ -5,14 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _budget
+from .._kinds import MAX_REAL
 from .._sweep import row_number
 from ..chowliu import check_codes
 from ..data import real_array
 from ..errors import DataError, ParameterError
 from ._params import setting
 
-#: real training values beyond this would overflow the squares of Gaussian statistics
-MAX_REAL = 1e150
+
+
+def bounded_vars(spn) -> np.ndarray:
+    """The variables of leaves whose type bounds its training values (``max_abs_value``:
+    Gaussian statistics square them), for :func:`check_real_range`."""
+    sc = [s for t in spn.leaf_tables.values() if t.max_abs_value is not None for s in t.scopes]
+    return np.unique(np.concatenate(sc)).astype(np.int64) if sc else np.zeros(0, dtype=np.int64)
 
 
 def check_real_range(F: np.ndarray, row0=0, cols=None) -> None:

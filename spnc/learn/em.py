@@ -39,19 +39,11 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, pname
-from ._training import check_real_range
+from ._training import bounded_vars, check_real_range
 from .base import DensityEstimator, check_observed, refuse_unscored
 
 #: relative slack of the Eq. 12 comparison (rounding in the statistics)
 _EQ12_RTOL = 1e-9
-#: leaf types whose EM statistics square the values (bounded by MAX_REAL)
-_GAUSSIAN = ("gaussian", "mvgaussian")
-
-
-def real_vars(spn: SPN) -> np.ndarray:
-    """The variables under Gaussian leaves (whose statistics bound their values)."""
-    sc = [s for t in spn.leaf_tables.values() if t.name in _GAUSSIAN for s in t.scopes]
-    return np.unique(np.concatenate(sc)).astype(np.int64) if sc else np.zeros(0, dtype=np.int64)
 
 
 def _stats_for(table: _lb.LeafType, alpha: float, min_std: float, n_threads: int = 1):
@@ -175,7 +167,7 @@ class EM(DensityEstimator):
             X = model._check_X(X)
             if X.shape[0] == 0:
                 raise DataError("X has no rows")
-            check_real_range(X, 0, real_vars(model))
+            check_real_range(X, 0, bounded_vars(model))
             w = np.ones(X.shape[0]) if sample_weight is None else check_weights(sample_weight, X.shape[0])
             wsum = float(w.sum())
             ids = np.flatnonzero(w > 0)     # rows of weight 0 play no part (even of probability 0)

@@ -73,13 +73,15 @@ class LeafType(abc.ABC):
 
     Subclasses set ``name`` (file table ``/leaves/<name>``), ``code`` (node kind code in
     files, >= 2), ``node_class`` (the construction class, a :class:`spnc.nodes.Leaf`)
-    and ``discrete`` (True if every variable must be discrete).
+    and ``discrete`` (True if every variable must be discrete); ``max_abs_value``, when
+    set, bounds the training values of its variables (its EM statistics square them).
     """
 
     name: ClassVar[str]
     code: ClassVar[int]
     node_class: ClassVar[type]
     discrete: ClassVar[bool] = False
+    max_abs_value: ClassVar[float | None] = None
 
     def __init__(self, node: np.ndarray, scopes: list[np.ndarray], params: dict[str, np.ndarray]):
         self.node = np.ascontiguousarray(node, dtype=np.int64)

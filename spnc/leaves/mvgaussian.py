@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._kinds import MAX_REAL
 from . import _kernels as K
 from ..nodes import Leaf
 from .base import LeafStats, LeafType, _err, register_leaf
@@ -87,6 +88,7 @@ class MVGaussianLeaves(LeafType):
     code = 5
     node_class = MultivariateGaussian
     discrete = False
+    max_abs_value = MAX_REAL
 
     def __init__(self, node, scopes, params):
         super().__init__(node, scopes, params)

@@ -7,10 +7,9 @@ import numpy as np
 
 from . import _kernels as K
 from ._univariate_nodes import Bernoulli, Categorical, Gaussian, Indicator  # noqa: F401  (re-exported)
+from .._kinds import MAX_REAL
 from .base import LeafStats, LeafType, _err, register_leaf, xlogy
 
-#: bound of the real training values EM accepts (spnc.learn._training.MAX_REAL)
-_MAX_REAL = 1e150
 #: a centre moved by less than this relative step is no better (constant data, rounding)
 _MOVES = 1e3 * float(np.finfo(np.float64).eps)
 
@@ -189,6 +188,7 @@ class GaussianLeaves(_UnivariateTable):
     code = 4
     node_class = Gaussian
     discrete = False
+    max_abs_value = MAX_REAL
 
     @classmethod
     def from_nodes(cls, node_ids, leaves):
@@ -354,7 +354,7 @@ class _GaussianStats(LeafStats):
     # distances to it cannot overflow
     def zero(self):
         L = len(self.t)
-        center = np.clip(np.asarray(self.t.params["mean"], dtype=np.float64), -_MAX_REAL, _MAX_REAL)
+        center = np.clip(np.asarray(self.t.params["mean"], dtype=np.float64), -MAX_REAL, MAX_REAL)
         return {"center": center, "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
 
     def recentre(self, s, center):
