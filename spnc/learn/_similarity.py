@@ -18,13 +18,18 @@ _SMALL = 1 << 14
 _HEIGHT_STEPS = 32
 
 
+def used_vars(spn: SPN) -> np.ndarray:
+    """Boolean mask of the variables some leaf (so some node's scope) holds."""
+    used = np.zeros(spn.n_vars, dtype=bool)
+    used[spn.scope] = True
+    return used
+
+
 def indicator_evidence(spn: SPN) -> tuple[np.ndarray, np.ndarray]:
     """``(E, off)``: one row per (discrete variable ``v`` in some leaf, state ``k``), row
     ``off[v] + k``, observing only ``X_v = k`` (at least one row). Variables no leaf uses
     get no rows: no node's scope holds them."""
-    used = np.zeros(spn.n_vars, dtype=bool)
-    used[spn.scope] = True
-    card = np.where((spn.cardinality > 0) & used, spn.cardinality, 0).astype(np.int64)
+    card = np.where((spn.cardinality > 0) & used_vars(spn), spn.cardinality, 0).astype(np.int64)
     off = np.zeros(spn.n_vars + 1, dtype=np.int64)
     np.cumsum(card, out=off[1:])
     K = int(off[-1])

@@ -50,7 +50,7 @@ from ._graphedit import hash_cons
 from ._merge_round import _Round
 from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
-from ._similarity import n_parameters, node_marginals  # noqa: F401  (node_marginals: public here)
+from ._similarity import n_parameters, node_marginals, used_vars  # noqa: F401  (node_marginals: public here)
 from .base import DensityEstimator, check_observed, refuse_unscored
 
 DISTANCES = ("manhattan", "kl", "hellinger")
@@ -224,9 +224,7 @@ class Merge(DensityEstimator):
         if X.shape[0] == 0:
             raise DataError("X has no rows")
         if np.isnan(X).any():
-            used = np.zeros(init.n_vars, dtype=bool)
-            used[init.scope] = True
-            gap = np.isnan(X) & used
+            gap = np.isnan(X) & used_vars(init)
             if gap.any():
                 r, c = (int(v) for v in np.argwhere(gap)[0])
                 var = f"variable {c}" + ("" if init.var_names is None else f" ({init.var_names[c]!r})")
