@@ -152,12 +152,11 @@ class ArraySource(BlockSource):
 class IterableSource(BlockSource):
     """Blocks from an iterable of arrays, or from a callable returning a fresh iterable.
     DataFrame blocks are put in the order of ``var_names`` (a model's variables) or else
-    of the first block's columns (``names``), matched by name."""
+    of the first block's columns (``names``), matched by name; ``positional``: rows for a
+    model without variable names, which takes DataFrame blocks by position (warned once)."""
 
-    positional = False      # a query of a model without var_names: DataFrames warned about
-
-    def __init__(self, it, name: str = "X", var_names=None):
-        self._it, self.name = it, name
+    def __init__(self, it, name: str = "X", var_names=None, positional: bool = False):
+        self._it, self.name, self.positional = it, name, positional
         self.names = None if var_names is None else list(var_names)
         self.reiterable = callable(it) or not isinstance(it, Iterator)
         self._used = False
@@ -239,9 +238,7 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
             and os.path.isfile(f.filename) else None
         return ArraySource(X, block_rows, name, guard=guard)
     if callable(X) or isinstance(X, Iterable):
-        src = IterableSource(X, name, var_names)
-        src.positional = query and var_names is None
-        return src
+        return IterableSource(X, name, var_names, positional=query and var_names is None)
     raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
                     f"blocks; got {type(X).__name__}")
 
