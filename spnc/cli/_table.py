@@ -155,7 +155,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
                       "--no-header to read it as a comment")
         records = itertools.chain([first_rec], records)
     if header is None and expect is not None and _names_of(first, expect):
-        if any(t in MISSING or _isnum(t) for t in first):
+        if not all(map(_is_name, first)):
             raise DataError(f"{label}: line {line0} holds the model's variable names, some of which read as "
                             "numbers (or missing values) too: give --header to take it as the header, "
                             "--no-header to take it as data")
@@ -163,14 +163,13 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     if header is None and len(first) >= 3 and first == [str(j) for j in range(len(first))]:
         raise DataError(f"{label}: line {line0} reads 0, 1, ..., {len(first) - 1} like a header of "
                         "column numbers: give --header to take it as a header, --no-header as data")
-    named = lambda cells: cells and not any(t in MISSING or _isnum(t) for t in cells)    # noqa: E731
-    index_col = len(first) > 1 and not first[0] and named(first[1:])
-    end_delim = len(first) > 1 and not first[-1] and named(first[:-1])
+    index_col = len(first) > 1 and not first[0] and all(map(_is_name, first[1:]))
+    end_delim = len(first) > 1 and not first[-1] and all(map(_is_name, first[:-1]))
     if header is None and (index_col or end_delim):
         raise DataError(f"{label}: line {line0} is a header but for its empty "
                         + (f"first cell{_INDEX_HINT}" if index_col else f"last cell{_END_HINT}"))
     if header is None:
-        header = not any(t in MISSING or _isnum(t) for t in first)
+        header = all(map(_is_name, first))
     names = None
     if header:
         names = first
@@ -228,14 +227,18 @@ def _commented_header(lead: list[tuple[int, list[str]]], first: list[str],
     if not lead:
         return None
     ln, cells = lead[-1]
-    is_name = lambda t: t not in MISSING and not _isnum(t)      # noqa: E731
-    if len(cells) != len(first) or all(map(is_name, first)) or (expect is not None and _names_of(first, expect)):
+    if len(cells) != len(first) or all(map(_is_name, first)) or (expect is not None and _names_of(first, expect)):
         return None                    # the first row is the header (or may be: the rules below)
     if expect is not None and _names_of(cells, expect):
         return ln, cells
-    if len(cells) >= 2 and len(set(cells)) == len(cells) and all(map(is_name, cells)):
+    if len(cells) >= 2 and len(set(cells)) == len(cells) and all(map(_is_name, cells)):
         return ln, cells
     return None
+
+
+def _is_name(cell: str) -> bool:
+    """A header cell: neither a number nor a missing-value mark."""
+    return cell not in MISSING and not _isnum(cell)
 
 
 def _names_of(cells: list[str], names: Sequence[str]) -> bool:
