@@ -52,12 +52,25 @@ static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *rest
     return spnc_lanes_sum(l);
 }
 
+/* Partial sums kept per sum edge (its expected count) across the blocks, one per lane,
+ * added up by the caller after the sweep: folding a block's lanes to one number per edge
+ * and block was a fifth of the backward kernel on a 1 k-edge region graph, and a fold to
+ * fewer lanes goes through memory (a stalled store-to-load forward). */
+#define SPNC_EDGE_LANES SPNC_LANES
+
+/* The lanes l of one block added to the edge's partial sums acc. */
+static SPNC_INLINE void spnc_lanes_add(double *restrict acc, const double *restrict l)
+{
+    int i;
+    for (i = 0; i < SPNC_EDGE_LANES; i++) acc[i] += l[i];
+}
+
 /* v = a * s * b (b NULL: 1) to the child's posterior pc (written if first, else added),
- * returning sum_j v[j] w[j] (the edge's expected count): one pass, v never stored. The
- * three loops are kept apart on purpose: one loop with the cases as selects inside ran the
- * backward pass 1.6-1.9x slower (GCC does not unswitch it). */
-static SPNC_INLINE double spnc_push(double *restrict pc, int first, const double *restrict a, double s,
-                                   const double *restrict b, const double *restrict w)
+ * and sum_j v[j] w[j] (the edge's expected count) to the edge's partial sums acc: one pass,
+ * v never stored. The three loops are kept apart on purpose: one loop with the cases as
+ * selects inside ran the backward pass 1.6-1.9x slower (GCC does not unswitch it). */
+static SPNC_INLINE void spnc_push(double *restrict pc, int first, const double *restrict a, double s,
+                                  const double *restrict b, const double *restrict w, double *restrict acc)
 {
     double l[SPNC_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     int j, i;
@@ -83,8 +96,53 @@ static SPNC_INLINE double spnc_push(double *restrict pc, int first, const double
                 l[i] += v * w[j + i];
             }
     }
-    return spnc_lanes_sum(l);
+    spnc_lanes_add(acc, l);
 }
+
+#ifdef SPNC_X86_512
+/* spnc_push in AVX-512 vectors, the edge count in two accumulators (a chain of eight
+ * dependent multiply-adds per edge and block bounded the generic form) added to acc as one
+ * vector (GCC's generic form adds the lanes one by one). */
+__attribute__((target("avx512f")))
+static inline void spnc_push512(double *restrict pc, int first, const double *restrict a, double s,
+                                const double *restrict b, const double *restrict w, double *restrict acc)
+{
+    const __m512d sv = _mm512_set1_pd(s);
+    __m512d l0 = _mm512_setzero_pd(), l1 = _mm512_setzero_pd();
+    int j;
+    if (!b) {
+        for (j = 0; j < SPNC_B; j += 16) {
+            const __m512d v0 = _mm512_loadu_pd(a + j), v1 = _mm512_loadu_pd(a + j + 8);
+            _mm512_storeu_pd(pc + j, first ? v0 : _mm512_add_pd(_mm512_loadu_pd(pc + j), v0));
+            _mm512_storeu_pd(pc + j + 8, first ? v1 : _mm512_add_pd(_mm512_loadu_pd(pc + j + 8), v1));
+            l0 = _mm512_fmadd_pd(v0, _mm512_loadu_pd(w + j), l0);
+            l1 = _mm512_fmadd_pd(v1, _mm512_loadu_pd(w + j + 8), l1);
+        }
+    } else if (first) {
+        for (j = 0; j < SPNC_B; j += 16) {
+            const __m512d v0 = _mm512_mul_pd(_mm512_mul_pd(_mm512_loadu_pd(a + j), sv), _mm512_loadu_pd(b + j));
+            const __m512d v1 = _mm512_mul_pd(_mm512_mul_pd(_mm512_loadu_pd(a + j + 8), sv), _mm512_loadu_pd(b + j + 8));
+            _mm512_storeu_pd(pc + j, v0);
+            _mm512_storeu_pd(pc + j + 8, v1);
+            l0 = _mm512_fmadd_pd(v0, _mm512_loadu_pd(w + j), l0);
+            l1 = _mm512_fmadd_pd(v1, _mm512_loadu_pd(w + j + 8), l1);
+        }
+    } else {
+        for (j = 0; j < SPNC_B; j += 16) {
+            const __m512d v0 = _mm512_mul_pd(_mm512_mul_pd(_mm512_loadu_pd(a + j), sv), _mm512_loadu_pd(b + j));
+            const __m512d v1 = _mm512_mul_pd(_mm512_mul_pd(_mm512_loadu_pd(a + j + 8), sv), _mm512_loadu_pd(b + j + 8));
+            _mm512_storeu_pd(pc + j, _mm512_add_pd(_mm512_loadu_pd(pc + j), v0));
+            _mm512_storeu_pd(pc + j + 8, _mm512_add_pd(_mm512_loadu_pd(pc + j + 8), v1));
+            l0 = _mm512_fmadd_pd(v0, _mm512_loadu_pd(w + j), l0);
+            l1 = _mm512_fmadd_pd(v1, _mm512_loadu_pd(w + j + 8), l1);
+        }
+    }
+    _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), _mm512_add_pd(l0, l1)));
+}
+#define SPNC_PUSH(x512, ...) ((x512) ? spnc_push512(__VA_ARGS__) : spnc_push(__VA_ARGS__))
+#else
+#define SPNC_PUSH(x512, ...) spnc_push(__VA_ARGS__)
+#endif
 
 /* Partial sums kept per state of an inline leaf (EM's state counts): 4 lanes, so the two
  * states of a binary leaf share one cache line. With 8 lanes per state the 7.6 k leaves of a
@@ -116,6 +174,7 @@ static void spnc_state_lanes512(const double *pn, const double *wt, const double
     else
         _mm256_storeu_pd(sa, _mm256_add_pd(_mm256_loadu_pd(sa), _mm512_castpd512_pd256(f)));
 }
+
 #endif
 
 /* Leaf n's share of the backward pass: its posterior pn to leaf_resp, and with state_acc
@@ -191,13 +250,14 @@ static SPNC_INLINE int spnc_leaf_idle(const spnc_net *g, int64_t n, const double
     return g->kind[n] >= 2 && g->alias[n] && !leaf_resp && !all_post && !(state_acc && g->var[n] >= 0);
 }
 
-/* What every node of a backward sweep adds once its posterior pn is complete: its expected
- * count, and its posterior rows when all_post is given. A node sharing its parent's slot
- * has the count of its alias chain's head, which the caller copies after the sweep. */
+/* What every node of a backward sweep adds once its posterior pn is complete: its posterior
+ * rows when all_post is given, and for a root or parentless node its expected count. Every
+ * other node's count is the sum of what its parents pass it (edge counts from sums, counts
+ * from products), which the caller adds up after the sweep. */
 static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
                                        const double *restrict wt, double *node_acc, double *all_post)
 {
-    if (!g->alias[n]) node_acc[n] += spnc_wdot(pn, wt);
+    if (g->counted[n]) node_acc[n] += spnc_wdot(pn, wt);
     if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
 }
 
@@ -207,7 +267,8 @@ static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col
  * of rho_p (products) or rho_p T_e (sums); the first (highest) parent writes, the others add.
  * Accumulates, weighted by wt: edge_acc[e] (sum edges), node_acc[n]; writes leaf_resp
  * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
- * leaves) gets each observed state's weighted posterior. dotc: one double per slot. */
+ * leaves) gets each observed state's weighted posterior. edge_acc holds SPNC_EDGE_LANES
+ * partial sums per edge, node_acc the counts of the counted nodes only (see spnc_node_done). */
 SPNC_CLONES
 static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                           int domain, const double *wt, double *edge_acc, double *node_acc,
@@ -215,6 +276,9 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
 {
     int64_t n;
     int j;
+#ifdef SPNC_X86_512
+    const int x512 = SPNC_HAS_512();
+#endif
     for (n = g->n_nodes - 1; n >= 0; n--) {
         const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
         const int64_t ps = g->pslot[n];
@@ -236,13 +300,14 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
             for (e = 0; e < k; e++) {
                 const int64_t c = g->child[a + e];
                 double *restrict pc = P + (int64_t)g->pslot[c] * SPNC_B;
+                double *restrict acc = edge_acc + (a + e) * SPNC_EDGE_LANES;
                 if (t) {
-                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], pn, 1.0, t + e * SPNC_B, wt);
+                    SPNC_PUSH(x512, pc, g->first[a + e], pn, 1.0, t + e * SPNC_B, wt, acc);
                 } else if (domain == 2) {
-                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], q, g->w[a + e], W + c * SPNC_B, wt);
+                    SPNC_PUSH(x512, pc, g->first[a + e], q, g->w[a + e], W + c * SPNC_B, wt, acc);
                 } else {
                     spnc_push_of(v, W, domain, n, c, g->logw[a + e], g->w[a + e], g->wm[a + e], g->we[a + e], q);
-                    edge_acc[a + e] += spnc_push(pc, g->first[a + e], v, 1.0, NULL, wt);
+                    SPNC_PUSH(x512, pc, g->first[a + e], v, 1.0, NULL, wt, acc);
                 }
             }
         } else if (g->kind[n] == 1) {
@@ -252,6 +317,17 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         }
         spnc_node_done(g, n, col0, pn, wt, node_acc, all_post);
     }
+}
+
+/* Every uncounted node's expected count from its parents', top-down (cnt holds the counted
+ * nodes' own, see spnc_node_done): a node's posterior is the sum of what its parents pass
+ * it, so its count is the sum of its sum parents' edge counts and product parents' counts. */
+static void spnc_counts_from_parents(const spnc_net *g, const double *edge_cnt, double *cnt)
+{
+    int64_t n, e;
+    for (n = g->n_nodes - 1; n >= 0; n--)
+        for (e = g->child_ptr[n]; e < g->child_ptr[n + 1]; e++)
+            if (!g->counted[g->child[e]]) cnt[g->child[e]] += g->kind[n] == 0 ? edge_cnt[e] : cnt[n];
 }
 
 #include "_gather.h"

@@ -15,8 +15,9 @@
 #define SPNC_GATHER_H
 
 /* rho (written, or added to when add) = S * sum over the sum-parent edges of w_e q_s;
- * each edge's count gets w_e * sum_j qw_s[j] S[j], in sacc (the edges in spar order: read
- * and written in sequence, where edge order would scatter over all edges). */
+ * each edge's count is w_e times the sum_j qw_s[j] S[j] kept in sacc's SPNC_EDGE_LANES partial
+ * sums (the edges in spar order: read and written in sequence, where edge order would scatter
+ * over all edges; w_e is applied by the caller). */
 static SPNC_INLINE void spnc_gather_sums(const spnc_net *g, int64_t n, const double *restrict Q,
                                          const double *restrict S, double *restrict rho, int add,
                                          double *restrict sacc)
@@ -42,7 +43,7 @@ static SPNC_INLINE void spnc_gather_sums(const spnc_net *g, int64_t n, const dou
                     acc[j + k] += w * q[j + k];
                     l[k] += qw[j + k] * S[j + k];
                 }
-        sacc[i] += w * spnc_lanes_sum(l);
+        spnc_lanes_add(sacc + i * SPNC_EDGE_LANES, l);
     }
     if (add)
         for (j = 0; j < SPNC_B; j++) rho[j] += S[j] * acc[j];
@@ -50,9 +51,44 @@ static SPNC_INLINE void spnc_gather_sums(const spnc_net *g, int64_t n, const dou
         for (j = 0; j < SPNC_B; j++) rho[j] = S[j] * acc[j];
 }
 
+#ifdef SPNC_X86_512
+/* spnc_gather_sums in AVX-512 vectors: the block's sum over the parents stays in registers,
+ * each edge's count runs in two accumulators and is added to sacc as one vector (see
+ * spnc_push512). */
+__attribute__((target("avx512f")))
+static inline void spnc_gather_sums512(const spnc_net *g, int64_t n, const double *restrict Q,
+                                       const double *restrict S, double *restrict rho, int add,
+                                       double *restrict sacc)
+{
+    const int64_t a = g->spar_ptr[n], b = g->spar_ptr[n + 1];
+    __m512d acc[SPNC_B / 8], sv[SPNC_B / 8];
+    int64_t i;
+    int k;
+    for (k = 0; k < SPNC_B / 8; k++) sv[k] = _mm512_loadu_pd(S + 8 * k);
+    for (i = a; i < b; i++) {
+        const double *restrict q = Q + g->sidx[g->spar_node[i]] * 2 * SPNC_B, *restrict qw = q + SPNC_B;
+        const __m512d w = _mm512_set1_pd(g->w[g->spar_edge[i]]);
+        __m512d l0 = _mm512_setzero_pd(), l1 = _mm512_setzero_pd();
+        for (k = 0; k < SPNC_B / 8; k += 2) {
+            const __m512d q0 = _mm512_loadu_pd(q + 8 * k), q1 = _mm512_loadu_pd(q + 8 * k + 8);
+            acc[k] = i == a ? _mm512_mul_pd(w, q0) : _mm512_fmadd_pd(w, q0, acc[k]);
+            acc[k + 1] = i == a ? _mm512_mul_pd(w, q1) : _mm512_fmadd_pd(w, q1, acc[k + 1]);
+            l0 = _mm512_fmadd_pd(_mm512_loadu_pd(qw + 8 * k), sv[k], l0);
+            l1 = _mm512_fmadd_pd(_mm512_loadu_pd(qw + 8 * k + 8), sv[k + 1], l1);
+        }
+        double *restrict s4 = sacc + i * SPNC_EDGE_LANES;
+        _mm512_storeu_pd(s4, _mm512_add_pd(_mm512_loadu_pd(s4), _mm512_add_pd(l0, l1)));
+    }
+    for (k = 0; k < SPNC_B / 8; k++) {
+        const __m512d v = _mm512_mul_pd(sv[k], acc[k]);
+        _mm512_storeu_pd(rho + 8 * k, add ? _mm512_add_pd(_mm512_loadu_pd(rho + 8 * k), v) : v);
+    }
+}
+#endif
+
 /* Same contract as spnc_backward with domain 2 and no shares (W holds every node's plain
  * value), with Q (n_sums * 2 * SPNC_B doubles) as scratch, except that the sum edges' counts
- * go to sacc in spar order (the caller adds them to the edges). */
+ * go to sacc in spar order, without their weights (the caller adds them to the edges). */
 SPNC_CLONES
 static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
                                  const double *wt, double *sacc, double *node_acc,
@@ -60,13 +96,21 @@ static void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, con
 {
     int64_t n;
     int j;
+#ifdef SPNC_X86_512
+    const int x512 = SPNC_HAS_512();
+#endif
     for (n = g->n_nodes - 1; n >= 0; n--) {
         const int64_t ps = g->pslot[n];
         double *restrict pn = P + ps * SPNC_B;
         const double *restrict S = W + n * SPNC_B;
         if (spnc_leaf_idle(g, n, leaf_resp, all_post, state_acc)) continue;
-        if (g->spar_ptr[n + 1] > g->spar_ptr[n])
+        if (g->spar_ptr[n + 1] > g->spar_ptr[n]) {
+#ifdef SPNC_X86_512
+            if (x512) spnc_gather_sums512(g, n, Q, S, pn, g->pbase[n], sacc);
+            else
+#endif
             spnc_gather_sums(g, n, Q, S, pn, g->pbase[n], sacc);
+        }
         else if (!g->pbase[n])
             memset(pn, 0, SPNC_B * sizeof(double));
         if (g->kind[n] == 0) {

@@ -23,6 +23,7 @@ cdef struct GraphC:
     const int32_t *pslot           # backward slot of each node
     const uint8_t *first           # edge: its parent is the child's first (highest) writer
     const uint8_t *alias           # node shares the slot of its only parent, a product
+    const uint8_t *counted         # node: the backward sweep sums its count (the others follow)
     # the gathering backward sweep (plain blocks of models without shares, see plan_gather)
     bint gather                    # use it (False: the pushing sweep, to compare the two)
     const int64_t *spar_ptr        # node: its sum-parent edges in spar_edge[spar_ptr[n]:...]
@@ -48,7 +49,7 @@ cdef struct StatesC:
 cdef class Graph:
     """The compiled structure every kernel takes (see spnc/_graph.pyx)."""
     cdef readonly object kind_, child_ptr_, child_, logw_, leaf_slot_, child_slot_, node_slot_, ident_, wm_, we_, w_
-    cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_, group_
+    cdef readonly object toff_, sidx_, pslot_, first_, alias_, start_, prod_only_, group_, counted_
     cdef readonly object spar_ptr_, spar_edge_, spar_node_, pfirst_, pbase_
     cdef GraphC c
     cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone

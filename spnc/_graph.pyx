@@ -102,6 +102,10 @@ cdef class Graph:
         cdef const uint8_t[::1] fi = self.first_
         cdef const uint8_t[::1] al = self.alias_
         self.c.toff, self.c.sidx, self.c.pslot, self.c.first, self.c.alias = &to[0], &si[0], &ps[0], &fi[0], &al[0]
+        self.counted_ = np.zeros(max(self.c.n_nodes, 1), dtype=np.uint8)
+        self.counted_[self.start_] = 1
+        cdef const uint8_t[::1] co = self.counted_
+        self.c.counted = &co[0]
         self.spar_ptr_, self.spar_edge_, self.spar_node_, self.pfirst_, self.pbase_ = plan_gather(
             self.kind_, self.child_ptr_, self.child_[:n_edges], self.start_)
         cdef const int64_t[::1] gp = self.spar_ptr_

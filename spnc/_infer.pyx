@@ -18,13 +18,15 @@ from libc.string cimport memcpy, memset
 
 from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
-from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, SPNC_STATE_LANES, spnc_forward_log, spnc_forward_lin,
+from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, SPNC_STATE_LANES, SPNC_EDGE_LANES,
+                       spnc_counts_from_parents, spnc_forward_log, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
                        spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
 STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
+assert SPNC_EDGE_LANES == 8, "_lane_totals adds 8 lanes"
 HAVE_OPENMP = bool(SPNC_OPENMP)
 
 
@@ -37,6 +39,7 @@ cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, c
     c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
     c.w = g.w
     c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
+    c.counted = g.counted
     c.spar_ptr, c.spar_edge, c.spar_node, c.pfirst, c.pbase = g.spar_ptr, g.spar_edge, g.spar_node, g.pfirst, g.pbase
     c.skip = s.skip if skip else NULL
     c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
@@ -219,10 +222,9 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
     instead of the shares, and gather from them or push (``Graph.gather``). With
     ``state_acc`` (threads, STATE_LANES * n_states), inline discrete leaves add their
-    weighted posterior to the count of the observed state (EM's sufficient statistics, no
-    responsibilities matrix needed), in STATE_LANES partial sums per state (state s at
-    STATE_LANES s onwards) that the caller adds up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for
-    :func:`forward`."""
+    weighted posterior to the count of the observed state (EM's sufficient statistics), in
+    STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
+    up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Staging st
@@ -240,16 +242,16 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef bint gather = g.gather and not shares
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
-    cdef double *W
-    cdef double *T
-    cdef double *P
-    cdef double *Q
-    cdef int dom
-    cdef int budget0 = _plain_budget(graph, n_blocks)
+    cdef double *W, *T, *P, *Q
+    cdef int dom, budget0 = _plain_budget(graph, n_blocks)
     cdef int budget = budget0
-    # gathered sum-edge counts, in spar order (added to edge_acc after the sweep)
-    sacc_arr = np.zeros((n_threads, max(g.spar_ptr[N], 1) if gather else 1))
-    cdef double[:, ::1] sacc = sacc_arr
+    # partial sums of the sum edges' counts (by edge when pushing, in spar order when
+    # gathering: each block's domain picks) and counted nodes' counts, totalled after the sweep
+    cdef Py_ssize_t E = g.n_edges
+    lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
+    glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
+    cnt_arr = np.zeros((n_threads, max(N, 1)))
+    cdef double[:, ::1] lanes = lanes_arr, glanes = glanes_arr, cnt = cnt_arr
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -267,21 +269,30 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
         if dom == PLAIN and gather:
-            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &sacc[t, 0], &node_acc[t, 0],
+            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[t, 0], &cnt[t, 0],
                                  &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                                  &state_acc[t, 0] if want_states else NULL)
         else:
-            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &edge_acc[t, 0], &node_acc[t, 0],
+            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL)
     _plain_record(graph, n_blocks, budget0, budget)
-    if gather and g.spar_ptr[N]:
-        np.asarray(edge_acc)[:n_threads, graph.spar_edge_[:g.spar_ptr[N]]] += sacc_arr
-    # a node sharing its parent's slot has the posterior, hence the count, of its alias
-    # chain's head (the sweeps count heads only)
-    alias = np.flatnonzero(graph.alias_[:N])
-    acc = np.asarray(node_acc)
-    acc[:, alias] = acc[:, graph.group_[alias]]
+    edges_arr = _lane_totals(lanes_arr)
+    if gather:
+        spar = graph.spar_edge_[:g.spar_ptr[N]]
+        edges_arr[:, spar] += _lane_totals(glanes_arr)[:, :spar.shape[0]] * graph.w_[spar]
+    cdef double[:, ::1] edges = edges_arr
+    with nogil:
+        for t in range(n_threads):
+            spnc_counts_from_parents(&net, &edges[t, 0], &cnt[t, 0])
+    np.asarray(edge_acc)[:n_threads, :E] += edges_arr[:, :E]
+    np.asarray(node_acc)[:n_threads, :N] += cnt_arr[:, :N]
+
+
+def _lane_totals(acc):
+    """(threads, 8 k) partial sums -> (threads, k) totals, in a fixed tree."""
+    l = acc.reshape(acc.shape[0], -1, SPNC_EDGE_LANES)
+    return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,

@@ -5,6 +5,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 cdef extern from "_select.h" nogil:
     int SPNC_B
     int SPNC_STATE_LANES
+    int SPNC_EDGE_LANES
     ctypedef struct spnc_net:
         int64_t n_nodes
         const uint8_t *kind
@@ -20,6 +21,7 @@ cdef extern from "_select.h" nogil:
         const int32_t *pslot
         const uint8_t *first
         const uint8_t *alias
+        const uint8_t *counted
         const int64_t *spar_ptr
         const int64_t *spar_edge
         const int32_t *spar_node
@@ -53,6 +55,7 @@ cdef extern from "_select.h" nogil:
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                        int domain, const double *wt, double *edge_acc, double *node_acc,
                        double *leaf_resp, double *all_post, double *state_acc)
+    void spnc_counts_from_parents(const spnc_net *g, const double *edge_cnt, double *cnt)
     void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
                               const double *wt, double *sacc, double *node_acc,
                               double *leaf_resp, double *all_post, double *state_acc)

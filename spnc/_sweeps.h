@@ -26,6 +26,7 @@ typedef struct {
     const int32_t *pslot;          /* backward slot of each node */
     const uint8_t *first;          /* edge: the parent is the child's first (highest) writer */
     const uint8_t *alias;          /* node shares the slot of its only parent, a product */
+    const uint8_t *counted;        /* node: the backward sweep sums its count (roots, parentless nodes) */
     const int64_t *spar_ptr, *spar_edge;   /* node: its sum-parent edges (see _gather.h) */
     const int32_t *spar_node;      /* their parents */
     const uint8_t *pfirst;         /* product edge: the parent is the child's first product writer */

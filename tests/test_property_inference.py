@@ -121,6 +121,8 @@ def test_backward_posteriors_and_weighted_edge_counts(seed, card, extreme, multi
                 edges[spn.child_ptr[k]:spn.child_ptr[k + 1]] += w[i] * np.array(
                     [edge[(id(n), j)] for j in range(len(n.children))])
     np.testing.assert_allclose(bw["edge_counts"], edges, rtol=1e-7, atol=1e-9)
+    # node counts, formed from the parents' counts after the sweep, are the weighted posteriors
+    np.testing.assert_allclose(bw["node_counts"], w @ bw["node_posteriors"], rtol=1e-12, atol=1e-12)
 
 
 def _frequencies(S, card):
