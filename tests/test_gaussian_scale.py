@@ -176,3 +176,61 @@ def test_weighted_fit_floors_the_std_not_the_variance():
     t = _mix(0, 1, 1, 1).leaf_tables["gaussian"]
     t.weighted_fit(np.full((10, 1), 3.0), np.full((10, 2), 0.5), min_std=1e-200)
     assert np.all(t.params["std"] == 1e-200)        # was 0: min_std ** 2 underflowed
+
+
+def _heavy_far_data():
+    """Much weight near +1e150 seen from a leaf at -1e150: sums of squared offsets
+    (~4e300 a unit of weight) overflow unless EM takes a smaller unit of weight."""
+    rng = np.random.default_rng(0)
+    X = (0.99e150 + 1e147 * rng.normal(size=2000))[:, None]
+    w = np.full(2000, 1e6)
+    z = X[:, 0] / 1e150         # expected moments, computed at unit scale
+    return X, w, 1e150 * z.mean(), 1e150 * z.std()
+
+
+@pytest.mark.parametrize("variant", ["soft", "hard", "online"])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_em_fits_heavy_weight_near_the_gaussian_bound(variant, streamed):
+    X, w, mean, std = _heavy_far_data()
+    data = [X[:700], X[700:]] if streamed else X
+    for spn in (spnc.compile(Gaussian(0, -1e150, 1e149)),
+                spnc.compile(spnc.MultivariateGaussian([0], [-1e150], [[1e298]]))):
+        em = EM(init=spn, max_iter=1, variant=variant, batch_size=5000).fit(data, sample_weight=w)
+        (t,) = em.spn_.leaf_tables.values()
+        p = t.params
+        got_std = p["std"][0] if "std" in p else np.sqrt(p["cov"][0])
+        assert p["mean"][0] == pytest.approx(mean, rel=1e-12)
+        assert got_std == pytest.approx(std, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_online_em_scales_a_light_batch_without_overflow(seed):
+    # a batch of the two light rows at +-1e150 stands for all the weight (4e8 / 2 times its
+    # own): scaled, its sum of squares (2e300) overflows unless its unit of weight shrinks
+    X = np.array([[1e150], [-1e150], [0.0]])
+    em = EM(init=spnc.compile(Gaussian(0, 0.0, 1e149)), max_iter=1, variant="online", batch_size=2,
+            random_state=seed).fit(X, sample_weight=np.array([1.0, 1.0, 4e8]))
+    p = em.spn_.leaf_tables["gaussian"].params
+    assert np.isfinite(p["std"][0]) and p["std"][0] > 1e149
+
+
+def test_gaussian_weighted_fit_with_heavy_weight_near_the_bound():
+    X, w, mean, std = _heavy_far_data()
+    for t in (spnc.compile(Gaussian(0, -1e150, 1e149)).leaf_tables["gaussian"],
+              spnc.compile(spnc.MultivariateGaussian([0], [-1e150], [[1e298]])).leaf_tables["mvgaussian"]):
+        t.weighted_fit(X, w[:, None] * 1e100, min_std=1e-3, min_var=1e-6)
+        got_std = t.params["std"][0] if "std" in t.params else np.sqrt(t.params["cov"][0])
+        assert t.params["mean"][0] == pytest.approx(mean, rel=1e-12)
+        assert got_std == pytest.approx(std, rel=1e-9)
+
+
+def test_overflowed_statistics_warn_naming_the_leaf():
+    spn = spnc.compile(Sum([Gaussian(3, 0.0, 1.0), Gaussian(3, 1.0, 1.0)], [.5, .5]))
+    t = spn.leaf_tables["gaussian"]
+    h = t.em_stats()
+    s = h.zero()
+    s["w"][:] = 10.0
+    s["sdd"][1] = np.inf
+    with pytest.warns(UserWarning, match=rf"node {int(t.node[1])} \(gaussian leaf on variables \[3\]\).*overflowed"):
+        new = h.fit(s)
+    assert new["mean"][1] == 1.0 and new["std"][1] == 1.0

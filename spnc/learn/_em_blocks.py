@@ -20,10 +20,9 @@ import numpy as np
 from .. import stream as _stream
 from ..chowliu import check_weights
 from ..errors import DataError, ParameterError
+from ._em_mstep import NOT_ADDED as _NOT_ADDED
 from ._training import bounded_vars, check_real_range
 
-#: leaf statistics that are not sums over rows (the centre of centred moments)
-_NOT_ADDED = ("center",)
 
 
 def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]:

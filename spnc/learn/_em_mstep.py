@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kinds import MAX_REAL
 from ..leaves import base as _lb
 
 
@@ -37,6 +38,34 @@ def constrained_weights(counts: np.ndarray, seg: np.ndarray, n_seg: int, floor: 
     return w
 
 
+#: leaf statistics that are not sums over rows (the centre of centred moments, their unit of weight)
+NOT_ADDED = ("center", "unit")
+
+
+#: weight (in a leaf's unit) whose squared offsets, each below (2 MAX_REAL)**2, a sum of two
+#: running statistics holds
+_SAFE_WEIGHT = float(np.finfo(np.float64).max) / (4 * (2 * MAX_REAL) ** 2)
+
+
+def align_steps(run: dict | None, est: dict, scale: float, stats_of) -> None:
+    """Online EM: bring each leaf table's running and batch statistics to one centre and
+    one unit of weight (``stats_of(name)``: the table's :class:`LeafStats`). Where
+    ``scale`` times a leaf's batch weight could overflow its sums, the batch's unit is
+    first divided by a power of two (exact: the fit is unchanged)."""
+    for k, s in est["leaf"].items():
+        h = stats_of(k)
+        prev = None if run is None else run["leaf"].get(k)
+        if hasattr(h, "rescale"):
+            heavy = scale * s["w"] / _SAFE_WEIGHT
+            unit = s["unit"] * 2.0 ** -np.ceil(np.log2(np.maximum(heavy, 1.0)))
+            if prev is not None:
+                unit = np.minimum(unit, prev["unit"])
+                h.rescale(prev, unit)
+            h.rescale(s, unit)
+        if prev is not None and hasattr(h, "recentre"):
+            h.recentre(prev, s["center"])
+
+
 def _mix(run: dict | None, est: dict, eta: float, scale: float) -> dict:
     """Stepwise EM: running statistics <- (1 - eta) running + eta * scale * batch."""
     def comb(a, b):
@@ -47,7 +76,7 @@ def _mix(run: dict | None, est: dict, eta: float, scale: float) -> dict:
            "leaf": {}, "kept": est["kept"]}
     for k, s in est["leaf"].items():
         prev = None if run is None else run["leaf"].get(k)
-        out["leaf"][k] = {a: (v if a == "center" else comb(None if prev is None else prev[a], v))
+        out["leaf"][k] = {a: (v if a in NOT_ADDED else comb(None if prev is None else prev[a], v))
                           for a, v in s.items()}
     return out
 

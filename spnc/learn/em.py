@@ -29,7 +29,7 @@ from .. import stream as _stream
 from .._kinds import SUM
 from ..chowliu import check_weights
 from . import _em_blocks
-from ._em_mstep import _copy_private, _mix, constrained_weights  # noqa: F401  (tests reach them here)
+from ._em_mstep import _copy_private, _mix, align_steps, constrained_weights  # noqa: F401  (tests reach them here)
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
 from .._sweep import check_posterior_range, row_number
@@ -198,13 +198,9 @@ class EM(DensityEstimator):
             if self.variant == "online":
                 for Xb, wb, ib in _em_blocks.online_batches(X, w, ids, rng, int(self.batch_size)):
                     est = self._precise(spn, Xb, wb, self._estep(spn, Xb, wb, hard=False, rows=ib), ib)
-                    if run is not None:
-                        for k, st in run["leaf"].items():
-                            h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
-                            if hasattr(h, "recentre") and k in est["leaf"]:
-                                h.recentre(st, est["leaf"][k]["center"])
                     # rows of weight 0 were dropped: every batch weighs > 0, however little
                     scale = 1.0 if wb is None else wsum / float(wb.sum())
+                    align_steps(run, est, scale, lambda k: _stats_for(spn.leaf_tables[k], self.alpha, self.min_std))
                     eta = (t_step + 1.0) ** -float(self.step_decay)
                     run = _mix(run, est, eta, scale)
                     t_step += 1
@@ -289,21 +285,30 @@ class EM(DensityEstimator):
     def _precise(self, spn: SPN, X, w, est: dict, rows) -> dict:
         """``est``, or the same E-step redone with the moments of Gaussian leaves centred on
         their data's means where centring on the current means lost precision (a leaf's
-        data far from its mean relative to their spread): else the M-step's variance is
-        rounding noise (one pass from a poor start, at any scale)."""
-        centres = {}
-        for k, s in est["leaf"].items():
-            h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
-            c = h.imprecise(s) if hasattr(h, "imprecise") else None
-            if c is not None:
-                centres[k] = c
-        if not centres:
-            return est
-        self._centres = centres
-        try:
-            return self._estep(spn, X, w, hard=self.variant == "hard", rows=rows)
-        finally:
-            del self._centres
+        data far from its mean relative to their spread: else the M-step's variance is
+        rounding noise, one pass from a poor start, at any scale), and in a smaller unit of
+        weight where their sums overflowed (much weight near +-MAX_REAL). Twice at most:
+        a pass redone for one reason may need the other (each at most once per leaf)."""
+        preset: dict = {}
+        for _ in range(2):
+            again = False
+            for k, s in est["leaf"].items():
+                h = _stats_for(spn.leaf_tables[k], self.alpha, self.min_std)
+                for field, how in (("center", "imprecise"), ("unit", "overflowed")):
+                    if field in preset.get(k, {}) or not hasattr(h, how):
+                        continue
+                    v = getattr(h, how)(s)
+                    if v is not None:
+                        preset.setdefault(k, {})[field] = v
+                        again = True
+            if not again:
+                break
+            self._preset = preset
+            try:
+                est = self._estep(spn, X, w, hard=self.variant == "hard", rows=rows)
+            finally:
+                del self._preset
+        return est
 
     # ------------------------------------------------------------------ E-step
     def _estep(self, spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, stats: bool = True, rows=0) -> dict:
@@ -315,9 +320,9 @@ class EM(DensityEstimator):
         nt = effective_n_threads(self.n_threads, X.shape[0] * (spn.n_edges + spn.n_nodes))
         handlers = {k: _stats_for(t, self.alpha, self.min_std, nt) for k, t in spn.leaf_tables.items() if len(t)}
         leaf_stats = {k: h.zero() for k, h in handlers.items() if h is not None}
-        for k, c in getattr(self, "_centres", {}).items():    # a redone pass (_precise)
+        for k, fields in getattr(self, "_preset", {}).items():    # a redone pass (_precise)
             if k in leaf_stats:
-                leaf_stats[k]["center"] = np.array(c, dtype=np.float64)
+                leaf_stats[k].update({f: np.array(v, dtype=np.float64) for f, v in fields.items()})
         kept: dict[str, list] = {k: [] for k, h in handlers.items() if h is None}
         acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
         obj = 0.0

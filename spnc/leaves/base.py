@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._warn import warn_user
 from ..errors import FormatError, StructureError
 
 _BY_NAME: dict[str, type["LeafType"]] = {}
@@ -256,7 +257,10 @@ class LeafStats:
     ``score(params, s)`` -> (L,) the weighted log-likelihood (plus the log prior of the
     pseudo-counts or ridge) of each leaf under ``params``, the quantity EM's leaf check
     (Eq. 12) compares. Statistics that live around a centre also define
-    ``recentre(s, center)`` (online EM mixes statistics of several steps). Tables with
+    ``recentre(s, center)`` (online EM mixes statistics of several steps). Sums of
+    squares that can overflow keep a per-leaf unit of weight ``s["unit"]`` with
+    ``rescale(s, unit)`` and ``overflowed(s)`` (the units for redoing the pass, or None);
+    ``imprecise(s)`` gives the centres for redoing a pass that lost precision. Tables with
     ``state_log_probs`` may define ``add_state_counts(s, counts)``: the sweep then counts
     the weighted posterior of every state itself (``counts`` in the order of the table's
     state table) and EM needs no responsibilities for them."""
@@ -281,3 +285,24 @@ def xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x log y, 0 where x is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(x > 0, x * np.log(np.where(x > 0, y, 1.0)), 0.0)
+
+
+def overflow_units(unit: np.ndarray, w: np.ndarray, overflowed: np.ndarray) -> np.ndarray | None:
+    """Per-leaf units of weight for redoing sums of squares that overflowed (``overflowed``
+    where a leaf of weight ``w > 0`` has a non-finite sum): powers of two, so that the
+    leaf's weight in its unit is at most 1; None if no leaf overflowed."""
+    bad = (w > 0) & overflowed
+    if not bad.any():
+        return None
+    out = np.array(unit, dtype=np.float64, copy=True)
+    out[bad] *= 2.0 ** -np.maximum(np.ceil(np.log2(w[bad])), 1.0)
+    return out
+
+
+def warn_kept(table: LeafType, idx: np.ndarray) -> None:
+    """Warn that the leaves ``idx`` of ``table`` keep their parameters (sums not finite)."""
+    if len(idx):
+        i = int(idx[0])
+        more = f" (and {len(idx) - 1} more leaves)" if len(idx) > 1 else ""
+        warn_user(f"node {int(table.node[i])} ({table.name} leaf on variables {table.scopes[i].tolist()}): its EM "
+                  f"statistics overflowed, so it keeps its parameters{more}; rescale the data")

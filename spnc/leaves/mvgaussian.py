@@ -8,8 +8,8 @@ import numpy as np
 from .._kinds import MAX_REAL
 from . import _kernels as K
 from ..nodes import Leaf
-from .base import LeafStats, LeafType, _err, register_leaf
-from .univariate import _MOVES
+from .base import LeafStats, LeafType, _err, overflow_units, register_leaf, warn_kept
+from .univariate import _MOVES, _weight_units
 
 
 def floored_cov(cov, min_var: float) -> np.ndarray:
@@ -192,8 +192,7 @@ class MVGaussianLeaves(LeafType):
         for i, s in enumerate(self.scopes):  # rows with any missing value in the scope are skipped
             x = X[:, s]
             ok = ~np.isnan(x).any(1)
-            w = resp[ok, i]
-            tot = w.sum()
+            w, tot = _weight_units(resp[ok, i], resp[ok, i].sum())
             if tot <= 0:
                 continue
             mu = w @ x[ok] / tot
@@ -215,7 +214,9 @@ class _MVGaussianStats(LeafStats):
 
     def zero(self):
         p = self.t.params
-        return {"center": np.array(p["mean"], dtype=np.float64), "w": np.zeros(len(self.t)),
+        # the centre within the training data's range: squared offsets cannot overflow
+        return {"center": np.clip(np.asarray(p["mean"], dtype=np.float64), -MAX_REAL, MAX_REAL),
+                "unit": np.ones(len(self.t)), "w": np.zeros(len(self.t)),
                 "sd": np.zeros(len(p["mean"])), "sdd": np.zeros(len(p["cov"]))}
 
     def _groups(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -248,6 +249,25 @@ class _MVGaussianStats(LeafStats):
             s["sd"][mi] = sd - W[:, None] * d
         s["center"] = np.array(center, dtype=np.float64)
 
+    def rescale(self, s, unit):
+        """Express the sums in another unit of weight per leaf (exact for powers of two)."""
+        f = np.asarray(unit, dtype=np.float64) / s["unit"]
+        s["w"] = s["w"] * f
+        for a, ptr in (("sd", "mean_ptr"), ("sdd", "cov_ptr")):
+            s[a] = s[a] * np.repeat(f, np.diff(self.t.params[ptr]))
+        s["unit"] = np.array(unit, dtype=np.float64)
+
+    def overflowed(self, s):
+        """Units of weight that keep every leaf's sums finite, if some leaf's overflowed
+        (else None; see :func:`spnc.leaves.base.overflow_units`)."""
+        p = self.t.params
+        bad = np.zeros(len(self.t), dtype=bool)
+        for a, ptr in (("sd", "mean_ptr"), ("sdd", "cov_ptr")):
+            nf = ~np.isfinite(s[a])
+            if nf.any():
+                bad |= np.add.reduceat(nf, p[ptr][:-1]) > 0
+        return overflow_units(s["unit"], s["w"], bad)
+
     def accumulate(self, s, XT, R, rw):
         m = XT.shape[1]
         for idx, sc, mi, ci in self._groups():
@@ -257,7 +277,7 @@ class _MVGaussianStats(LeafStats):
             for j in range(0, len(idx), step):
                 g = slice(j, j + step)
                 D = XT[sc[g]] - s["center"][mi[g]][:, :, None]          # (L, k, m)
-                w = R[slots[g]] * rw                                     # (L, m)
+                w = R[slots[g]] * rw * s["unit"][idx[g], None]           # (L, m)
                 bad = np.isnan(D).any(1)
                 if bad.any():
                     w = np.where(bad, 0.0, w)
@@ -265,14 +285,17 @@ class _MVGaussianStats(LeafStats):
                 WD = D * w[:, None, :]
                 s["w"][idx[g]] += w.sum(1)
                 s["sd"][mi[g]] += WD.sum(2)
-                s["sdd"][ci[g]] += np.matmul(WD, D.transpose(0, 2, 1)).reshape(WD.shape[0], k * k)
+                with np.errstate(over="ignore", invalid="ignore"):     # overflow: redone (EM._precise)
+                    s["sdd"][ci[g]] += np.matmul(WD, D.transpose(0, 2, 1)).reshape(WD.shape[0], k * k)
 
     def fit(self, s):
         p = self.t.params
         mean, cov = p["mean"].astype(np.float64).copy(), p["cov"].astype(np.float64).copy()
         for idx, _, mi, ci in self._groups():
             W, sd, sdd = self._moments(s, idx, mi, ci)
-            ok = W > 0
+            fin = np.isfinite(sd).all(1) & np.isfinite(sdd).all((1, 2))
+            warn_kept(self.t, idx[(W > 0) & ~fin])      # overflowed sums keep the old parameters
+            ok = (W > 0) & fin
             if not ok.any():
                 continue
             W, sd, sdd, mi, ci = W[ok], sd[ok], sdd[ok], mi[ok], ci[ok]

@@ -8,7 +8,7 @@ import numpy as np
 from . import _kernels as K
 from ._univariate_nodes import Bernoulli, Categorical, Gaussian, Indicator  # noqa: F401  (re-exported)
 from .._kinds import MAX_REAL
-from .base import LeafStats, LeafType, _err, register_leaf, xlogy
+from .base import LeafStats, LeafType, _err, overflow_units, register_leaf, warn_kept, xlogy
 
 #: a centre moved by less than this relative step is no better (constant data, rounding)
 _MOVES = 1e3 * float(np.finfo(np.float64).eps)
@@ -230,6 +230,7 @@ class GaussianLeaves(_UnivariateTable):
         w = np.where(obs, resp, 0.0)
         xv = np.where(obs, x, 0.0)
         tot = w.sum(0)
+        w, tot = _weight_units(w, tot)
         keep = tot > 0
         mean = self.params["mean"].copy()
         std = self.params["std"].copy()
@@ -238,6 +239,13 @@ class GaussianLeaves(_UnivariateTable):
         mean[keep] = mu[keep]
         std[keep] = np.maximum(np.sqrt(np.maximum(var[keep], 0.0)), min_std)    # min_std ** 2 may underflow
         self.params["mean"], self.params["std"] = mean, std
+
+
+def _weight_units(w: np.ndarray, tot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights (rows, leaves) and their totals in a power-of-two unit per leaf that keeps
+    each total at most 1 (weighted squares of values up to MAX_REAL cannot overflow then)."""
+    unit = 2.0 ** -np.maximum(np.ceil(np.log2(np.where(tot > 1.0, tot, 1.0))), 0.0)
+    return w * unit, tot * unit
 
 
 @register_leaf
@@ -355,7 +363,20 @@ class _GaussianStats(LeafStats):
     def zero(self):
         L = len(self.t)
         center = np.clip(np.asarray(self.t.params["mean"], dtype=np.float64), -MAX_REAL, MAX_REAL)
-        return {"center": center, "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
+        return {"center": center, "unit": np.ones(L), "w": np.zeros(L), "sd": np.zeros(L), "sdd": np.zeros(L)}
+
+    def rescale(self, s, unit):
+        """Express the sums in another unit of weight per leaf (exact for powers of two)."""
+        f = np.asarray(unit, dtype=np.float64) / s["unit"]
+        for a in ("w", "sd", "sdd"):
+            s[a] = s[a] * f
+        s["unit"] = np.array(unit, dtype=np.float64)
+
+    def overflowed(self, s):
+        """Units of weight that keep every leaf's sums finite, if some leaf's overflowed
+        (else None): with the leaf's scaled weight at most 1, its sum of squared offsets
+        (each below (2 MAX_REAL)**2) is too."""
+        return overflow_units(s["unit"], s["w"], ~np.isfinite(s["sd"]) | ~np.isfinite(s["sdd"]))
 
     def recentre(self, s, center):
         d = center - s["center"]
@@ -364,7 +385,10 @@ class _GaussianStats(LeafStats):
         s["center"] = np.array(center, dtype=np.float64)
 
     def accumulate(self, s, XT, R, rw):
-        K.gauss_moments(R, self.t.slot, self.t.var, XT, rw, np.ascontiguousarray(s["center"]),
+        slot = self.t.slot
+        if np.any(s["unit"] != 1.0):        # responsibilities in each leaf's unit of weight
+            R, slot = np.ascontiguousarray(R[slot] * s["unit"][:, None]), np.arange(len(slot), dtype=np.int64)
+        K.gauss_moments(R, slot, self.t.var, XT, rw, np.ascontiguousarray(s["center"]),
                         s["w"], s["sd"], s["sdd"], self.nt)
 
     def fit(self, s):
@@ -378,6 +402,7 @@ class _GaussianStats(LeafStats):
         # the floor on the std, not the variance: min_std ** 2 underflows to 0 below ~1.5e-154
         sd = np.maximum(np.sqrt(var), self.min_std)
         ok = np.isfinite(mu) & np.isfinite(sd)      # overflowed sums keep the old parameters
+        warn_kept(self.t, np.flatnonzero(k)[~ok])
         idx = np.flatnonzero(k)[ok]
         mean[idx], std[idx] = mu[ok], sd[ok]
         return {"mean": mean, "std": std}
