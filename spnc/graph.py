@@ -16,7 +16,7 @@ from . import _budget, _data, _infer
 from . import _validation as _v
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._buffers import aligned_empty
-from ._conditional import log_conditional
+from ._conditional import check_evidence_range, check_mpe_evidence, log_conditional
 from ._sweep import Sweep, cell, check_posterior_range, leaf_states
 from ._text import counted
 from ._warn import positional_frame
@@ -268,12 +268,14 @@ class SPN:
         and is a lower bound of it otherwise. With ``log_likelihood=True``, ``log_p`` is
         log p(X_filled) itself (the sum-product value), computed in the same sweep at the
         cost of about one more log-likelihood pass. Observed entries are kept as given, and
-        variables in no leaf stay NaN; the columns are X's (a DataFrame's in its own order)."""
+        variables in no leaf stay NaN; the columns are X's (a DataFrame's in its own order).
+        Evidence too improbable for exact conditionals raises DataError, as in conditional."""
         A = self._check_X(X)
         self._need_single_root("mpe")
         ll = np.empty(A.shape[0]) if log_likelihood else None
         rv = np.empty(A.shape[0])
         filled = self._select(A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
+        check_mpe_evidence(self, A, rv, n_threads)
         return self._in_order_of(X, filled), (ll if log_likelihood else rv)
 
     def _in_order_of(self, X, rows: np.ndarray) -> np.ndarray:
@@ -288,8 +290,9 @@ class SPN:
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
                n_threads: int | None = None) -> np.ndarray:
         """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row of
-        ``evidence`` (NaN: to sample; a DataFrame's in its own column order). Variables in no
-        leaf stay NaN. Reproducible for a given ``seed``, whatever ``n_threads``."""
+        ``evidence`` (NaN: to sample; a DataFrame's in its own column order; refused as in
+        :meth:`mpe`). Variables in no leaf stay NaN. Reproducible for a given ``seed``,
+        whatever ``n_threads``."""
         self._need_single_root("sample")
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
@@ -310,6 +313,7 @@ class SPN:
                 if np.any(ll == -np.inf):
                     r = int(np.flatnonzero(ll == -np.inf)[0])
                     raise DataError(f"evidence row {r} has probability zero under the model")
+                check_evidence_range(self, X, ll, "evidence")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
         out = self._select(X, MARGINAL, seed=int(seed) & (2**64 - 1), n_threads=n_threads,

@@ -216,3 +216,21 @@ def test_sample_counts_say_what_is_wrong(n, why, tmp_path, capsys):
     with pytest.raises(SystemExit, match="2"):
         evaluate.main([str(tmp_path / "m.h5"), f"--sample={n}", "--out", str(tmp_path / "s.csv")])
     assert f"argument --sample: {why} (see spnc-eval --help)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ext", ["csv", "npy"])
+def test_mpe_refuses_far_evidence_naming_the_data_row(tmp_path, capsys, ext):
+    m = spnc.compile(Sum([Product([Gaussian(0, 0., 1.), Gaussian(1, 0., 1.)]),
+                          Product([Gaussian(0, 1., 1.), Gaussian(1, 5., 1.)])], [.5, .5]), var_names=["a", "b"])
+    spnc.save(m, tmp_path / "m.h5")
+    far_a = np.array([[0.5, np.nan], [1, np.nan], [2, np.nan], [1e10, np.nan]])
+    far_b = np.array([[0.5, 1], [1, np.nan], [2, 3], [1, 1e10]])   # a query value conditional accepts
+    for X, var, extra in ((far_a, "a", []), (far_b, "b", ["--query", "b", "--evidence", "a"])):
+        if ext == "csv":
+            np.savetxt(tmp_path / "d.csv", X, delimiter=",", header="a,b", comments="")
+        else:
+            np.save(tmp_path / "d.npy", X)
+        assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / f"d.{ext}"), "--mpe", str(tmp_path / "o.csv"),
+                              "--chunk-rows", "2", "--by-position", "-q"] + extra) == 2
+        err = capsys.readouterr().err
+        assert "X row 3: log p(evidence)" in err and f"variable {var!r}" in err, err

@@ -134,6 +134,27 @@ def test_conditionals_refuse_what_rounding_would_decide():
     assert zero.conditional([[1, 0]], [[1, np.nan]])[0] == pytest.approx(np.log(.5))
 
 
+def test_mpe_and_sample_refuse_the_evidence_conditional_refuses():
+    spn = spnc.compile(_MIX)
+    named = spnc.compile(_MIX, var_names=["b", "g"])
+    ok = [[np.nan, 0.5], [1.0, np.nan]]
+    for v in (1e6, 1e10):                    # log p(evidence) near -5e11 and -5e19
+        with pytest.raises(DataError, match="too large"):
+            spn.conditional([[1, v]], [[np.nan, v]])
+        E = np.array(ok + [[np.nan, v]])
+        with pytest.raises(DataError, match=r"X row 2: log p\(evidence\).*too large.*variable 1 = "):
+            spn.mpe(E)
+        with pytest.raises(DataError, match=r"evidence row 2: .*too large.*variable 'g' = "):
+            named.sample(evidence=E, seed=0)
+    # evidence inside the range: the same answers as without the check's rows
+    filled, lp = spn.mpe(np.array(ok))
+    assert filled[0, 0] == 0.0 and filled[1, 1] == 2.0 and np.isfinite(lp).all()
+    assert np.isfinite(spn.sample(evidence=np.array(ok), seed=0)).all()
+    near = np.array([[np.nan, 1e3]])         # log p near -5e5: still exact enough
+    assert spn.mpe(near)[0][0, 0] == 0.0
+    assert np.isfinite(spn.sample(evidence=near, seed=0)).all()
+
+
 def test_a_subnormal_std_is_evaluated_exactly():
     spn = spnc.compile(Gaussian(0, 0.0, 1e-310))
     want = -np.log(1e-310) - 0.5 * np.log(2 * np.pi)

@@ -123,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         X = _data.model_rows(model, tab)
         ll = _loglik(model, X, args)
         if args.mpe:          # before the summary: a run that fails reports nothing
+            _check_mpe_rows(model, X, ll, args)
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
             pending.append((args.mpe, filled, names))
         summary["data"] = args.data
@@ -171,6 +172,7 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
                                                     file_cols=order), r0)
             res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z))}
             if args.mpe:
+                _check_mpe_rows(model, X, res["ll"], args, r0)
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
             return X, res
         outs = [(args.out_ll, None, "ll")] if args.out_ll else []
@@ -184,6 +186,16 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
     if args.mpe:
         out["mpe"] = args.mpe
     return out
+
+
+def _check_mpe_rows(model, X: np.ndarray, ll: np.ndarray, args: argparse.Namespace, r0: int = 0) -> None:
+    """MPE's evidence check (:func:`spnc._conditional.check_evidence_range`) naming rows of
+    the data, not of a chunk (``ll``: log p of X's observed values, unless a query was given)."""
+    if args.query is not None or args.evidence is not None:
+        ll = _chunked(lambda Z: model.log_likelihood(Z, n_threads=args.n_threads), X, args)
+    if np.ndim(ll) == 1:        # else the model has several roots, which mpe refuses
+        from .._conditional import check_evidence_range
+        check_evidence_range(model, X, ll, "X", r0 + np.arange(len(X)))
 
 
 def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
