@@ -11,22 +11,23 @@ CONDITIONAL_TOL = 1e-6
 EVIDENCE_LOG_RANGE = CONDITIONAL_TOL / (32 * float(np.finfo(np.float64).eps))
 
 
-def log_conditional(joint: np.ndarray, evidence: np.ndarray) -> np.ndarray:
+def log_conditional(joint: np.ndarray, evidence: np.ndarray, row0: int = 0) -> np.ndarray:
     """``joint - evidence`` (log p(query, evidence) - log p(evidence)) per row. Raises
     :class:`DataError` for a row whose evidence has probability zero, or whose two
     log-likelihoods are so large (an outlying real value) that rounding them, about 16 ulp
-    each, could move the difference by more than ``CONDITIONAL_TOL``."""
+    each, could move the difference by more than ``CONDITIONAL_TOL`` (``row0``: the number
+    of the first row, for the message)."""
     # (n,) or, for independent roots, (n, n_roots): errors name the row
     zero = np.argwhere(np.isneginf(evidence))
     if zero.size:
-        raise DataError(f"row {int(zero[0][0])}: the evidence has probability zero; its conditional is "
+        raise DataError(f"row {row0 + int(zero[0][0])}: the evidence has probability zero; its conditional is "
                         "undefined")
     out = joint - evidence
     err, bad = _inexact(joint, evidence, out)
     bad = np.argwhere(bad)
     if bad.size:
         at = tuple(bad[0])
-        raise DataError(f"row {int(at[0])}: log p(query, evidence) = {joint[at]:.6g} and log p(evidence) = "
+        raise DataError(f"row {row0 + int(at[0])}: log p(query, evidence) = {joint[at]:.6g} and log p(evidence) = "
                         f"{evidence[at]:.6g} are too large for their difference to be accurate (rounding "
                         f"error up to {err[at]:.2g}); an outlying value, or data to rescale")
     return out

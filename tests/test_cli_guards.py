@@ -234,3 +234,14 @@ def test_mpe_refuses_far_evidence_naming_the_data_row(tmp_path, capsys, ext):
                               "--chunk-rows", "2", "--by-position", "-q"] + extra) == 2
         err = capsys.readouterr().err
         assert "X row 3: log p(evidence)" in err and f"variable {var!r}" in err, err
+
+
+def test_streamed_conditionals_name_the_data_row(tmp_path, capsys):
+    m = spnc.compile(Sum([Product([Gaussian(0, 0., 1.), Gaussian(1, 0., 1.)]),
+                          Product([Gaussian(0, 1., 1.), Gaussian(1, 5., 1.)])], [.5, .5]))
+    spnc.save(m, tmp_path / "m.h5")
+    np.save(tmp_path / "d.npy", np.array([[0.5, 1], [1, 2], [2, 3], [1e10, 1]]))
+    rc = evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.npy"), "--query", "1", "--evidence", "0",
+                        "--chunk-rows", "2", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "row 3: log p(query, evidence)" in err and "too large" in err, err     # not the block's row 1

@@ -170,7 +170,7 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
             B = np.asarray(block, dtype=np.float64)
             X = _data.model_rows(model, _data.Table(B if order is None else B[:, order], cnames, label,
                                                     file_cols=order), r0)
-            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z))}
+            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z), row0=r0)}
             if args.mpe:
                 _check_mpe_rows(model, X, res["ll"], args, r0)
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
@@ -208,7 +208,7 @@ def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     if not parts:
         return fn(X)
     return np.concatenate(parts, axis=0)
-def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None) -> np.ndarray:
+def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, row0: int = 0) -> np.ndarray:
     nt = args.n_threads
     run = run or _chunked
     if args.query is None and args.evidence is None:
@@ -233,7 +233,7 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None) -> np.ndar
         return joint
     Xe = np.where(keep_e, X, np.nan)
     from .._conditional import log_conditional
-    return log_conditional(joint, run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args))
+    return log_conditional(joint, run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args), row0)
 
 
 def _report(ll: np.ndarray, X: np.ndarray, args: argparse.Namespace) -> dict:
