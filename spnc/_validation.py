@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _graph
 from ._kinds import COMBINE, LEAF, PRODUCT, SUM, VAR_BINARY, VAR_REAL, WEIGHT_TOL
-from ._text import counted
+from ._text import check_unique, counted
 from .errors import ScopeError, StructureError
 from .leaves import base as _lb
 
@@ -186,12 +186,9 @@ def check_variables(cardinality: np.ndarray, var_type: np.ndarray, var_names) ->
         raise StructureError(f"var_type has length {len(var_type)}, expected n_vars = {V}")
     if var_names is not None and len(var_names) != V:
         raise StructureError(f"var_names has {counted(len(var_names), 'name')} for {counted(V, 'variable')}")
-    if var_names is not None and len(set(var_names)) != V:
-        first: dict = {}
-        for j, n in enumerate(var_names):
-            if first.setdefault(n, j) != j:
-                raise StructureError(f"var_names has duplicate names: var_names[{j}] = {str(n)[:40]!r} repeats "
-                                     f"var_names[{first[n]}]")
+    if var_names is not None:
+        check_unique(var_names, lambda n, i, j: StructureError(f"var_names has duplicate names: var_names[{j}] = "
+                                                               f"{str(n)[:40]!r} repeats var_names[{i}]"))
     if var_names is not None:
         text = "\n".join(map(str, var_names))
         if "\x00" in text:

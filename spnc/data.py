@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._text import counted
+from ._text import check_unique, counted
 from .errors import DataError
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -106,10 +106,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
         refuse_sparse(X, name)
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None
     cols = [str(c) for c in X.columns]
-    if len(set(cols)) != len(cols):
-        seen: set[str] = set()
-        dup = next(c for c in cols if c in seen or seen.add(c))
-        raise DataError(f"{name}: column name {dup!r} appears twice")
+    check_unique(cols, lambda dup, i, j: DataError(f"{name}: column name {dup!r} appears twice"))
     if list(X.columns) != cols:                  # names are strings from here on (0 -> "0")
         X = X.set_axis(cols, axis=1)
     if var_names is not None:

@@ -234,3 +234,32 @@ def test_query_columns_by_name_among_many():
     names = [f"v{i}" for i in range(10_000)] + [" padded "]
     spec = ",".join(names[j] for j in range(0, 10_000, 7)) + ",padded,3-4"
     assert parse_columns(spec, names, len(names)) == sorted(set(range(0, 10_000, 7)) | {10_000, 3, 4})
+
+
+def test_every_name_list_names_its_first_repeat_at_both_places(tmp_path, capsys):
+    """One rule for a DataFrame's columns, a text header, an HDF5 names attribute, a
+    model's var_names and a model file's variable names: the first name that repeats an
+    earlier one ('y' here, not 'x'), at both places where the message has them."""
+    import h5py
+    import pandas as pd
+    from spnc.cli import evaluate
+    names = ["x", "y", "z", "y", "x"]
+    m = spnc.compile(Product([Bernoulli(v, 0.5) for v in range(5)]), var_names=list("abcde"))
+    with pytest.raises(DataError, match=r"X: column name 'y' appears twice"):
+        m.log_likelihood(pd.DataFrame(np.zeros((1, 5)), columns=names))
+    with pytest.raises(spnc.StructureError, match=r"var_names\[3\] = 'y' repeats var_names\[1\]"):
+        spnc.compile(Product([Bernoulli(v, 0.5) for v in range(5)]), var_names=names)
+    spnc.save(m, tmp_path / "m.h5")
+    (tmp_path / "d.csv").write_text(",".join(names) + "\n0,1,0,1,0\n")
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["X"] = np.zeros((1, 5))
+        f["X"].attrs["columns"] = names
+    for data, why in (("d.csv", "column name 'y' appears twice (columns 2 and 4)"),
+                      ("d.h5:/X", "column name 'y' appears twice in its column names attribute")):
+        assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / data), "-q"]) == 2
+        assert why in capsys.readouterr().err
+    with h5py.File(tmp_path / "m.h5", "r+") as f:
+        del f["variables/name"]
+        f["variables/name"] = np.array([n.encode() for n in names], dtype="S1")
+    with pytest.raises(spnc.FormatError, match=r"/variables/name\[3\] = 'y' repeats /variables/name\[1\]"):
+        spnc.load(tmp_path / "m.h5")

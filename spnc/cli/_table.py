@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import stream
-from .._text import counted
+from .._text import check_unique, counted
 from .._warn import warn_user
 from ..errors import DataError
 
@@ -173,15 +173,12 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     names = None
     if header:
         names = first
-        seen: dict[str, int] = {}
         for c, nm in enumerate(names):
             if not nm:
                 raise DataError(f"{label}: line {line0}: header column {c + 1} has no name"
                                 + (_INDEX_HINT if index_col and c == 0 else _END_HINT if end_delim else ""))
-            if nm in seen:
-                raise DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
-                                f"(columns {seen[nm] + 1} and {c + 1})")
-            seen[nm] = c
+        check_unique(names, lambda nm, i, j: DataError(f"{label}: line {line0}: column name {nm!r} appears twice "
+                                                       f"(columns {i + 1} and {j + 1})"))
         if len(names) == 1:
             hint = _delim_hint(names[0].replace(" ", ""), d) if any(x in names[0] for x in _CANDIDATES) else ""
             if hint:
@@ -402,10 +399,8 @@ def attr_names(raw, n_cols: int, where: str) -> list[str] | None:
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
     if len(names) != n_cols:
         raise DataError(f"{where}: its column names attribute has {counted(len(names), 'name')} for {counted(n_cols, 'column')}")
-    seen: set[str] = set()
-    dup = next((n for n in names if n in seen or seen.add(n)), None)
-    if dup is not None:
-        raise DataError(f"{where}: column name {dup!r} appears twice in its column names attribute")
+    check_unique(names, lambda dup, i, j: DataError(f"{where}: column name {dup!r} appears twice in its column "
+                                                    "names attribute"))
     return names
 
 

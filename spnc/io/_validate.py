@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _validation
 from .._kinds import LEAF
+from .._text import check_unique
 from ..errors import FormatError
 from ..leaves import base as leaf_base
 from ._checker import _Checker, _first, _kind_name, parse_json_strict
@@ -174,14 +175,11 @@ def validate_tree(tree: Group, limits: Limits = DEFAULT_LIMITS) -> Validated:
                           f"{('binary', 'categorical', 'real')[code]} variable needs {want}")
     ov.members["type"], ov.members["cardinality"] = vtype, card
     if names is not None:
-        seen: dict[str, int] = {}
         for i, s in enumerate(names):
             if not s or len(s.encode("utf-8")) > limits.max_name_bytes:
                 raise err("", f"/variables/name[{i}] = {s[:40]!r} is empty or longer than "
                               f"{limits.max_name_bytes} bytes")
-            if s in seen:
-                raise err("", f"/variables/name[{i}] = {s!r} repeats /variables/name[{seen[s]}]")
-            seen[s] = i
+        check_unique(names, lambda s, i, j: err("", f"/variables/name[{j}] = {s!r} repeats /variables/name[{i}]"))
         ov.members["name"] = names
 
     # ---- nodes: kinds (G4, X1) and scopes (G5) --------------------------------------------
