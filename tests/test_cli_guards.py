@@ -245,3 +245,25 @@ def test_streamed_conditionals_name_the_data_row(tmp_path, capsys):
                         "--chunk-rows", "2", "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "row 3: log p(query, evidence)" in err and "too large" in err, err     # not the block's row 1
+
+
+def test_query_and_evidence_names_holding_commas_are_quoted_as_in_csv(tmp_path, capsys):
+    names = ["a,b", 'x"y', "c"]
+    m = spnc.compile(Product([Gaussian(0, 0., 1.), Gaussian(1, 1., 1.), Gaussian(2, 2., 1.)]), var_names=names)
+    spnc.save(m, tmp_path / "m.h5")
+    X = np.array([[0.5, 1.5, 2.5], [1.0, 0.0, -1.0]])
+    (tmp_path / "d.csv").write_text('"a,b","x""y",c\n' + "\n".join(",".join(map(str, r)) for r in X) + "\n")
+    want = m.log_likelihood(np.where([True, False, True], X, np.nan)) - m.log_likelihood(
+        np.where([False, False, True], X, np.nan))
+    for query in ('"a,b"', "0"):
+        out = tmp_path / f"ll{query.strip(chr(34))}.npy"
+        assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", query,
+                              "--evidence", "c", "--out-ll", str(out), "-q"]) == 0
+        np.testing.assert_allclose(np.load(out), want, rtol=1e-12)
+    from spnc.cli._data import parse_columns
+    assert parse_columns('"a,b", x"y', names, 3) == [0, 1]      # a quote inside an unquoted name stays
+    assert parse_columns('"x""y",2', names, 3) == [1, 2]
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", "a,b", "-q"]) == 2
+    assert "quote it as in CSV (\"a,b\") or give its index" in capsys.readouterr().err
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", '"a,b', "-q"]) == 2
+    assert "quote a name as in a CSV header" in capsys.readouterr().err

@@ -161,16 +161,29 @@ def _num(v) -> str:
 
 
 # ---------------------------------------------------------------------------- columns
+def _column_tokens(spec: str) -> list[str]:
+    """The comma-separated tokens of a column list, a name holding a comma quoted as in a
+    CSV header ('"a,b",c'; a quote inside a quoted name is doubled)."""
+    if '"' not in spec:
+        return [t.strip() for t in spec.split(",")]
+    try:
+        return [t.strip() for t in next(csv.reader([spec], skipinitialspace=True, strict=True))]
+    except csv.Error as e:
+        raise DataError(f"column list {spec[:80]!r}: {e} (quote a name as in a CSV header: \"a,b\", "
+                        "a quote inside it doubled)") from None
+
+
 def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> list[int]:
-    """'0,2,5-7' or variable names 'age,income' -> sorted column indices. A token that is
-    a name and also a number (names from integer column labels) must mean one column."""
+    """'0,2,5-7' or variable names 'age,income' -> sorted column indices; a name holding a
+    comma is quoted as in CSV ('"a,b",c'). A token that is a name and also a number (names
+    from integer column labels) must mean one column."""
     out: set[int] = set()
     names = list(var_names) if var_names is not None else []
     pos = {n: i for i, n in enumerate(names)}
     plain = {n.strip(): i for i, n in enumerate(names)}       # tokens are stripped, as headers are
     if len(plain) < len(names):
         plain = {}
-    for tok in (t.strip() for t in spec.split(",")):
+    for tok in _column_tokens(spec):
         if not tok:
             continue
         i = pos.get(tok, plain.get(tok))
@@ -188,7 +201,11 @@ def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> li
             else:
                 rng = range(int(tok), int(tok) + 1)
         except ValueError:
-            raise DataError(f"column {tok!r} is neither a variable name nor an index") from None
+            comma = next((n for n in names if "," in n and tok in (p.strip() for p in n.split(","))), None)
+            quoted = "" if comma is None else '"' + comma.replace('"', '""') + '"'
+            hint = "" if comma is None else \
+                f"; to name variable {pos[comma]} ({comma!r}) quote it as in CSV ({quoted}) or give its index"
+            raise DataError(f"column {tok!r} is neither a variable name nor an index{hint}") from None
         if not rng:
             raise DataError(f"column range {tok!r} is empty: give the lower index first ({b}-{a})")
         for c in rng:
