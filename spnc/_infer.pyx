@@ -213,14 +213,12 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
              double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
              double[:, ::1] state_acc=None, const double[:, :] rows=None):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
-    ``root_logw``), node posteriors rho (probability that a node is on the row's induced
-    tree). Accumulates, weighted by ``row_w``: ``edge_acc[t, e]`` (expected edge counts,
-    sum edges only) and ``node_acc[t, n]`` per thread t; writes ``leaf_resp[slot, r]`` if it
-    has rows and ``all_post[n, r]`` if it has N rows. ``ws`` holds :func:`backward_ws`
-    doubles per thread: the forward plan's values (the live nodes only), each sum edge's
-    share w_c S_c / S_n (written by the forward), and the posteriors in the backward plan's
-    slots. Models with ``Graph.shares`` false (small ones, wide sums) keep every node's value
-    instead of the shares, and gather from them or push (``Graph.gather``). With
+    ``root_logw``), node posteriors rho. Adds, weighted by ``row_w``, expected sum-edge counts
+    to ``edge_acc[t, e]`` and node counts to ``node_acc[t, n]`` (thread t); writes
+    ``leaf_resp[slot, r]`` if it has rows and ``all_post[n, r]`` if it has N rows. ``ws``:
+    :func:`backward_ws` doubles per thread (the forward plan's values, each sum edge's share
+    w_c S_c / S_n, the posteriors in the backward plan's slots; with ``Graph.shares`` false,
+    every node's value instead of the shares, gathered from or pushed, ``Graph.gather``). With
     ``state_acc`` (threads, STATE_LANES * n_states), inline discrete leaves add their
     weighted posterior to the count of the observed state (EM's sufficient statistics), in
     STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
@@ -230,7 +228,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads, False)
     cdef spnc_net *nb
-    cdef Py_ssize_t N = g.n_nodes
+    cdef Py_ssize_t N = g.n_nodes, E = g.n_edges
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, t, col0
     cdef bint want_leaf = leaf_resp.shape[0] > 0, want_all = all_post.shape[0] == N
     cdef bint linear = g.linear
@@ -245,9 +243,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef double *W, *T, *P, *Q
     cdef int dom, budget0 = _plain_budget(graph, n_blocks)
     cdef int budget = budget0
-    # partial sums of the sum edges' counts (by edge when pushing, in spar order when
-    # gathering: each block's domain picks) and counted nodes' counts, totalled after the sweep
-    cdef Py_ssize_t E = g.n_edges
+    # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
     cnt_arr = np.zeros((n_threads, max(N, 1)))

@@ -263,13 +263,12 @@ class SPN:
         """Fill the missing entries of ``X`` with the max-product (MPE) assignment.
 
         Returns ``(X_filled, log_p)``. ``log_p`` is the max-product value of each completed
-        row: the log weight of its most probable induced tree, the quantity the completion
-        maximises, free with the completion. It equals log p(X_filled) on selective models
-        and is a lower bound of it otherwise. With ``log_likelihood=True``, ``log_p`` is
-        log p(X_filled) itself (the sum-product value), computed in the same sweep at the
-        cost of about one more log-likelihood pass. Observed entries are kept as given, and
-        variables in no leaf stay NaN; the columns are X's (a DataFrame's in its own order).
-        Evidence too improbable for exact conditionals raises DataError, as in conditional."""
+        row: the log weight of its most probable induced tree, which the completion
+        maximises. It equals log p(X_filled) on selective models and is a lower bound of it
+        otherwise. With ``log_likelihood=True``, ``log_p`` is log p(X_filled) (the
+        sum-product value, at the cost of about one more log-likelihood pass). Observed
+        entries are kept, variables in no leaf stay NaN; the columns are X's (a DataFrame's
+        in its own order). Evidence too improbable for exact conditionals raises DataError."""
         A = self._check_X(X)
         self._need_single_root("mpe")
         ll = np.empty(A.shape[0]) if log_likelihood else None
