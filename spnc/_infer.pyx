@@ -408,14 +408,15 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
 def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
           const int64_t[::1] roots, const double[::1] root_logw, bint pick_one, Py_ssize_t m_valid,
           uint64_t[:, ::1] bits, Py_ssize_t word0, double[:, ::1] edge_acc, int n_threads, double[:, ::1] ws,
-          uint64_t[:, ::1] acts):
+          uint64_t[:, ::1] acts, const uint64_t[:, ::1] entry=None):
     """Hard routing of the chunk's first ``m_valid`` rows (merging, see spnc.learn.routing):
     max-product forward, then every row follows its max-product induced tree from the root
     (``pick_one``: the first root maximising value + ``root_logw``, even when every root
     gives the row probability zero; else every root). Node n's rows are written as bits,
     ``bits[n, word0 + w]`` holding rows ``64 w .. 64 w + 63`` of the chunk; each sum edge's
     rows are counted in ``edge_acc[t, e]`` (per thread t). ``ws`` and ``acts`` as for
-    :func:`select`."""
+    :func:`select`. ``entry`` (without ``pick_one``): the rows entering each root, as bits
+    ``entry[i, word0 + w]`` laid out like ``bits``, instead of every row entering every root."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Py_ssize_t R = roots.shape[0], wpb = SPNC_B // 64
@@ -427,8 +428,12 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
     cdef double *W
     cdef double *arg
     cdef uint64_t *A
+    cdef bint has_entry
     if n_blocks * SPNC_B > XT.shape[1] or word0 + n_blocks * wpb > bits.shape[1] or bits.shape[0] != g.n_nodes:
         raise ValueError("route: bits or chunk too small")
+    has_entry = entry is not None and not pick_one
+    if has_entry and (entry.shape[0] != R or word0 + n_blocks * wpb > entry.shape[1]):
+        raise ValueError("route: entry must hold a row of bits per root")
     if n_blocks == 0:
         return
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
@@ -440,11 +445,15 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
         for i in range(start.shape[0]):
             A[g.pslot[start[i]]] = 0
         spnc_forward_log(&net, col0, W, MAX, g.child_slot, g.node_slot, NULL, arg)
-        for j in range(min(SPNC_B, m_valid - col0)):
-            if pick_one:
-                pick = _best_root(W, g.node_slot, &roots[0], &root_logw[0], R, j, &best)
-                A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
-            else:
-                for i in range(R):
-                    A[g.pslot[roots[i]]] |= (<uint64_t> 1) << j
+        if has_entry:
+            for i in range(R):
+                A[g.pslot[roots[i]]] |= entry[i, word0 + b * wpb]
+        else:
+            for j in range(min(SPNC_B, m_valid - col0)):
+                if pick_one:
+                    pick = _best_root(W, g.node_slot, &roots[0], &root_logw[0], R, j, &best)
+                    A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
+                else:
+                    for i in range(R):
+                        A[g.pslot[roots[i]]] |= (<uint64_t> 1) << j
         spnc_route(&net, arg, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])

@@ -1,0 +1,212 @@
+"""Training routings carried over from model to model while merging.
+
+A merge round changes a few sub-networks of a large model. Rather than routing every
+training row through the whole new model, the rows that reached each node are carried
+over (the paper's per-node data sets, Rahman & Gogate Sec. 3.2): a node that survives keeps
+its rows, a merged node gets the union of its members' rows, and the rows of a re-estimated
+sub-network are routed below it alone (:func:`route_from`). :class:`Routing` holds the
+columns by reference, so carrying them costs in proportion to the nodes, not the rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _infer
+from .._kinds import MAX
+from .._sweep import Sweep
+from ..graph import SPN
+from ..leaves.base import _ranges
+from .routing import _as_csc
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+class Routing:
+    """The rows (of ``n_rows``) that reached each node: node ``j``'s are column
+    ``col[j]`` of the CSC matrix ``mats[which[j]]`` (none when ``which[j] < 0``)."""
+
+    def __init__(self, mats: list, which: np.ndarray, col: np.ndarray, n_rows: int):
+        self.mats, self.which, self.col, self.n_rows = mats, which, col, int(n_rows)
+
+    @classmethod
+    def of(cls, R: sp.csc_matrix) -> "Routing":
+        """A routing matrix (rows x nodes) as a :class:`Routing`."""
+        N = R.shape[1]
+        return cls([R], np.zeros(N, dtype=np.int64), np.arange(N, dtype=np.int64), R.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.which)
+
+    def rows(self, j: int) -> np.ndarray:
+        """Sorted indices of the rows that reached node ``j``."""
+        k = int(self.which[j])
+        if k < 0:
+            return _EMPTY
+        m, c = self.mats[k], int(self.col[j])
+        return m.indices[m.indptr[c]:m.indptr[c + 1]]
+
+    def counts(self) -> np.ndarray:
+        """The number of rows of every node."""
+        out = np.zeros(self.n_nodes, dtype=np.int64)
+        for k, m in enumerate(self.mats):
+            on = np.flatnonzero(self.which == k)
+            out[on] = m.indptr[self.col[on] + 1] - m.indptr[self.col[on]]
+        return out
+
+    def tocsc(self) -> sp.csc_matrix:
+        """The routing as a boolean (rows x nodes) CSC matrix."""
+        cols = [self.rows(j) for j in range(self.n_nodes)]
+        indptr = np.zeros(self.n_nodes + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in cols], out=indptr[1:])
+        idx = np.concatenate(cols) if cols else _EMPTY
+        return sp.csc_matrix((np.ones(len(idx), dtype=bool), idx, indptr), shape=(self.n_rows, self.n_nodes))
+
+    def carry(self, target: np.ndarray, n_nodes: int) -> "Routing":
+        """The routing of a model made from this one, old node ``n`` becoming new node
+        ``target[n]`` (-1: dropped): a new node gets the union of its old nodes' rows."""
+        target = np.asarray(target, dtype=np.int64)
+        old = np.flatnonzero(target >= 0)
+        t = target[old]
+        cnt = np.bincount(t, minlength=n_nodes)
+        which = np.full(n_nodes, -1, dtype=np.int64)
+        col = np.zeros(n_nodes, dtype=np.int64)
+        one = cnt[t] == 1
+        which[t[one]] = self.which[old[one]]
+        col[t[one]] = self.col[old[one]]
+        mats = list(self.mats)
+        many = np.flatnonzero(~one)
+        if many.size:          # merged nodes: the union of their rows, one new matrix
+            parts = [self.rows(int(n)) for n in old[many]]
+            lab = np.repeat(t[many], [len(p) for p in parts])
+            c, i = _union(lab, np.concatenate(parts) if parts else _EMPTY, self.n_rows)
+            indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+            np.cumsum(np.bincount(c, minlength=n_nodes), out=indptr[1:])
+            mats.append(sp.csc_matrix((np.ones(len(i), dtype=bool), i, indptr), shape=(self.n_rows, n_nodes)))
+            u = np.unique(t[many])
+            which[u], col[u] = len(mats) - 1, u
+        return Routing(mats, which, col, self.n_rows)._compact()
+
+    def splice(self, S: sp.csc_matrix, cols: np.ndarray) -> "Routing":
+        """This routing with the columns ``cols`` (boolean mask) taken from ``S``, a
+        (rows x nodes) matrix of the same model."""
+        which, col = self.which.copy(), self.col.copy()
+        on = np.flatnonzero(cols)
+        which[on], col[on] = len(self.mats), on
+        return Routing(self.mats + [S], which, col, self.n_rows)._compact()
+
+    def _compact(self) -> "Routing":
+        """Drop the matrices no column refers to."""
+        used = np.unique(self.which[self.which >= 0])
+        if len(used) == len(self.mats):
+            return self
+        new = np.full(len(self.mats), -1, dtype=np.int64)
+        new[used] = np.arange(len(used))
+        which = np.where(self.which >= 0, new[np.maximum(self.which, 0)], -1)
+        return Routing([self.mats[k] for k in used.tolist()], which, self.col, self.n_rows)
+
+
+def _union(col: np.ndarray, idx: np.ndarray, n: int, max_bytes: int = 64 << 20):
+    """(col, idx) of the distinct pairs, sorted by column then row: marks in a dense
+    (columns x rows) mask, a block of columns at a time, read back as bits (no sort)."""
+    cols = np.unique(col)        # few: the merged nodes
+    pos = np.zeros(int(cols[-1]) + 1 if cols.size else 1, dtype=np.int64)
+    pos[cols] = np.arange(len(cols))
+    rank = pos[col]
+    words = -(-n // 64) + 1
+    step = max(1, max_bytes // (64 * words))
+    out_c, out_i = [np.zeros(0, dtype=np.int64)], [_EMPTY]
+    for c0 in range(0, len(cols), step):
+        c1 = min(len(cols), c0 + step)
+        on = (rank >= c0) & (rank < c1) if c1 - c0 < len(cols) else slice(None)
+        mark = np.zeros((c1 - c0, 64 * words), dtype=bool)
+        mark[rank[on] - c0, idx[on]] = True
+        S = _as_csc(np.packbits(mark, axis=1, bitorder="little").view(np.uint64), n)
+        out_c.append(cols[c0 + np.repeat(np.arange(c1 - c0), np.diff(S.indptr))])
+        out_i.append(S.indices.astype(np.int32))
+    return np.concatenate(out_c), np.concatenate(out_i)
+
+
+def route_from(spn: SPN, X: np.ndarray, heads, entry: list, *, n_threads: int | None = None):
+    """:func:`route` of given rows entering the sub-network below given nodes: the rows
+    ``entry[i]`` (sorted indices of ``X``) start at ``heads[i]`` and follow the max-product
+    decisions below it; a node below several heads gets the union. Returns ``(R, ec)``:
+    the routing ``(n_rows, n_nodes)``, whose columns outside the heads' sub-networks are
+    empty, and the rows sent along each sum edge (n_edges,). Only the sub-networks and the
+    entering rows are swept (a model of just those nodes, compiled for the call)."""
+    heads = np.asarray(heads, dtype=np.int64)
+    n, N = X.shape[0], spn.n_nodes
+    ec = np.zeros(spn.n_edges)
+    on = np.zeros(n, dtype=bool)
+    for e in entry:
+        on[e] = True
+    rows = np.flatnonzero(on)
+    if not rows.size:
+        return sp.csc_matrix((n, N), dtype=bool), ec
+    sub, F, e = subnetwork(spn, heads)
+    new_id = np.full(N, -1, dtype=np.int64)
+    new_id[F] = np.arange(len(F))
+    words = -(-rows.size // 64) + 1
+    pos = np.cumsum(on) - 1              # row -> its place among the entering rows
+    lab = np.repeat(np.arange(len(entry)), [len(r) for r in entry])
+    p = pos[np.concatenate(entry)] if len(entry) else np.zeros(0, dtype=np.int64)
+    mark = np.zeros((len(entry), 64 * words), dtype=bool)
+    mark[lab, p] = True
+    enter = np.ascontiguousarray(np.packbits(mark, axis=1, bitorder="little").view(np.uint64))
+    XU = np.ascontiguousarray(X[rows])
+    sw = Sweep(sub, XU, MAX, n_threads, workspace="select")
+    nt = sw.n_threads
+    acts = sw.acts()
+    edge = np.zeros((nt, max(sub.n_edges, 1)))
+    bits = np.zeros((len(F), words), dtype=np.uint64)
+    roots = new_id[heads]
+    none = np.zeros(len(heads))
+    for r0, r1, XT, L in sw:
+        _infer.route(sw.graph, sw.states, XT, L, roots, none, False, r1 - r0, bits, r0 // 64, edge, nt,
+                     sw.ws, acts, enter)
+    ec[e] = edge.sum(0)[: sub.n_edges]
+    S = _as_csc(bits, rows.size)          # rows of U x nodes of the sub-network
+    indptr = np.zeros(N + 1, dtype=np.int64)
+    indptr[F + 1] = np.diff(S.indptr)
+    np.cumsum(indptr, out=indptr)
+    return sp.csc_matrix((np.ones(S.nnz, dtype=bool), rows[S.indices], indptr), shape=(n, N)), ec
+
+
+def below(spn: SPN, heads) -> np.ndarray:
+    """Boolean mask of ``heads`` and the nodes below them (one array step per level)."""
+    N = spn.n_nodes
+    child = spn.child
+    parent = np.repeat(np.arange(N), np.diff(spn.child_ptr))
+    mark = np.zeros(N, dtype=bool)
+    mark[np.asarray(heads, dtype=np.int64)] = True
+    while True:
+        new = mark[parent] & ~mark[child]
+        if not new.any():
+            return mark
+        mark[child[new]] = True
+
+
+def subnetwork(spn: SPN, heads, mark: np.ndarray | None = None):
+    """(model, nodes, edges): the nodes below ``heads`` (``heads`` included; ``mark``: their
+    mask, when known) as a model of their own, renumbered in order, with the ids of its
+    nodes and of its edges in ``spn``. Its values are those of the same nodes in ``spn``."""
+    N = spn.n_nodes
+    ptr, child = spn.child_ptr, spn.child
+    deg = np.diff(ptr)
+    heads = np.asarray(heads, dtype=np.int64)
+    mark = below(spn, heads) if mark is None else mark
+    F = np.flatnonzero(mark)
+    new_id = np.full(N, -1, dtype=np.int64)
+    new_id[F] = np.arange(len(F))
+    e = _ranges(ptr[F], deg[F])
+    cptr = np.zeros(len(F) + 1, dtype=np.int64)
+    np.cumsum(deg[F], out=cptr[1:])
+    tables = {}
+    for name, t in spn.leaf_tables.items():
+        ix = np.flatnonzero(mark[t.node])
+        if ix.size:
+            tables[name] = type(t).gather(new_id[t.node[ix]], [(t, ix, np.arange(ix.size))])
+    sub = SPN.from_arrays(spn.kind[F], cptr, new_id[child[e]], spn.weight[e], tables, spn.cardinality,
+                          var_type=spn.var_type, roots=new_id[heads], combine="independent", validate=False)
+    return sub, F, e
