@@ -1,17 +1,22 @@
-"""Merging's carried-over training routing (spnc.learn._carry): rows routed below chosen
-nodes only, and routings carried across a rebuilt model."""
+"""Merging's carried-over training routing (spnc.learn._carry) and its local refit: rows
+routed below chosen nodes only, routings carried across a rebuilt model, and the refit from
+them against the global one where no routing above the refit nodes can change."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import spnc
 from spnc._kinds import MAX
+from spnc.learn import Merge
 from spnc.learn._carry import Routing, _union, route_from
+from spnc.learn._graphedit import descendants
+from spnc.learn._refit import hard_refit, local_refit
+from spnc.learn.merge import identical_merge, single_root
 from spnc.learn.routing import route, rows_of
+from spnc.nodes import Product
 
-from conftest import random_spn
+from conftest import learned_trees, random_spn
 
 
 def _data(seed=0, n=900, d=7):
@@ -19,6 +24,12 @@ def _data(seed=0, n=900, d=7):
     gen = spnc.compile(random_spn(rng, [2] * d, depth=3, share=0.0, leaf="bernoulli"))
     X = gen.sample(n, seed=seed)
     return X[: 2 * n // 3], X[2 * n // 3:]
+
+
+@pytest.fixture(scope="module")
+def trees():
+    X, Xv = _data()
+    return X, Xv, learned_trees(X)
 
 
 def _reference(spn, X, heads, entry):
@@ -62,6 +73,7 @@ def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     rng = np.random.default_rng(1)
     n, N, M = 150, 40, 25
     dense = rng.random((n, N)) < 0.3
+    import scipy.sparse as sp
     R = Routing.of(sp.csc_matrix(dense))
     target = rng.integers(-1, M, size=N)
     got = R.carry(target, M)
@@ -81,3 +93,68 @@ def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     key = np.unique(col * n + idx)
     assert np.array_equal(c, key // n) and np.array_equal(i, key % n)
 
+
+def _same(a, b):
+    assert np.array_equal(a.weight, b.weight)
+    for name, t in a.leaf_tables.items():
+        for k, v in t.to_arrays().items():
+            assert np.array_equal(np.asarray(v), np.asarray(b.leaf_tables[name].to_arrays()[k]))
+
+
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+@pytest.mark.parametrize("max_iter", [1, 5])
+def test_local_refit_equals_the_global_one_where_no_routing_above_can_change(trees, leaves, max_iter):
+    X, _, tr = trees
+    spn = identical_merge(single_root(tr[("latent", leaves)]))
+    # the whole model from its root: nothing above it
+    free = np.ones(spn.n_nodes, dtype=bool)
+    D = Routing.of(route(spn, X))
+    want, Rw = hard_refit(spn, X, free, alpha=1.0, max_iter=max_iter)
+    got, Rg = local_refit(spn, X, D, free, spn.roots, alpha=1.0, max_iter=max_iter)
+    _same(got, want)
+    assert (Rg.tocsc() != Rw).nnz == 0
+    # a product of two models over disjoint variables: refitting one, the other's routing
+    # cannot move, nor can the rows that reach the refit one
+    other = spnc.compile(spnc.Bernoulli(X.shape[1], 0.3))
+    both = spnc.compile(Product([spn.to_nodes(), other.to_nodes()]))
+    Xb = np.column_stack([X, np.arange(len(X)) % 2])
+    head = int(both.child[both.child_ptr[both.roots[0]]])
+    free = descendants(both, [head])
+    want, Rw = hard_refit(both, Xb, free, alpha=1.0, max_iter=max_iter)
+    got, Rg = local_refit(both, Xb, Routing.of(route(both, Xb)), free, [head], alpha=1.0, max_iter=max_iter)
+    _same(got, want)
+    assert (Rg.tocsc() != Rw).nnz == 0
+
+
+@pytest.mark.parametrize("split", ["latent", "observed"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_merge_with_carried_routing_is_valid_and_close_to_the_global_refit(trees, split, leaves):
+    X, Xv, tr = trees
+    fits = {how: Merge(init=tr[(split, leaves)], epsilon=(1e-3, 0.01, 0.1), refit_rows=how).fit(X, X_valid=Xv)
+            for how in ("local", "global")}
+    for m in fits.values():
+        assert m.history_[-1]["merged"] >= 0 and m.spn_.n_nodes <= tr[(split, leaves)].n_nodes
+        assert m.spn_.learner["params"]["refit_rows"] in ("local", "global")
+    v = {h: float(np.mean(m.spn_.log_likelihood(Xv))) for h, m in fits.items()}
+    assert abs(v["local"] - v["global"]) < 0.05
+
+
+def test_a_round_carries_its_routing_to_the_model_it_returns(trees):
+    """After a round that merged, the round's training routing is the new model's and,
+    below the kept sub-networks, the rows of each node are those routed from its head."""
+    X, Xv, tr = trees
+    est = Merge(init=tr[("latent", "univariate")], epsilon=0.2)
+    est._validate_params()
+    from spnc.learn._merge_round import _Round
+    rnd = _Round(est, X, Xv, 1.0)
+    base = identical_merge(single_root(est.init))
+    new, k = rnd.run(base, 0.2, lambda: rnd.train_routing(base))
+    assert k > 0 and rnd._troute[0] is new
+    D = rnd._troute[1]
+    assert D.n_nodes == new.n_nodes and D.n_rows == len(X)
+    # every row reaches the root, and a product's rows reach each of its children
+    assert len(D.rows(int(new.roots[0]))) == len(X)
+    for p in np.flatnonzero(new.kind == 1):
+        rp = D.rows(int(p))
+        for c in new.child[new.child_ptr[p]:new.child_ptr[p + 1]]:
+            assert np.isin(rp, D.rows(int(c))).all()

@@ -24,8 +24,9 @@ examples:
 exit status: 0 success, 2 bad input (one line "spnc-merge: error: ...")
 """
 
-_PARAM_FLAGS = {"epsilon": "--epsilon", "distance": "--distance", "refit": "--refit", "max_iter": "--max-iter",
-                "alpha": "--alpha", "max_rounds": "--max-rounds", "local_check": "--local-check", "n_threads": "--n-threads"}
+_PARAM_FLAGS = {"epsilon": "--epsilon", "distance": "--distance", "refit": "--refit", "refit_rows": "--refit-rows",
+                "max_iter": "--max-iter", "alpha": "--alpha", "max_rounds": "--max-rounds",
+                "local_check": "--local-check", "n_threads": "--n-threads"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--refit", choices=["counts", "hard_em", "em"], default="counts",
                    help="re-estimation of merged sub-networks: counts, one counting pass (default counts); "
                    "hard_em; or em, soft EM (for models fitted softly: EM-refined, mixtures, other libraries)")
+    p.add_argument("--refit-rows", choices=["local", "global"], default="local",
+                   help="rows of a refit: local, those that reached the merged nodes, routed below them "
+                   "(default); global, every row routed through the whole new model")
     p.add_argument("--max-iter", type=int, default=20, help="hard-EM or EM passes per round (default 20)")
     p.add_argument("--alpha", type=float, default=None,
                    help="Laplace pseudo-count (default: the one the model's learner recorded, else 0.1)")
@@ -88,7 +92,8 @@ def _run(args: argparse.Namespace) -> int:
     if Xv is None and len(eps) > 1:
         raise DataError("several --epsilon values are chosen on --valid data; give --valid or one --epsilon")
     kw = {} if eps is None else {"epsilon": eps[0] if len(eps) == 1 else list(eps)}
-    est = Merge(init=model, distance=args.distance, refit=args.refit, max_iter=args.max_iter, alpha=args.alpha,
+    est = Merge(init=model, distance=args.distance, refit=args.refit, refit_rows=args.refit_rows,
+                max_iter=args.max_iter, alpha=args.alpha,
                 max_rounds=args.max_rounds, chowliu_check=not args.no_chowliu_check, local_check=args.local_check,
                 verbose=0 if (args.quiet or args.json) else 1, n_threads=args.n_threads, **kw)
     t0 = time.perf_counter()

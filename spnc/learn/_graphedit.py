@@ -326,13 +326,14 @@ def _table(lt, ids: list[int], order: list) -> "object":
     return lt.gather(np.asarray(ids, dtype=np.int64), plist)
 
 
-def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None) -> SPN | None:
+def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None, ids: list | None = None) -> SPN | None:
     """:func:`rebuild` with ``rep`` the identity and every replacement a leaf object, by
     array operations: the replaced nodes become those leaves, nodes only they reached are
     dropped, and the rest are numbered in depth-first post-order from the roots, as
     :func:`rebuild` numbers them. For a model :func:`rebuild` made (no one-child sums or
     products, no repeated edge) the result is the model :func:`rebuild` gives. None when
-    a replacement is not a leaf (the caller rebuilds)."""
+    a replacement is not a leaf (the caller rebuilds). ``ids``, if given, receives the new
+    id of every old node (-1: dropped), as one array."""
     N = spn.n_nodes
     kind, ptr = spn.kind, spn.child_ptr
     child = spn.child
@@ -346,6 +347,8 @@ def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None) -> S
     nodes = np.flatnonzero(cut & live)           # a replaced node below another is gone
     new_id = np.full(N, -1, dtype=np.int64)
     new_id[order] = np.arange(len(order))
+    if ids is not None:
+        ids.append(new_id)
     keep = np.asarray(order, dtype=np.int64)
     inner = keep[(kind[keep] < 2) & ~cut[keep]]
     deg = np.zeros(len(keep), dtype=np.int64)

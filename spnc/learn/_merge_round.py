@@ -15,10 +15,11 @@ from .._threads import effective_n_threads
 from ..graph import SPN
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
+from ._carry import Routing
 from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._redirect import redirect
-from ._refit import hard_refit
+from ._refit import hard_refit, local_refit
 from ._routing import sums_over
 from ._similarity import Pairs, indicator_evidence, node_marginals
 from .em import EM
@@ -49,6 +50,7 @@ class _Round:
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
         self._dist = None
         self._vroute = (None, None)     # (model, its validation routing)
+        self._troute = (None, None)     # (model, its training routing, routed or carried over)
 
     def valid_routing(self, spn: SPN):
         """The validation rows' routing through ``spn``, kept for the last model asked
@@ -56,6 +58,22 @@ class _Round:
         if self._vroute[0] is not spn:
             self._vroute = (spn, _routing.route(spn, self.Xv, n_threads=self.nt, cache=self.vcache))
         return self._vroute[1]
+
+    def train_routing(self, spn: SPN):
+        """The training rows' routing of ``spn``: carried over from the model it was made
+        from when the round made it (the rows that reached each node, see :meth:`refit`),
+        else routed."""
+        if self._troute[0] is not spn:
+            # routed once per fit when carried over: keeping its leaf values would not pay
+            cache = self.cache if self.est.refit_rows == "global" else None
+            self._troute = (spn, Routing.of(_routing.route(spn, self.X, n_threads=self.nt, cache=cache)))
+        return self._troute[1]
+
+    def carry(self, old: SPN, new: SPN, target: np.ndarray | None) -> None:
+        """Carry the training routing of ``old`` over to ``new``, made from it with old node
+        ``n`` becoming ``target[n]`` (-1: dropped; None: unknown, routed when asked)."""
+        if self._troute[0] is old and target is not None:
+            self._troute = (new, self._troute[1].carry(target, new.n_nodes))
 
     def valid_values(self, spn: SPN, nodes) -> np.ndarray:
         """``log S_n`` of the validation rows for ``nodes``. (Not kept: the callers ask for
@@ -139,11 +157,14 @@ class _Round:
         rep[M[ok]] = M[best[g[ok]]]
         return rep
 
-    def refit(self, spn: SPN, kept: list[int]):
+    def refit(self, spn: SPN, kept: list[int], D=None):
         """The model with the kept sub-networks re-estimated, and the training routing the
-        last closed-form refit used (None after soft EM)."""
+        last closed-form refit used (None after soft EM). ``D``: the training routing
+        carried over from the model ``spn`` was made from (``refit_rows="local"``): each kept
+        sub-network is re-estimated on the rows that reached it there, routed below it
+        alone (:func:`._refit.local_refit`); else every row is routed through ``spn``."""
         if not kept:
-            return spn, None
+            return spn, D
         free = descendants(spn, kept)
         if self.est.refit == "em":
             if np.isinf(spn.log_likelihood(self.X, n_threads=self.nt)).any():
@@ -154,6 +175,16 @@ class _Round:
             return EM(init=spn, max_iter=int(self.est.max_iter), alpha=self.alpha, freeze=np.flatnonzero(~free),
                       n_threads=self.nt).fit(self.X, X_valid=self.Xv).spn_, None
         it = 1 if self.est.refit == "counts" else int(self.est.max_iter)
+        if D is not None:
+            deg = np.diff(spn.child_ptr)
+            parent = np.repeat(np.arange(spn.n_nodes), deg)
+            head = np.zeros(spn.n_nodes, dtype=bool)
+            head[kept] = True
+            head[spn.child[free[spn.child] & ~free[parent]]] = True      # reached from outside too
+            head[spn.roots] = True
+            codes = self.cache.codes if "cltree" in spn.leaf_tables else None
+            return local_refit(spn, self.X, D, free, np.flatnonzero(head & free), alpha=self.alpha, max_iter=it,
+                               n_threads=self.nt, codes=codes)
         return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)
 
     def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:
@@ -205,7 +236,8 @@ class _Round:
                     cache.append(np.asarray(cache[0].sum(axis=0)).ravel())
                 else:
                     cache.append(None)
-                    cache.append(np.asarray(train_rows().sum(axis=0)).ravel())
+                    R = train_rows()
+                    cache.append(R.counts() if isinstance(R, Routing) else np.asarray(R.sum(axis=0)).ravel())
             return cache[1]
         clusters = self.clusters(spn, eps, counts)
         if not clusters:
@@ -218,14 +250,35 @@ class _Round:
         made: list[int] = []
         new, keep = redirect(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
         kept = sorted({keep[int(k)] for k in np.unique(rep[moved]) if int(k) in keep} | set(made))
-        new, R = self.refit(new, kept)
+        D = None
+        if self.est.refit_rows == "local" and self.est.refit != "em" and not made:
+            D = self.train_routing(spn).carry(redirect_target(keep, rep, moved, spn.n_nodes), new.n_nodes)
+        new, R = self.refit(new, kept, D)
         if self.est.chowliu_check:
             repl = self.chowliu_check(new, kept, R)
             if repl:
-                fast = replace_by_leaves(new, repl, learner=new.learner)
-                new = fast if fast is not None else \
-                    rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})[0]
+                ids: list = []
+                fast = replace_by_leaves(new, repl, learner=new.learner, ids=ids)
+                if fast is None:
+                    new, R = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})[0], None
+                else:
+                    if isinstance(R, Routing):
+                        R = R.carry(ids[0], fast.n_nodes)
+                    new = fast
+        if D is not None and R is not None:
+            self._troute = (new, R)
         return new, int(moved.size)
+
+
+def redirect_target(keep: dict, rep: np.ndarray, moved: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Old node -> new node after :func:`._redirect.redirect` (``keep`` its map of kept
+    nodes; a redirected node becomes what its representative became; -1: dropped)."""
+    target = np.full(n_nodes, -1, dtype=np.int64)
+    if keep:
+        target[np.fromiter(keep, dtype=np.int64, count=len(keep))] = np.fromiter(keep.values(), dtype=np.int64,
+                                                                                 count=len(keep))
+    target[moved] = target[rep[moved]]
+    return target
 
 
 def _first_max(key: np.ndarray, starts: np.ndarray, g: np.ndarray) -> np.ndarray:

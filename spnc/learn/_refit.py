@@ -16,6 +16,7 @@ from ..graph import SUM, SPN
 from ..leaves.cltree import ChowLiuLeaf
 from ..leaves.univariate import Bernoulli, Categorical
 from . import routing as _routing
+from ._carry import route_from
 
 
 def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free: np.ndarray,
@@ -89,3 +90,24 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
         spn = refit_from_routing(spn, X, R, ec, free, alpha, codes)
         prev = R
     return spn, prev if prev is not None else R
+
+
+def local_refit(spn: SPN, X: np.ndarray, D, free: np.ndarray, heads: np.ndarray, *, alpha: float,
+                max_iter: int, n_threads: int | None = None, codes: np.ndarray | None = None):
+    """:func:`hard_refit` from the rows that reached the free nodes rather than from every
+    row: ``D`` is the :class:`._carry.Routing` of ``spn`` carried over from the model it
+    was made from (a merged node has the union of its members' rows); the rows of each head
+    (the free nodes that are kept, or reached from outside the free ones) enter it and are
+    routed below it alone (:func:`._carry.route_from`). Returns the model and
+    ``D`` with the free nodes' columns from the last routing (that of the returned model
+    when the routing converged, else of the model before the last refit)."""
+    entry = [D.rows(int(h)) for h in heads]
+    prev = None
+    for _ in range(max(1, int(max_iter))):
+        Rf, ec = route_from(spn, X, heads, entry, n_threads=n_threads)
+        if prev is not None and np.array_equal(prev.indptr, Rf.indptr) and np.array_equal(prev.indices, Rf.indices):
+            break
+        spn = refit_from_routing(spn, X, D.splice(Rf, free), ec, free, alpha, codes)
+        prev = Rf
+    return spn, D.splice(prev if prev is not None else Rf, free)
+

@@ -18,10 +18,13 @@ One round of :class:`Merge`:
 3. **Merging (Sec. 3.2).** Of each cluster, the member with the best log-likelihood on the
    validation rows that reached any member is kept and the others' parents point to it;
    Fig. 3 simplifications follow (:mod:`._graphedit`). The kept sub-networks (and Chow-Liu
-   leaves in them, structure included) are re-estimated on the union of the rows now
-   reaching them by hard EM (``refit="hard_em"``, at most ``max_iter`` passes) or one
-   counting pass (``refit="counts"``), every other parameter frozen. Rows are routed by
-   the model itself (:mod:`.routing`), so models from any learner or file can be merged.
+   leaves in them, structure included) are re-estimated on the union of the training rows
+   that reached the cluster's members, routed below them alone, by hard EM
+   (``refit="hard_em"``, at most ``max_iter`` passes) or one counting pass
+   (``refit="counts"``), every other parameter frozen; every other node keeps the rows
+   that reached it (:mod:`._carry`; ``refit_rows="global"`` routes every row through the
+   whole new model instead). Rows are routed by the model itself (:mod:`.routing`), once
+   per fit, so models from any learner or file can be merged.
 4. **Sanity check.** A kept sub-network that is not better on its validation rows than a
    Chow-Liu tree learned on its training rows is replaced by the tree (one leaf).
 5. Identical sub-networks are merged (hash-consing) and the round repeats until nothing
@@ -47,7 +50,7 @@ from ..nodes import Sum
 from ..stream import is_streamed
 from . import routing as _routing
 from ._graphedit import hash_cons
-from ._merge_round import _Round
+from ._merge_round import _Round, redirect_target
 from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
 from ._similarity import n_parameters, node_marginals, used_vars  # noqa: F401  (node_marginals: public here)
@@ -59,11 +62,24 @@ DISTANCES = ("manhattan", "kl", "hellinger")
 def identical_merge(spn: SPN) -> SPN:
     """The model with structurally identical sub-networks of equal parameters shared and
     the exact Fig. 3 simplifications applied: the same distribution, fewer nodes."""
+    return _identical_merge(spn)[0]
+
+
+def _identical_merge(spn: SPN) -> tuple[SPN, np.ndarray | None]:
+    """:func:`identical_merge` and the new id of every old node (-1: dropped; None when a
+    Fig. 3(a) simplification made nodes, which have no old node)."""
+    target = np.arange(spn.n_nodes)
     while True:
         rep = hash_cons(spn)
-        if np.all(rep == np.arange(spn.n_nodes)):
-            return spn
-        spn, _ = redirect(spn, rep, obs_var=_routing.observed_sums(spn), learner=spn.learner, stats={})
+        moved = np.flatnonzero(rep != np.arange(spn.n_nodes))
+        if not moved.size:
+            return spn, target
+        made: list[int] = []
+        new, keep = redirect(spn, rep, obs_var=_routing.observed_sums(spn), learner=spn.learner, stats={},
+                             created=made)
+        step = redirect_target(keep, rep, moved, spn.n_nodes)
+        target = None if target is None or made else np.where(target >= 0, step[np.maximum(target, 0)], -1)
+        spn = new
 
 
 def single_root(spn: SPN) -> SPN:
@@ -147,6 +163,11 @@ class Merge(DensityEstimator):
         dense or scipy.sparse; without ``X_valid`` it orders the first round's candidates
         (with ``X_valid`` the validation rows' routing does, and a warning says the given one
         is unused, as it does when identical merging renumbered the nodes).
+    refit_rows : ``"local"`` (a kept sub-network is re-estimated on the union of the
+        training rows that reached its cluster's members, routed below it alone, and every
+        other node keeps the rows that reached it: the paper's merged dataset, Sec. 3.2,
+        with work in proportion to what a round changes) or ``"global"`` (every training
+        row routed through the whole new model after every round).
     verbose : one line per threshold and round on stderr when > 0.
     n_threads : threads of the inference kernels (None: automatic).
 
@@ -183,14 +204,15 @@ class Merge(DensityEstimator):
         "chowliu_check": [BOOL],
         "local_check": [BOOL],
         "routing": [ARRAY_LIKE, Constraint(lambda v: hasattr(v, "tocsc"), "a scipy.sparse matrix"), None],
+        "refit_rows": [Options("local", "global")],
         "verbose": [Interval(int, 0), BOOL],
         "n_threads": [N_THREADS, None],
     }
 
     def __init__(self, init: SPN | None = None, epsilon=(1e-3, 1e-2, 0.1, 0.2, 0.4), distance: str = "manhattan",
                  refit: str = "counts", max_iter: int = 20, alpha: float | None = None, max_rounds: int = 3,
-                 patience: int | None = None, chowliu_check: bool = True, local_check: bool = False, routing=None, verbose: int = 0,
-                 n_threads: int | None = None):
+                 patience: int | None = None, chowliu_check: bool = True, local_check: bool = False, routing=None,
+                 refit_rows: str = "local", verbose: int = 0, n_threads: int | None = None):
         self.init = init
         self.epsilon = epsilon
         self.distance = distance
@@ -202,6 +224,7 @@ class Merge(DensityEstimator):
         self.chowliu_check = chowliu_check
         self.local_check = local_check
         self.routing = routing
+        self.refit_rows = refit_rows
         self.verbose = verbose
         self.n_threads = n_threads
 
@@ -273,10 +296,12 @@ class Merge(DensityEstimator):
             for r in range(int(self.max_rounds)):
                 given = R0 if (model is base and R0 is not None) else None
                 model, k = rnd.run(model, float(eps),
-                                   (lambda m=model, g=given: g if g is not None else
-                                    _routing.route(m, X, n_threads=self.n_threads, cache=rnd.cache)))
+                                   (lambda m=model, g=given: g if g is not None else rnd.train_routing(m)))
                 if k:
-                    model = identical_merge(model)
+                    old = model
+                    model, target = _identical_merge(model)
+                    if model is not old:
+                        rnd.carry(old, model, target)
                 merged += k
                 if self.verbose:
                     print(f"[merge] epsilon={eps:g} round {r + 1}: {k} merged, {model.n_nodes} nodes "

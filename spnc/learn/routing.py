@@ -195,8 +195,11 @@ def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:
     return M.astype(bool)
 
 
-def rows_of(R: sp.csc_matrix, node: int) -> np.ndarray:
-    """Row indices that reached ``node``."""
+def rows_of(R, node: int) -> np.ndarray:
+    """Row indices that reached ``node`` (``R`` a routing matrix, or a
+    :class:`._carry.Routing`)."""
+    if not sp.issparse(R):
+        return R.rows(node)
     return R.indices[R.indptr[node]:R.indptr[node + 1]]
 
 
