@@ -158,3 +158,16 @@ def test_a_round_carries_its_routing_to_the_model_it_returns(trees):
         rp = D.rows(int(p))
         for c in new.child[new.child_ptr[p]:new.child_ptr[p + 1]]:
             assert np.isin(rp, D.rows(int(c))).all()
+
+
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_validation_values_of_a_few_nodes_are_those_of_the_whole_model(trees, leaves):
+    """A few nodes are evaluated on the sub-network below them: the same bits."""
+    from spnc.learn._merge_round import _Round
+    from spnc.learn.routing import node_values
+    X, Xv, tr = trees
+    spn = identical_merge(single_root(tr[("latent", leaves)]))
+    rnd = _Round(Merge(init=spn), X, Xv, 1.0)
+    rng = np.random.default_rng(0)
+    for nodes in ([0], rng.choice(spn.n_nodes - 1, size=3, replace=False), spn.roots, np.arange(spn.n_nodes)):
+        assert np.array_equal(rnd.valid_values(spn, nodes), node_values(spn, Xv, nodes))

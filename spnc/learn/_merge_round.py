@@ -15,7 +15,7 @@ from .._threads import effective_n_threads
 from ..graph import SPN
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
-from ._carry import Routing
+from ._carry import Routing, below, subnetwork
 from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._redirect import redirect
@@ -78,7 +78,14 @@ class _Round:
     def valid_values(self, spn: SPN, nodes) -> np.ndarray:
         """``log S_n`` of the validation rows for ``nodes``. (Not kept: the callers ask for
         different nodes, and every node's values at once cost more than the passes they
-        save, measured on O-SPNs and L-SPNs alike.)"""
+        save, measured on O-SPNs and L-SPNs alike.) Nodes over a small part of the model
+        are evaluated on that part alone (:func:`._carry.subnetwork`: the same values)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        mark = below(spn, nodes)
+        if nodes.size and 2 * np.count_nonzero(mark) < spn.n_nodes:
+            sub, F, _ = subnetwork(spn, nodes, mark)
+            new_id = np.cumsum(mark) - 1
+            return _routing.node_values(sub, self.Xv, new_id[nodes], n_threads=self.nt, cache=self.vcache0)
         return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0)
 
     def distances(self, spn: SPN) -> Pairs:
