@@ -14,6 +14,8 @@ from ._pairs import l1_pairs
 _BLOCK = 1 << 22
 #: a group with more pair entries (pairs x marginal columns) gets its own compiled call
 _SMALL = 1 << 14
+#: a group of this many pairs over at most 2 marginal columns gets its own compiled call
+_MANY = 256
 #: vectorised same-scope height steps before the one ordered pass
 _HEIGHT_STEPS = 32
 
@@ -125,6 +127,8 @@ class Pairs:
         self.pptr = np.concatenate([[0], np.cumsum(npairs)])
         self.dist = np.empty(int(self.pptr[-1]))
         big = npairs * clen > _SMALL
+        if distance == "manhattan":     # many pairs of few columns: compiled too (each sums in order,
+            big |= (clen <= 2) & (npairs >= _MANY)      # of two terms in any order: the same bits)
         for g in np.flatnonzero(big):
             m = self.members[self.gptr[g]:self.gptr[g + 1]]
             Q = P[np.ix_(m, cols[voff[vptr[g]]:voff[vptr[g + 1]]])]
