@@ -119,7 +119,8 @@ class _Round:
             np.fill_diagonal(close, True)
             if count is None:
                 count = train_rows()
-            free = np.ones(len(m), dtype=bool)
+            # a member close to no other leads a cluster of itself: no one else takes it
+            free = close.sum(axis=1) > 1
             for i in np.argsort(-count[m], kind="stable"):
                 if not free[i]:
                     continue

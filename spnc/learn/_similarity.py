@@ -182,9 +182,7 @@ class Pairs:
         s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
         self._budget(17.0 * s * s, g, "a matrix of them and its comparisons")    # D, min(D, D.T), bool
         D = np.full((s, s), np.inf)
-        for i in range(s - 1):
-            D[i, i + 1:] = self.dist[o:o + s - 1 - i]
-            o += s - 1 - i
+        D[np.triu_indices(s, 1)] = self.dist[o:o + s * (s - 1) // 2]    # row after row, as stored
         return np.minimum(D, D.T)
 
 
