@@ -171,3 +171,23 @@ def test_validation_values_of_a_few_nodes_are_those_of_the_whole_model(trees, le
     rng = np.random.default_rng(0)
     for nodes in ([0], rng.choice(spn.n_nodes - 1, size=3, replace=False), spn.roots, np.arange(spn.n_nodes)):
         assert np.array_equal(rnd.valid_values(spn, nodes), node_values(spn, Xv, nodes))
+
+
+def test_bernoulli_refit_counts_each_leaf_on_its_rows(trees):
+    """All Bernoulli leaves at once: each p is (ones + alpha) / (rows + 2 alpha) of the
+    rows that reached it, bit for bit; a leaf no row reached keeps its p."""
+    from spnc.learn._refit import refit_from_routing
+    X, _, tr = trees
+    spn = tr[("latent", "univariate")]
+    R = route(spn, X)
+    free = np.ones(spn.n_nodes, dtype=bool)
+    t = spn.leaf_tables["bernoulli"]
+    lost = int(t.node[0])
+    R = R.tolil()
+    R[:, lost] = False
+    R = R.tocsc()
+    got = refit_from_routing(spn, X, R, np.zeros(spn.n_edges), free, 0.5).leaf_tables["bernoulli"].params["p"]
+    for i, n in enumerate(t.node.tolist()):
+        r, v = rows_of(R, n), int(t.var[i])
+        want = float(t.params["p"][i]) if r.size == 0 else float((X[r, v].sum() + 0.5) / (r.size + 1.0))
+        assert got[i] == want

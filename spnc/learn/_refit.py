@@ -14,7 +14,7 @@ import numpy as np
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..graph import SUM, SPN
 from ..leaves.cltree import ChowLiuLeaf
-from ..leaves.univariate import Bernoulli, Categorical
+from ..leaves.univariate import Categorical
 from . import routing as _routing
 from ._carry import route_from
 
@@ -41,16 +41,16 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
         if not idx or name not in ("bernoulli", "categorical", "cltree"):
             tables[name] = t
             continue
+        if name == "bernoulli":
+            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha)
+            continue
         objs = {}
         for i in idx:
             r = _routing.rows_of(R, int(t.node[i]))
             if r.size == 0:
                 continue
             s = t.scopes[i]
-            if name == "bernoulli":
-                v = int(s[0])
-                objs[i] = Bernoulli(v, float((X[r, v].sum() + alpha) / (r.size + 2 * alpha)))
-            elif name == "categorical":
+            if name == "categorical":
                 v = int(s[0])
                 k = int(spn.cardinality[v])
                 cnt = np.bincount(X[r, v].astype(np.int64), minlength=k)[:k] + alpha
@@ -71,6 +71,21 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                            var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
                            root_weights=spn.root_weights, combine=spn.combine, learner=spn.learner,
                            validate=False)
+
+
+def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float):
+    """Bernoulli table ``t`` with leaves ``idx`` re-estimated from their rows (those no row
+    reached keep their parameter), all at once: the ones of a leaf's variable are counted
+    exactly, so each ``p`` is the one a leaf-by-leaf count gives."""
+    rows = [_routing.rows_of(R, int(n)) for n in t.node[idx].tolist()]
+    size = np.array([len(r) for r in rows], dtype=np.int64)
+    lab = np.repeat(np.arange(len(idx)), size)
+    ones = X[np.concatenate(rows) if rows else np.zeros(0, np.int64), t.var[idx][lab]]
+    got = np.bincount(lab, weights=ones, minlength=len(idx))
+    p = t.params["p"].astype(np.float64, copy=True)
+    on = size > 0
+    p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)
+    return t.with_params({"p": p})
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
