@@ -191,3 +191,24 @@ def test_bernoulli_refit_counts_each_leaf_on_its_rows(trees):
         r, v = rows_of(R, n), int(t.var[i])
         want = float(t.params["p"][i]) if r.size == 0 else float((X[r, v].sum() + 0.5) / (r.size + 1.0))
         assert got[i] == want
+
+
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_leaf_keys_that_follow_gathered_and_refitted_leaves_are_the_fresh_ones(trees, leaves, monkeypatch):
+    """Tables made by gathering leaves, or by a refit editing some, carry the other
+    leaves' keys over; at every identical merge of a fit they equal keys made afresh."""
+    from spnc.learn import _graphedit, merge as merge_mod
+    X, Xv, tr = trees
+    seen = []
+    real = merge_mod.hash_cons
+
+    def check(spn):
+        for t in spn.leaf_tables.values():
+            memo = t.__dict__.get("_leaf_keys")
+            if memo is not None and memo[0] == t.content_key():
+                seen.append(t.name)
+                assert memo[1] == _graphedit._leaf_keys(t)
+        return real(spn)
+    monkeypatch.setattr(merge_mod, "hash_cons", check)
+    Merge(init=tr[("latent", leaves)], epsilon=(1e-3, 0.01, 0.1)).fit(X, X_valid=Xv)
+    assert seen

@@ -75,6 +75,20 @@ def leaf_keys(table) -> list:
     return keys
 
 
+def follow_leaf_keys(new, old, edited: np.ndarray) -> None:
+    """Keep on ``new``, ``old`` with the parameters of leaves ``edited`` changed, the keys
+    of :func:`leaf_keys`: the others' from ``old`` (when kept there), these made now."""
+    memo = old.__dict__.get("_leaf_keys")
+    if memo is None or memo[0] != old.content_key():
+        return
+    keys = list(memo[1])
+    if len(edited):
+        sub = type(new).gather(new.node[edited], [(new, edited, np.arange(len(edited)))])
+        for i, k in zip(edited.tolist(), _leaf_keys(sub)):
+            keys[i] = k
+    new._leaf_keys = (new.content_key(), keys)
+
+
 def _leaf_keys(table) -> list:
     L = len(table)
     p = table.params

@@ -16,6 +16,7 @@ from ..graph import SUM, SPN
 from ..leaves.cltree import ChowLiuLeaf
 from ..leaves.univariate import Categorical
 from . import routing as _routing
+from ._graphedit import follow_leaf_keys
 from ._carry import route_from
 
 
@@ -85,7 +86,9 @@ def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float):
     p = t.params["p"].astype(np.float64, copy=True)
     on = size > 0
     p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)
-    return t.with_params({"p": p})
+    out = t.with_params({"p": p})
+    follow_leaf_keys(out, t, idx[on])
+    return out
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,

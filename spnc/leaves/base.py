@@ -159,6 +159,7 @@ class LeafType(abc.ABC):
                 scopes[j] = t.scopes[i]
         out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), scopes, params)
         out._gathered(parts)
+        _follow_keys(out, parts)
         return out
 
     def _gathered(self, parts) -> None:
@@ -306,3 +307,20 @@ def warn_kept(table: LeafType, idx: np.ndarray) -> None:
         more = f" (and {len(idx) - 1} more leaves)" if len(idx) > 1 else ""
         warn_user(f"node {int(table.node[i])} ({table.name} leaf on variables {table.scopes[i].tolist()}): its EM "
                   f"statistics overflowed, so it keeps its parameters{more}; rescale the data")
+
+
+def _follow_keys(out: "LeafType", parts) -> None:
+    """Per-leaf content keys (``spnc.learn._graphedit.leaf_keys``, kept on a table as
+    ``_leaf_keys`` with the content stamp they were made for) follow gathered leaves: a
+    key depends on the leaf's own scope and parameters only, which gathering copies."""
+    memo = []
+    for t, _, _ in parts:
+        m = t.__dict__.get("_leaf_keys")
+        if m is None or m[0] != t.content_key():
+            return
+        memo.append(m[1])
+    keys: list = [None] * len(out)
+    for (t, idx, pos), ks in zip(parts, memo):
+        for i, j in zip(idx.tolist(), pos.tolist()):
+            keys[j] = ks[i]
+    out._leaf_keys = (out.content_key(), keys)
