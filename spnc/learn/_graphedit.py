@@ -121,28 +121,27 @@ def hash_cons(spn: SPN) -> np.ndarray:
     kind, ptr, child, weight = spn.kind, spn.child_ptr, spn.child, spn.weight
     for n in range(N):
         k = int(kind[n])
-        if k >= 2:
-            key = ("L", k, lkey[n])
-        else:
-            ch = rep[child[ptr[n]:ptr[n + 1]]]
-            if k == PRODUCT:
-                key = ("P", tuple(sorted(ch.tolist())))
-            else:
-                w = weight[ptr[n]:ptr[n + 1]]
-                cl = ch.tolist()
-                if len(set(cl)) == len(cl) > 1:     # distinct children (the usual case): sort the pairs
-                    pairs = sorted(zip(cl, w.tolist()))
-                    key = ("S", tuple(c for c, _ in pairs), np.array([x for _, x in pairs]).tobytes())
-                    rep[n] = seen.setdefault(key, n)
-                    continue
-                u, inv = np.unique(ch, return_inverse=True)
-                ws = np.bincount(inv, weights=w, minlength=len(u))
-                if len(u) == 1:          # a sum over one node is that node
-                    rep[n] = u[0]
-                    continue
-                key = ("S", tuple(u.tolist()), ws.tobytes())
-        rep[n] = seen.setdefault(key, n)
+        key = ("L", k, lkey[n]) if k >= 2 else node_key(n, k, ptr, child, weight, rep)
+        rep[n] = key if isinstance(key, int) else seen.setdefault(key, n)
     return rep
+
+
+def node_key(n: int, k: int, ptr, child, weight, rep) -> tuple | int:
+    """:func:`hash_cons`'s key of inner node ``n`` (kind ``k``) from its children's
+    representatives ``rep``; for a sum over one node, that node."""
+    ch = rep[child[ptr[n]:ptr[n + 1]]]
+    if k == PRODUCT:
+        return ("P", tuple(sorted(ch.tolist())))
+    w = weight[ptr[n]:ptr[n + 1]]
+    cl = ch.tolist()
+    if len(set(cl)) == len(cl) > 1:     # distinct children (the usual case): sort the pairs
+        pairs = sorted(zip(cl, w.tolist()))
+        return ("S", tuple(c for c, _ in pairs), np.array([x for _, x in pairs]).tobytes())
+    u, inv = np.unique(ch, return_inverse=True)
+    ws = np.bincount(inv, weights=w, minlength=len(u))
+    if len(u) == 1:          # a sum over one node is that node
+        return int(u[0])
+    return ("S", tuple(u.tolist()), ws.tobytes())
 
 
 def descendants(spn: SPN, start) -> np.ndarray:

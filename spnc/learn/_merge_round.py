@@ -51,6 +51,7 @@ class _Round:
         self._dist = None
         self._vroute = (None, None)     # (model, its validation routing)
         self._troute = (None, None)     # (model, its training routing, routed or carried over)
+        self.made_from = None           # (model, old -> new node) of the last round that merged
 
     def valid_routing(self, spn: SPN):
         """The validation rows' routing through ``spn``, kept for the last model asked
@@ -259,8 +260,9 @@ class _Round:
         new, keep = redirect(spn, rep, obs_var=obs, learner=spn.learner, stats={}, created=made)
         kept = sorted({keep[int(k)] for k in np.unique(rep[moved]) if int(k) in keep} | set(made))
         D = None
-        if self.est.refit_rows == "local" and self.est.refit != "em" and not made:
-            D = self.train_routing(spn).carry(redirect_target(keep, rep, moved, spn.n_nodes), new.n_nodes)
+        target = None if made else redirect_target(keep, rep, moved, spn.n_nodes)
+        if self.est.refit_rows == "local" and self.est.refit != "em" and target is not None:
+            D = self.train_routing(spn).carry(target, new.n_nodes)
         new, R = self.refit(new, kept, D)
         if self.est.chowliu_check:
             repl = self.chowliu_check(new, kept, R)
@@ -269,12 +271,16 @@ class _Round:
                 fast = replace_by_leaves(new, repl, learner=new.learner, ids=ids)
                 if fast is None:
                     new, R = rebuild(new, np.arange(new.n_nodes), replace=repl, learner=new.learner, stats={})[0], None
+                    target = None
                 else:
                     if isinstance(R, Routing):
                         R = R.carry(ids[0], fast.n_nodes)
+                    if target is not None:
+                        target = np.where(target >= 0, ids[0][np.maximum(target, 0)], -1)
                     new = fast
         if D is not None and R is not None:
             self._troute = (new, R)
+        self.made_from = None if target is None else (spn, target)
         return new, int(moved.size)
 
 

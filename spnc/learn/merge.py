@@ -50,6 +50,7 @@ from ..nodes import Sum
 from ..stream import is_streamed
 from . import routing as _routing
 from ._graphedit import hash_cons
+from ._hashcons import changed_nodes, hash_cons_changed
 from ._merge_round import _Round, redirect_target
 from ._redirect import redirect
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
@@ -65,12 +66,15 @@ def identical_merge(spn: SPN) -> SPN:
     return _identical_merge(spn)[0]
 
 
-def _identical_merge(spn: SPN) -> tuple[SPN, np.ndarray | None]:
+def _identical_merge(spn: SPN, made_from=None) -> tuple[SPN, np.ndarray | None]:
     """:func:`identical_merge` and the new id of every old node (-1: dropped; None when a
-    Fig. 3(a) simplification made nodes, which have no old node)."""
+    Fig. 3(a) simplification made nodes, which have no old node). ``made_from``: (a model
+    without identical sub-networks, its node -> ``spn``'s node), when ``spn`` was made from
+    it: only the nodes that differ are keyed (:mod:`._hashcons`), the same result."""
     target = np.arange(spn.n_nodes)
     while True:
-        rep = hash_cons(spn)
+        rep = hash_cons(spn) if made_from is None else \
+            hash_cons_changed(spn, changed_nodes(made_from[0], spn, made_from[1]))
         moved = np.flatnonzero(rep != np.arange(spn.n_nodes))
         if not moved.size:
             return spn, target
@@ -79,6 +83,7 @@ def _identical_merge(spn: SPN) -> tuple[SPN, np.ndarray | None]:
                              created=made)
         step = redirect_target(keep, rep, moved, spn.n_nodes)
         target = None if target is None or made else np.where(target >= 0, step[np.maximum(target, 0)], -1)
+        made_from = None if made else (spn, step)
         spn = new
 
 
@@ -299,7 +304,7 @@ class Merge(DensityEstimator):
                                    (lambda m=model, g=given: g if g is not None else rnd.train_routing(m)))
                 if k:
                     old = model
-                    model, target = _identical_merge(model)
+                    model, target = _identical_merge(model, rnd.made_from)
                     if model is not old:
                         rnd.carry(old, model, target)
                 merged += k

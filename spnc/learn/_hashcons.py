@@ -1,0 +1,129 @@
+"""Hash-consing after a small edit: :func:`._graphedit.hash_cons`'s result, keying only the
+nodes the edit may have changed.
+
+A model made from a hash-consed one (or from one whose duplicates were just redirected)
+keeps most nodes as they were: same kind, same parameters, children that are the images of
+the old children. Such a node's key is unchanged and distinct from every other unchanged
+node's, so a new duplicate involves a *changed* node (:func:`changed_nodes`, closed
+upwards). :func:`hash_cons_changed` keys the changed nodes in node order and looks for an
+unchanged node of the same key among the parents of the key's smallest child (a leaf: among
+the leaves of its table), giving every node the first node of its key, as
+:func:`._graphedit.hash_cons` does.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ..graph import SPN
+from ..leaves.base import _ranges
+from ._graphedit import leaf_keys, node_key
+
+
+def changed_nodes(old: SPN, new: SPN, target: np.ndarray) -> np.ndarray:
+    """Boolean mask of the nodes of ``new`` that are not an unchanged copy of one node of
+    ``old`` (``target``: old node -> new node, -1 dropped), and of their ancestors. A copy
+    has one old node, its kind, parameters and children's images, each child the image of
+    one old node. ``old`` must have no two nodes of one key (:func:`._graphedit.hash_cons`,
+    or only representatives of its classes mapped one to one)."""
+    M = new.n_nodes
+    target = np.asarray(target, dtype=np.int64)
+    valid = np.flatnonzero(target >= 0)
+    cnt = np.bincount(target[valid], minlength=M)
+    pre = np.full(M, -1, dtype=np.int64)
+    pre[target[valid]] = valid
+    ok = cnt == 1
+    j = np.flatnonzero(ok)
+    ok[j] = old.kind[pre[j]] == new.kind[j]
+    dn, do = np.diff(new.child_ptr), np.diff(old.child_ptr)
+    j = np.flatnonzero(ok & (new.kind < 2))
+    ok[j] = dn[j] == do[pre[j]]
+    j = np.flatnonzero(ok & (new.kind < 2))
+    en, eo = _ranges(new.child_ptr[j], dn[j]), _ranges(old.child_ptr[pre[j]], dn[j])
+    nc = new.child[en].astype(np.int64)
+    same = (target[old.child[eo]] == nc) & (cnt[nc] == 1) & \
+        (new.weight[en].view(np.int64) == old.weight[eo].view(np.int64))
+    ok[np.repeat(j, dn[j])[~same]] = False
+    for name, t in new.leaf_tables.items():
+        o = old.leaf_tables.get(name)
+        if o is None or not len(o):
+            ok[t.node] = False
+            continue
+        okey = dict(zip(o.node.tolist(), leaf_keys(o)))
+        nodes = t.node.tolist()
+        keys = leaf_keys(t)
+        for i in np.flatnonzero(ok[t.node]).tolist():
+            if okey.get(int(pre[nodes[i]])) != keys[i]:
+                ok[nodes[i]] = False
+    # and upwards: a parent's key reads its children's representatives
+    mark = ~ok
+    parent = np.repeat(np.arange(M), dn)
+    while True:
+        up = mark[new.child] & ~mark[parent]
+        if not up.any():
+            return mark
+        mark[parent[up]] = True
+
+
+def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
+    """:func:`._graphedit.hash_cons` of ``spn`` whose nodes outside ``changed`` (closed
+    upwards, :func:`changed_nodes`) have distinct keys."""
+    N = spn.n_nodes
+    rep = np.arange(N, dtype=np.int64)
+    kind, ptr, child, weight = spn.kind, spn.child_ptr, spn.child, spn.weight
+    deg = np.diff(ptr)
+    o = np.argsort(child, kind="stable")
+    par = np.repeat(np.arange(N), deg)[o]                 # parents of node c: par[pptr[c]:pptr[c + 1]]
+    pptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(np.bincount(child, minlength=N), out=pptr[1:])
+    todo = changed.copy()
+    heap: list[int] = []
+
+    def touch(n: int) -> None:        # its key may change: key it in turn
+        for p in par[pptr[n]:pptr[n + 1]].tolist():
+            if not todo[p]:
+                todo[p] = True
+                heapq.heappush(heap, p)
+    # leaves: the first leaf of the table with the same key (final at once)
+    for t in spn.leaf_tables.values():
+        if not len(t) or not todo[t.node].any():
+            continue
+        first: dict = {}
+        for n, k in sorted(zip(t.node.tolist(), leaf_keys(t))):
+            r = first.setdefault(k, n)
+            if r != n:
+                rep[n] = r
+                if not todo[n]:
+                    touch(n)
+    heap.extend(np.flatnonzero(todo & (kind < 2)).tolist())
+    heapq.heapify(heap)
+    seen: dict = {}
+    done = ~todo | (kind >= 2)
+    while heap:
+        n = heapq.heappop(heap)
+        if done[n]:
+            continue
+        done[n] = True
+        key = node_key(n, int(kind[n]), ptr, child, weight, rep)
+        if isinstance(key, int):
+            rep[n] = key
+        else:
+            r = seen.get(key)
+            if r is None:
+                r = n
+                low = min(key[1])                 # an unchanged node of this key is its parent
+                for u in par[pptr[low]:pptr[low + 1]].tolist():
+                    if u != n and not todo[u] and kind[u] == kind[n] and \
+                            node_key(u, int(kind[u]), ptr, child, weight, rep) == key:
+                        if u < n:
+                            r = u
+                        else:                     # the first of its key is n
+                            rep[u], todo[u], done[u] = n, True, True
+                            touch(u)
+                        break
+                seen[key] = r
+            rep[n] = r
+        if rep[n] != n:
+            touch(n)
+    return rep

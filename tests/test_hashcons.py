@@ -1,0 +1,57 @@
+"""Hash-consing after a small edit (spnc.learn._hashcons) against hash-consing every node."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc.learn import Merge, merge as merge_mod
+from spnc.learn._graphedit import hash_cons
+from spnc.learn._hashcons import changed_nodes, hash_cons_changed
+from spnc.learn._merge_round import redirect_target
+from spnc.learn._redirect import redirect
+from spnc.learn.merge import identical_merge
+
+from conftest import learned_trees, random_spn
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_after_redirecting_random_nodes_it_equals_hash_consing_every_node(seed):
+    rng = np.random.default_rng(seed)
+    card = [2, 2, 3, 2]
+    old = identical_merge(spnc.compile(random_spn(rng, card, depth=3, share=0.3, leaf="bernoulli"),
+                                       cardinality=card))
+    # redirect some nodes to others of the same scope and kind (children before parents)
+    rep = np.arange(old.n_nodes)
+    for n in rng.permutation(old.n_nodes)[: max(1, old.n_nodes // 6)].tolist():
+        same = [m for m in range(n) if old.kind[m] == old.kind[n] and rep[m] == m
+                and np.array_equal(old.node_scope(m), old.node_scope(n))]
+        if same and rep[n] == n and not np.isin(n, rep[rep != np.arange(old.n_nodes)]):
+            rep[n] = same[int(rng.integers(len(same)))]
+    moved = np.flatnonzero(rep != np.arange(old.n_nodes))
+    new, keep = redirect(old, rep)
+    target = redirect_target(keep, rep, moved, old.n_nodes)
+    changed = changed_nodes(old, new, target)
+    assert np.array_equal(hash_cons_changed(new, changed), hash_cons(new))
+    # nothing changed: nothing to key, nothing merged
+    same = changed_nodes(old, old, np.arange(old.n_nodes))
+    assert not same.any() and np.array_equal(hash_cons_changed(old, same), np.arange(old.n_nodes))
+
+
+@pytest.mark.parametrize("split", ["latent", "observed"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_every_identical_merge_of_a_fit_equals_hash_consing_every_node(split, leaves, monkeypatch):
+    rng = np.random.default_rng(0)
+    gen = spnc.compile(random_spn(rng, [2] * 7, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(900, seed=0)
+    tree = learned_trees(X[:600])[(split, leaves)]
+    calls = []
+    real = merge_mod.hash_cons_changed
+
+    def check(spn, changed):
+        got = real(spn, changed)
+        calls.append(np.array_equal(got, hash_cons(spn)))
+        return got
+    monkeypatch.setattr(merge_mod, "hash_cons_changed", check)
+    Merge(init=tree, epsilon=(1e-3, 0.01, 0.1, 0.4)).fit(X[:600], X_valid=X[600:])
+    assert calls and all(calls)
