@@ -170,7 +170,7 @@ def test_validation_values_of_a_few_nodes_are_those_of_the_whole_model(trees, le
     rnd = _Round(Merge(init=spn), X, Xv, 1.0)
     rng = np.random.default_rng(0)
     for nodes in ([0], rng.choice(spn.n_nodes - 1, size=3, replace=False), spn.roots, np.arange(spn.n_nodes)):
-        assert np.array_equal(rnd.valid_values(spn, nodes), node_values(spn, Xv, nodes))
+        assert np.array_equal(rnd.valid_values(spn, nodes), node_values(spn, Xv, nodes).T)
 
 
 def test_bernoulli_refit_counts_each_leaf_on_its_rows(trees):

@@ -116,19 +116,22 @@ def test_state_masks_match_numpy(n):
 
 def test_sums_over_match_numpy_and_refuse_bad_ranges():
     """The kept-member choice's sums of values over row sets (merging)."""
-    from spnc.learn._routing import sums_over
+    from spnc.learn._routing import sums_over_nodes
     rng = np.random.default_rng(3)
     V = rng.normal(size=(50, 7))
+    VT = np.ascontiguousarray(V.T)
     rows = rng.integers(0, 50, size=120).astype(np.int32)
     a = np.array([0, 10, 10, 60, 0], dtype=np.int64)
     b = np.array([10, 10, 60, 120, 120], dtype=np.int64)
     col = np.array([0, 3, 6, 2, 5], dtype=np.int64)
     want = [V[rows[x:y], c].sum() for x, y, c in zip(a, b, col)]
-    assert np.allclose(sums_over(V, a, b, rows, col), want, rtol=1e-14, atol=0)
+    assert np.allclose(sums_over_nodes(VT, a, b, rows, col), want, rtol=1e-14, atol=0)
+    seq = [float(np.cumsum(V[rows[x:y], c])[-1]) if y > x else 0.0 for x, y, c in zip(a, b, col)]
+    assert sums_over_nodes(VT, a, b, rows, col).tolist() == seq          # in row order
     with pytest.raises(ValueError, match="out of bounds"):
-        sums_over(V, a, b + 1, rows, col)
+        sums_over_nodes(VT, a, b + 1, rows, col)
     with pytest.raises(ValueError, match="row out of range"):
-        sums_over(V, a, b, np.full(120, 50, dtype=np.int32), col)
+        sums_over_nodes(VT, a, b, np.full(120, 50, dtype=np.int32), col)
 
 
 def test_bit_path_follows_leaf_parameters_edited_in_place():

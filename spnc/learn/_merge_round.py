@@ -20,7 +20,7 @@ from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._redirect import redirect
 from ._refit import hard_refit, local_refit
-from ._routing import sums_over
+from ._routing import sums_over_nodes
 from ._similarity import Pairs, indicator_evidence, node_marginals
 from .em import EM
 
@@ -77,7 +77,7 @@ class _Round:
             self._troute = (new, self._troute[1].carry(target, new.n_nodes))
 
     def valid_values(self, spn: SPN, nodes) -> np.ndarray:
-        """``log S_n`` of the validation rows for ``nodes``. (Not kept: the callers ask for
+        """``log S_n`` of the validation rows for ``nodes``, shape (len(nodes), n_rows). (Not kept: the callers ask for
         different nodes, and every node's values at once cost more than the passes they
         save, measured on O-SPNs and L-SPNs alike.) Nodes over a small part of the model
         are evaluated on that part alone (:func:`._carry.subnetwork`: the same values)."""
@@ -86,8 +86,9 @@ class _Round:
         if nodes.size and 2 * np.count_nonzero(mark) < spn.n_nodes:
             sub, F, _ = subnetwork(spn, nodes, mark)
             new_id = np.cumsum(mark) - 1
-            return _routing.node_values(sub, self.Xv, new_id[nodes], n_threads=self.nt, cache=self.vcache0)
-        return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0)
+            return _routing.node_values(sub, self.Xv, new_id[nodes], n_threads=self.nt, cache=self.vcache0,
+                                        by_node=True)
+        return _routing.node_values(spn, self.Xv, nodes, n_threads=self.nt, cache=self.vcache0, by_node=True)
 
     def distances(self, spn: SPN) -> Pairs:
         """The candidate pairs of ``spn`` and their mean-field distances (:class:`Pairs`).
@@ -135,7 +136,7 @@ class _Round:
         """``rep`` redirecting every cluster to its member best on the validation rows
         that reached the cluster (most rows without validation data, or when none reached
         it); with ``local_check`` a member joins only if the kept one fits the member's own
-        validation rows as well. All clusters at once (:func:`._routing.sums_over`)."""
+        validation rows as well. All clusters at once (:func:`._routing.sums_over_nodes`)."""
         rep = np.arange(spn.n_nodes, dtype=np.int64)
         if not clusters:
             return rep
@@ -155,13 +156,13 @@ class _Round:
             union.sort_indices()
             reached = np.diff(union.indptr) > 0
             uptr = union.indptr.astype(np.int64)
-            tot = sums_over(Lv, uptr[g], uptr[g + 1], union.indices.astype(np.int32), j)
+            tot = sums_over_nodes(Lv, uptr[g], uptr[g + 1], union.indices.astype(np.int32), j)
             key = np.where(reached[g], tot, key)
         best = _first_max(key, starts, g)
         if Rv is not None and self.est.local_check:
             a, b, rows = Rm.indptr[:-1].astype(np.int64), Rm.indptr[1:].astype(np.int64), Rm.indices.astype(np.int32)
-            mine = sums_over(Lv, a, b, rows, j)
-            kept = sums_over(Lv, a, b, rows, j[best][g])
+            mine = sums_over_nodes(Lv, a, b, rows, j)
+            kept = sums_over_nodes(Lv, a, b, rows, j[best][g])
             ok = kept >= mine - 1e-9 * np.abs(mine)
         rep[M[ok]] = M[best[g[ok]]]
         return rep
@@ -227,7 +228,7 @@ class _Round:
         V = self.vcache0.evaluate(table, union)
         out = {}
         for i, (n, (j, vrows, leaf)) in enumerate(made.items()):
-            tree, node = V[i, np.searchsorted(union, vrows)].sum(), Lv[vrows, j].sum()
+            tree, node = V[i, np.searchsorted(union, vrows)].sum(), Lv[j, vrows].sum()
             if tree >= node - 1e-9 * abs(node):        # equal up to rounding: the one leaf
                 out[n] = leaf
         return out

@@ -185,26 +185,26 @@ def observed_route(const uint8_t[::1] kind, const int64_t[::1] ptr, const int32_
                     edge_counts[a] += spnc_popcount64(rem)
 
 
-def sums_over(const double[:, ::1] V, const int64_t[::1] a, const int64_t[::1] b, const int32_t[::1] rows,
-              const int64_t[::1] col):
-    """``out[i] = V[rows[a[i]:b[i]], col[i]].sum()`` for every i, each added in row order
-    (merging's kept-member choice: members' validation values over row sets)."""
+def sums_over_nodes(const double[:, ::1] VT, const int64_t[::1] a, const int64_t[::1] b,
+                    const int32_t[::1] rows, const int64_t[::1] col):
+    """``out[i] = VT[col[i], rows[a[i]:b[i]]].sum()`` for every i, each added in row order
+    (merging's kept-member choice: members' validation values, by node, over row sets)."""
     cdef Py_ssize_t m = a.shape[0], i, k
     cdef double s
     if b.shape[0] != m or col.shape[0] != m:
-        raise ValueError("sums_over: a, b and col differ in length")
+        raise ValueError("sums_over_nodes: a, b and col differ in length")
     for i in range(m):
-        if not (0 <= a[i] <= b[i] <= rows.shape[0] and 0 <= col[i] < V.shape[1]):
-            raise ValueError("sums_over: range or column out of bounds")
+        if not (0 <= a[i] <= b[i] <= rows.shape[0] and 0 <= col[i] < VT.shape[0]):
+            raise ValueError("sums_over_nodes: range or node out of bounds")
     for k in range(rows.shape[0]):
-        if not 0 <= rows[k] < V.shape[0]:
-            raise ValueError("sums_over: row out of range")
+        if not 0 <= rows[k] < VT.shape[1]:
+            raise ValueError("sums_over_nodes: row out of range")
     out_a = np.empty(m)
     cdef double[::1] out = out_a
     with nogil:
         for i in range(m):
             s = 0.0
             for k in range(a[i], b[i]):
-                s += V[rows[k], col[i]]
+                s += VT[col[i], rows[k]]
             out[i] = s
     return out_a

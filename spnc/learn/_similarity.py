@@ -56,8 +56,8 @@ def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
     from .routing import node_values
     E, off = indicator_evidence(spn) if evidence is None else evidence
     K = int(off[-1])
-    L = node_values(spn, E, np.arange(spn.n_nodes), n_threads=n_threads, cache=cache)[:K]
-    return np.exp(L.T), off
+    L = node_values(spn, E, np.arange(spn.n_nodes), n_threads=n_threads, cache=cache, by_node=True)
+    return np.exp(L[:, :K]), off
 
 
 def same_scope_height(spn: SPN) -> np.ndarray:
