@@ -233,3 +233,25 @@ def test_a_mixture_of_roots_comes_back_as_one():
         if eps == 0.0:      # identical sub-networks only: the same distribution, no extra node
             assert g.n_nodes == identical_merge(single_root(m)).n_nodes - 1
             np.testing.assert_allclose(g.log_likelihood(X), m.log_likelihood(X), rtol=1e-12)
+
+
+def test_pairs_reuse_the_distances_of_groups_whose_marginals_are_unchanged(monkeypatch):
+    """Distances taken from an earlier model's memo (groups of equal marginals) equal
+    those computed afresh; a group whose marginals changed is computed again."""
+    from spnc.learn import _similarity
+    monkeypatch.setattr(_similarity, "_MANY", 1)          # every leaf group its own call
+    rng = np.random.default_rng(3)
+    leaves = [spnc.Bernoulli(v, float(p)) for v in range(3) for p in rng.uniform(0.01, 0.99, 20)]
+    spn = spnc.compile(spnc.Sum([spnc.Product([leaves[i], leaves[20 + i], leaves[40 + i]]) for i in range(20)],
+                                np.full(20, 1 / 20)), cardinality=[2, 2, 2])
+    skip = np.zeros(spn.n_nodes, dtype=bool)
+    first = Pairs(spn, *node_marginals(spn), "manhattan", skip)
+    leaves[25] = spnc.Bernoulli(1, 0.5)                    # one group changes
+    edited = spnc.compile(spnc.Sum([spnc.Product([leaves[i], leaves[20 + i], leaves[40 + i]]) for i in range(20)],
+                                   np.full(20, 1 / 20)), cardinality=[2, 2, 2])
+    calls = []
+    real = _similarity._group_distance
+    monkeypatch.setattr(_similarity, "_group_distance", lambda *a: calls.append(1) or real(*a))
+    again = Pairs(edited, *node_marginals(edited), "manhattan", skip, memo=first.memo)
+    fresh = Pairs(edited, *node_marginals(edited), "manhattan", skip)
+    assert np.array_equal(again.dist, fresh.dist) and len(calls) == 1 + len(first.memo)

@@ -105,7 +105,7 @@ class _Round:
         ind = spn.leaf_tables.get("indicator")
         if ind is not None:
             skip[ind.node] = True       # structure, not parameters
-        out = Pairs(spn, P, off, self.est.distance, skip)
+        out = Pairs(spn, P, off, self.est.distance, skip, None if self._dist is None else self._dist[1].memo)
         self._dist = (spn, out)
         return out
 

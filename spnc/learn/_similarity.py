@@ -106,9 +106,13 @@ class Pairs:
     first, then by first member; members ascending: ``members[gptr[g]:gptr[g + 1]]``), and
     the mean-field distance of every pair of a group, ``dist[pptr[g]:pptr[g + 1]]`` in the
     order of ``np.triu_indices(size, 1)``; ``gmin`` is each group's smallest distance.
-    Large groups take one compiled distance call each, small ones one pass for all."""
+    Large groups take one compiled distance call each, small ones one pass for all.
+    ``memo``: the ``memo`` of an earlier model's pairs; a large group whose marginals are
+    those of a group there (most, after a small edit) takes its distances, which depend on
+    nothing else. ``self.memo`` holds this model's."""
 
-    def __init__(self, spn: SPN, P: np.ndarray, off: np.ndarray, distance: str, skip: np.ndarray):
+    def __init__(self, spn: SPN, P: np.ndarray, off: np.ndarray, distance: str, skip: np.ndarray,
+                 memo: dict | None = None):
         self.members, self.gptr = _scope_groups(spn, skip)
         sizes = np.diff(self.gptr)
         sp, sc, card = spn.scope_ptr, spn.scope, spn.cardinality
@@ -129,11 +133,19 @@ class Pairs:
         big = npairs * clen > _SMALL
         if distance == "manhattan":     # many pairs of few columns: compiled too (each sums in order,
             big |= (clen <= 2) & (npairs >= _MANY)      # of two terms in any order: the same bits)
+        self.memo: dict = {}
         for g in np.flatnonzero(big):
             m = self.members[self.gptr[g]:self.gptr[g + 1]]
             Q = P[np.ix_(m, cols[voff[vptr[g]]:voff[vptr[g + 1]]])]
             starts = voff[vptr[g]:vptr[g + 1]] - voff[vptr[g]]
-            _group_distance(Q, starts, distance, self.dist[self.pptr[g]:self.pptr[g + 1]])
+            out = self.dist[self.pptr[g]:self.pptr[g + 1]]
+            key = (distance, Q.shape, starts.tobytes(), Q.tobytes())
+            hit = None if memo is None else memo.get(key)
+            if hit is None:
+                _group_distance(Q, starts, distance, out)
+            else:
+                out[:] = hit
+            self.memo[key] = out
         small = np.flatnonzero(~big)
         ss = sizes[small]
         # pairs of the small groups: position k of a group of s members pairs with k + 1 .. s - 1
