@@ -192,7 +192,7 @@ class _Round:
             head[kept] = True
             head[spn.child[free[spn.child] & ~free[parent]]] = True      # reached from outside too
             head[spn.roots] = True
-            codes = self.cache.codes if "cltree" in spn.leaf_tables else None
+            codes = self.cache.codes
             return local_refit(spn, self.X, D, free, np.flatnonzero(head & free), alpha=self.alpha, max_iter=it,
                                n_threads=self.nt, codes=codes)
         return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)

@@ -24,7 +24,7 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                        alpha: float, codes: np.ndarray | None = None) -> SPN:
     """The model with the parameters of the ``free`` nodes (boolean mask) re-estimated from
     the routing ``R`` (rows x nodes) and its sum-edge counts (``codes``: ``X`` as small
-    integers, which Chow-Liu fits count faster)."""
+    integers, which Chow-Liu fits and Bernoulli counts read faster)."""
     N = spn.n_nodes
     deg = np.diff(spn.child_ptr)
     parent = np.repeat(np.arange(N), deg)
@@ -43,7 +43,7 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
             tables[name] = t
             continue
         if name == "bernoulli":
-            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha)
+            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha, codes)
             continue
         objs = {}
         for i in idx:
@@ -74,15 +74,19 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                            validate=False)
 
 
-def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float):
+def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, codes: np.ndarray | None = None):
     """Bernoulli table ``t`` with leaves ``idx`` re-estimated from their rows (those no row
-    reached keep their parameter), all at once: the ones of a leaf's variable are counted
-    exactly, so each ``p`` is the one a leaf-by-leaf count gives."""
+    reached keep their parameter), as one new parameter array: the ones of a leaf's
+    variable are counted exactly (from ``codes`` by variable, when given), so each ``p``
+    is the one a count over ``X`` gives."""
     rows = [_routing.rows_of(R, int(n)) for n in t.node[idx].tolist()]
     size = np.array([len(r) for r in rows], dtype=np.int64)
-    lab = np.repeat(np.arange(len(idx)), size)
-    ones = X[np.concatenate(rows) if rows else np.zeros(0, np.int64), t.var[idx][lab]]
-    got = np.bincount(lab, weights=ones, minlength=len(idx))
+    var = t.var[idx].tolist()
+    if codes is not None:        # a variable's codes in one contiguous row: a local gather
+        by_var = np.ascontiguousarray(codes.T)
+        got = np.array([by_var[v, r].sum() for v, r in zip(var, rows)], dtype=np.float64)
+    else:
+        got = np.array([X[r, v].sum() for v, r in zip(var, rows)], dtype=np.float64)
     p = t.params["p"].astype(np.float64, copy=True)
     on = size > 0
     p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)
@@ -104,7 +108,7 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
         R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
-        codes = cache.codes if cache is not None and "cltree" in spn.leaf_tables else None   # made once, if used
+        codes = cache.codes if cache is not None else None   # made once
         spn = refit_from_routing(spn, X, R, ec, free, alpha, codes)
         prev = R
     return spn, prev if prev is not None else R
