@@ -121,7 +121,7 @@ def _union(col: np.ndarray, idx: np.ndarray, n: int, max_bytes: int = 64 << 20):
         c1 = min(len(cols), c0 + step)
         on = (rank >= c0) & (rank < c1) if c1 - c0 < len(cols) else slice(None)
         mark = np.zeros((c1 - c0, 64 * words), dtype=bool)
-        mark[rank[on] - c0, idx[on]] = True
+        mark.ravel()[(rank[on] - c0) * mark.shape[1] + idx[on]] = True     # one flat index: fast
         S = _as_csc(np.packbits(mark, axis=1, bitorder="little").view(np.uint64), n)
         out_c.append(cols[c0 + np.repeat(np.arange(c1 - c0), np.diff(S.indptr))])
         out_i.append(S.indices.astype(np.int32))
@@ -152,7 +152,7 @@ def route_from(spn: SPN, X: np.ndarray, heads, entry: list, *, n_threads: int | 
     lab = np.repeat(np.arange(len(entry)), [len(r) for r in entry])
     p = pos[np.concatenate(entry)] if len(entry) else np.zeros(0, dtype=np.int64)
     mark = np.zeros((len(entry), 64 * words), dtype=bool)
-    mark[lab, p] = True
+    mark.ravel()[lab * mark.shape[1] + p] = True
     enter = np.ascontiguousarray(np.packbits(mark, axis=1, bitorder="little").view(np.uint64))
     XU = np.ascontiguousarray(X[rows])
     sw = Sweep(sub, XU, MAX, n_threads, workspace="select")
