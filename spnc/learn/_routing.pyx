@@ -185,7 +185,7 @@ def observed_route(const uint8_t[::1] kind, const int64_t[::1] ptr, const int32_
                     edge_counts[a] += spnc_popcount64(rem)
 
 
-def sums_over_nodes(const double[:, ::1] VT, const int64_t[::1] a, const int64_t[::1] b,
+def sums_over_nodes(const double[:, :] VT, const int64_t[::1] a, const int64_t[::1] b,
                     const int32_t[::1] rows, const int64_t[::1] col):
     """``out[i] = VT[col[i], rows[a[i]:b[i]]].sum()`` for every i, each added in row order
     (merging's kept-member choice: members' validation values, by node, over row sets)."""

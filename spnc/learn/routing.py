@@ -265,21 +265,26 @@ def _observed_sums(spn: SPN) -> np.ndarray:
 def node_values(spn: SPN, X, nodes, *, mode: int = 0, n_threads: int | None = None, cache=None,
                 by_node: bool = False) -> np.ndarray:
     """``log S_n(x)`` of the given nodes for every row, shape (n_rows, len(nodes)), or
-    (len(nodes), n_rows) with ``by_node`` (the sweep's own layout, no transposing copy): one
-    forward sweep keeping every node's value per block, copying out only ``nodes``
-    (``cache``: as in :func:`route`, for ``X`` in ``mode``)."""
+    (len(nodes), n_rows) with ``by_node`` (the sweep's own layout, no transposing copy; when
+    one chunk holds every row, a view of the sweep's array, rows padded): one forward sweep
+    keeping every node's value per block, copying out only ``nodes`` (``cache``: as in
+    :func:`route`, for ``X`` in ``mode``)."""
     mine = cache is not None and cache.checked(spn, X)
     lv = cache if mine and cache.serves(mode) and cache.usable(spn, X) else None
     X = X if mine else spn._check_X(X)
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
-    out = np.empty((len(nodes), X.shape[0]) if by_node else (X.shape[0], len(nodes)))
     if not len(nodes) or not X.shape[0]:
-        return out
+        return np.empty((len(nodes), X.shape[0]) if by_node else (X.shape[0], len(nodes)))
+    out = None
     sw = Sweep(spn, X, mode, n_threads, workspace="all", leaf_values=lv, transposed=cache.rows if mine else None)
     empty = np.empty((0, 0))
     for r0, r1, XT, L in sw:
         vals = np.empty((len(nodes), XT.shape[1]))
         _infer.forward(sw.graph, sw.states, XT, L, nodes, vals, empty, mode, sw.n_threads, sw.ws, True)
+        if by_node and r0 == 0 and r1 == X.shape[0]:
+            return vals[:, :r1]        # one chunk: no copy
+        if out is None:
+            out = np.empty((len(nodes), X.shape[0]) if by_node else (X.shape[0], len(nodes)))
         if by_node:
             out[:, r0:r1] = vals[:, : r1 - r0]
         else:
