@@ -90,6 +90,7 @@ def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     assert np.array_equal(spl[:, cols], S.toarray()[:, cols]) and np.array_equal(spl[:, ~cols], want[:, ~cols])
     col, idx = rng.integers(0, 9, 500) * 7, rng.integers(0, n, 500)
     c, i = _union(col, idx, n, max_bytes=3 * 8 * (-(-n // 64) + 1) * 8)     # a few columns per block
+    assert all(np.array_equal(a, b) for a, b in zip((c, i), _union(col, idx, n, np.unique(col))))
     key = np.unique(col * n + idx)
     assert np.array_equal(c, key // n) and np.array_equal(i, key % n)
 

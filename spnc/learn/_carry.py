@@ -80,11 +80,11 @@ class Routing:
         if many.size:          # merged nodes: the union of their rows, one new matrix
             parts = [self.rows(int(n)) for n in old[many]]
             lab = np.repeat(t[many], [len(p) for p in parts])
-            c, i = _union(lab, np.concatenate(parts) if parts else _EMPTY, self.n_rows)
+            u = np.unique(t[many])
+            c, i = _union(lab, np.concatenate(parts) if parts else _EMPTY, self.n_rows, u)
             indptr = np.zeros(n_nodes + 1, dtype=np.int64)
             np.cumsum(np.bincount(c, minlength=n_nodes), out=indptr[1:])
             mats.append(sp.csc_matrix((np.ones(len(i), dtype=bool), i, indptr), shape=(self.n_rows, n_nodes)))
-            u = np.unique(t[many])
             which[u], col[u] = len(mats) - 1, u
         return Routing(mats, which, col, self.n_rows)._compact()
 
@@ -107,10 +107,11 @@ class Routing:
         return Routing([self.mats[k] for k in used.tolist()], which, self.col, self.n_rows)
 
 
-def _union(col: np.ndarray, idx: np.ndarray, n: int, max_bytes: int = 64 << 20):
+def _union(col: np.ndarray, idx: np.ndarray, n: int, cols: np.ndarray | None = None, max_bytes: int = 64 << 20):
     """(col, idx) of the distinct pairs, sorted by column then row: marks in a dense
-    (columns x rows) mask, a block of columns at a time, read back as bits (no sort)."""
-    cols = np.unique(col)        # few: the merged nodes
+    (columns x rows) mask, a block of columns at a time, read back as bits (no sort).
+    ``cols``: the distinct columns, when known."""
+    cols = np.unique(col) if cols is None else cols
     pos = np.zeros(int(cols[-1]) + 1 if cols.size else 1, dtype=np.int64)
     pos[cols] = np.arange(len(cols))
     rank = pos[col]
