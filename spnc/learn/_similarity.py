@@ -207,7 +207,9 @@ def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str, out: np.nd
     g, k = Q.shape
     nv = len(starts)
     # a different support is never "similar": label each row's zero pattern
-    support = np.unique(np.packbits(Q <= 0.0, axis=1), axis=0, return_inverse=True)[1].ravel()
+    zero = Q <= 0.0
+    support = np.unique(np.packbits(zero, axis=1), axis=0, return_inverse=True)[1].ravel() if zero.any() \
+        else np.zeros(g, dtype=np.int64)           # the usual case: one support, no sort
     if distance == "manhattan":             # compiled, in tiles of pairs
         l1_pairs(np.ascontiguousarray(Q), support.astype(np.int64), float(nv), out)
         return
