@@ -283,6 +283,22 @@ def check_roots(roots: np.ndarray, combine: str, root_weights, n_nodes: int, sp:
         raise nm.structure(f"{nm.roots}: node {_first(mark == 0)} is not reachable from any root")
 
 
+def scope_index(table) -> tuple[np.ndarray, np.ndarray]:
+    """(length of each leaf's scope, -1 when malformed; the scopes concatenated, int64) of
+    a leaf table, kept on it for its ``scopes`` list (tables never edit it in place;
+    :meth:`spnc.leaves.base.LeafType.gather` passes it on)."""
+    hit = table.__dict__.get("_scope_index")
+    if hit is not None and hit[0] is table.scopes and len(hit[1]) == len(table.scopes):
+        return hit[1], hit[2]
+    lens = np.fromiter((getattr(s, "size", -1) if getattr(s, "ndim", 0) == 1 else -1
+                        for s in table.scopes), dtype=np.int64, count=len(table.scopes))
+    if np.any(lens <= 0):
+        return lens, np.zeros(0, np.int64)
+    flat = np.concatenate(table.scopes).astype(np.int64) if len(lens) else np.zeros(0, np.int64)
+    table._scope_index = (table.scopes, lens, flat)
+    return lens, flat
+
+
 def index_leaves(kind: np.ndarray, tables: dict, n_vars: int) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
     """Give each leaf its slot (tables in order) and check that the tables list every leaf
     once, with the right kind and a valid ascending scope. Sets ``table.slot``; returns
@@ -307,15 +323,14 @@ def index_leaves(kind: np.ndarray, tables: dict, n_vars: int) -> tuple[np.ndarra
             n = node[bad[0]]
             raise StructureError(f"node {n} is listed as a {name} leaf but has kind {kind[n]}")
         twice = np.flatnonzero(slot[node] >= 0)
-        if twice.size or len(np.unique(node)) != len(node):
+        here = offset + np.arange(len(node))
+        slot[node] = here        # a node listed twice in this table keeps its last slot only
+        if twice.size or not np.array_equal(slot[node], here):
             n = node[twice[0]] if twice.size else node[_first(np.bincount(node) > 1)]
             raise StructureError(f"node {n} is listed twice in the leaf tables")
-        slot[node] = offset + np.arange(len(node))
-        lens = np.fromiter((getattr(s, "size", -1) if getattr(s, "ndim", 0) == 1 else -1
-                            for s in table.scopes), dtype=np.int64, count=len(node))
+        lens, flat = scope_index(table)
         if np.any(lens <= 0):
             raise StructureError(f"node {node[_first(lens <= 0)]} ({name} leaf): empty or malformed scope")
-        flat = np.concatenate(table.scopes).astype(np.int64) if len(node) else np.zeros(0, np.int64)
         owner = np.repeat(np.arange(len(node)), lens)
         bad = np.flatnonzero((flat < 0) | (flat >= V))
         if bad.size:

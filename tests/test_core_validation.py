@@ -199,3 +199,11 @@ def test_importing_an_unbuilt_source_tree_says_so(tmp_path):
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=60)
     assert r.returncode != 0
     assert "compiled extensions are missing" in r.stderr and "pip install -e ." in r.stderr
+
+
+def test_a_leaf_listed_twice_in_one_table_is_refused():
+    from spnc.leaves.univariate import BernoulliLeaves
+    t = BernoulliLeaves(np.array([0, 0]), [np.array([0]), np.array([0])], {"p": np.array([0.5, 0.5])})
+    with pytest.raises(spnc.StructureError, match="node 0 is listed twice"):
+        spnc.SPN.from_arrays(np.array([2, 2, 0], np.uint8), np.array([0, 0, 0, 2]), np.array([0, 1]),
+                             np.array([0.5, 0.5]), {"bernoulli": t}, np.array([2]))

@@ -213,3 +213,19 @@ def test_leaf_keys_that_follow_gathered_and_refitted_leaves_are_the_fresh_ones(t
     monkeypatch.setattr(merge_mod, "hash_cons", check)
     Merge(init=tr[("latent", leaves)], epsilon=(1e-3, 0.01, 0.1)).fit(X, X_valid=Xv)
     assert seen
+
+
+def test_scope_index_follows_gathered_leaves_and_equals_a_fresh_one(trees):
+    """Scope lengths and concatenated scopes kept on a table pass to a table gathered
+    from it, equal to those made from its own scopes."""
+    from spnc._validation import scope_index
+    _, _, tr = trees
+    t = tr[("latent", "chowliu")].leaf_tables["cltree"]
+    scope_index(t)
+    idx = np.arange(len(t))[::-1][: max(1, len(t) - 1)]
+    g = type(t).gather(t.node[idx], [(t, idx, np.arange(len(idx)))])
+    assert "_scope_index" in g.__dict__
+    kept = scope_index(g)
+    del g.__dict__["_scope_index"]
+    fresh = scope_index(g)
+    assert all(np.array_equal(a, b) for a, b in zip(kept, fresh))

@@ -160,6 +160,7 @@ class LeafType(abc.ABC):
         out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), scopes, params)
         out._gathered(parts)
         _follow_keys(out, parts)
+        _follow_scope_index(out, parts)
         return out
 
     def _gathered(self, parts) -> None:
@@ -324,3 +325,25 @@ def _follow_keys(out: "LeafType", parts) -> None:
         for i, j in zip(idx.tolist(), pos.tolist()):
             keys[j] = ks[i]
     out._leaf_keys = (out.content_key(), keys)
+
+
+def _follow_scope_index(out: "LeafType", parts) -> None:
+    """The scope lengths and concatenated scopes that ``spnc._validation.scope_index``
+    keeps on a table follow gathered leaves (their scopes are the parts' arrays)."""
+    memo = []
+    for t, _, _ in parts:
+        m = t.__dict__.get("_scope_index")
+        if m is None or m[0] is not t.scopes or len(m[1]) != len(t.scopes):
+            return
+        memo.append(m)
+    lens = np.zeros(len(out), dtype=np.int64)
+    for (t, idx, pos), m in zip(parts, memo):
+        lens[pos] = m[1][idx]
+    ptr = np.zeros(len(out) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    flat = np.empty(int(ptr[-1]), dtype=np.int64)
+    for (t, idx, pos), m in zip(parts, memo):
+        tptr = np.zeros(len(m[1]) + 1, dtype=np.int64)
+        np.cumsum(m[1], out=tptr[1:])
+        flat[_ranges(ptr[:-1][pos], lens[pos])] = m[2][_ranges(tptr[:-1][idx], lens[pos])]
+    out._scope_index = (out.scopes, lens, flat)
