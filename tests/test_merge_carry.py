@@ -229,3 +229,27 @@ def test_scope_index_follows_gathered_leaves_and_equals_a_fresh_one(trees):
     del g.__dict__["_scope_index"]
     fresh = scope_index(g)
     assert all(np.array_equal(a, b) for a, b in zip(kept, fresh))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_descendants_by_levels_equal_a_plain_loop(seed):
+    rng = np.random.default_rng(seed)
+    spn = spnc.compile(random_spn(rng, [2, 3, 2, 2, 4], depth=4, share=0.4))
+    start = rng.choice(spn.n_nodes, size=3, replace=False)
+    want = np.zeros(spn.n_nodes, dtype=bool)
+    want[start] = True
+    for n in range(spn.n_nodes - 1, -1, -1):
+        if want[n] and spn.kind[n] < 2:
+            want[spn.child[spn.child_ptr[n]:spn.child_ptr[n + 1]]] = True
+    assert np.array_equal(descendants(spn, start), want)
+
+
+def test_descendants_of_a_chain_deeper_than_the_level_steps():
+    node = spnc.Bernoulli(0, 0.5)
+    for k in range(100):
+        node = spnc.Sum([node, spnc.Bernoulli(0, (k + 1) / 102)], [0.5, 0.5])
+    spn = spnc.compile(node)
+    top = int(spn.roots[0])
+    assert descendants(spn, [top]).all()
+    low = int(spn.child[spn.child_ptr[top]])       # one level down: all but the root
+    assert descendants(spn, [low]).sum() == spn.n_nodes - 2

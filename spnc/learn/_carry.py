@@ -17,6 +17,7 @@ from .._kinds import MAX
 from .._sweep import Sweep
 from ..graph import SPN
 from ..leaves.base import _ranges
+from ._graphedit import descendants
 from .routing import _as_csc
 
 _EMPTY = np.zeros(0, dtype=np.int32)
@@ -174,20 +175,6 @@ def route_from(spn: SPN, X: np.ndarray, heads, entry: list, *, n_threads: int | 
     return sp.csc_matrix((np.ones(S.nnz, dtype=bool), rows[S.indices], indptr), shape=(n, N)), ec
 
 
-def below(spn: SPN, heads) -> np.ndarray:
-    """Boolean mask of ``heads`` and the nodes below them (one array step per level)."""
-    N = spn.n_nodes
-    child = spn.child
-    parent = np.repeat(np.arange(N), np.diff(spn.child_ptr))
-    mark = np.zeros(N, dtype=bool)
-    mark[np.asarray(heads, dtype=np.int64)] = True
-    while True:
-        new = mark[parent] & ~mark[child]
-        if not new.any():
-            return mark
-        mark[child[new]] = True
-
-
 def subnetwork(spn: SPN, heads, mark: np.ndarray | None = None):
     """(model, nodes, edges): the nodes below ``heads`` (``heads`` included; ``mark``: their
     mask, when known) as a model of their own, renumbered in order, with the ids of its
@@ -196,7 +183,7 @@ def subnetwork(spn: SPN, heads, mark: np.ndarray | None = None):
     ptr, child = spn.child_ptr, spn.child
     deg = np.diff(ptr)
     heads = np.asarray(heads, dtype=np.int64)
-    mark = below(spn, heads) if mark is None else mark
+    mark = descendants(spn, heads) if mark is None else mark
     F = np.flatnonzero(mark)
     new_id = np.full(N, -1, dtype=np.int64)
     new_id[F] = np.arange(len(F))

@@ -145,11 +145,18 @@ def node_key(n: int, k: int, ptr, child, weight, rep) -> tuple | int:
 
 
 def descendants(spn: SPN, start) -> np.ndarray:
-    """Boolean mask of ``start`` nodes and everything below them."""
+    """Boolean mask of ``start`` nodes and everything below them: one array step per
+    level, and past 64 levels one ordered pass over the nodes (deep chains)."""
     mark = np.zeros(spn.n_nodes, dtype=bool)
     mark[np.asarray(start, dtype=np.int64)] = True
     ptr, child = spn.child_ptr, spn.child
-    for n in range(spn.n_nodes - 1, -1, -1):
+    parent = np.repeat(np.arange(spn.n_nodes), np.diff(ptr))
+    for _ in range(64):
+        new = mark[parent] & ~mark[child]
+        if not new.any():
+            return mark
+        mark[child[new]] = True
+    for n in range(spn.n_nodes - 1, -1, -1):      # children precede their parents
         if mark[n] and spn.kind[n] < 2:
             mark[child[ptr[n]:ptr[n + 1]]] = True
     return mark

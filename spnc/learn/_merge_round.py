@@ -15,7 +15,7 @@ from .._threads import effective_n_threads
 from ..graph import SPN
 from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
-from ._carry import Routing, below, subnetwork
+from ._carry import Routing, subnetwork
 from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._redirect import redirect
@@ -82,7 +82,7 @@ class _Round:
         save, measured on O-SPNs and L-SPNs alike.) Nodes over a small part of the model
         are evaluated on that part alone (:func:`._carry.subnetwork`: the same values)."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        mark = below(spn, nodes)
+        mark = descendants(spn, nodes)
         if nodes.size and 2 * np.count_nonzero(mark) < spn.n_nodes:
             sub, F, _ = subnetwork(spn, nodes, mark)
             new_id = np.cumsum(mark) - 1
