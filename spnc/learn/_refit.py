@@ -68,6 +68,7 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
         keep = np.setdiff1d(np.arange(len(t)), pos)
         made = type(t).from_nodes(t.node[pos], list(objs.values()))
         tables[name] = type(t).gather(t.node, [(t, keep, keep), (made, np.arange(len(pos)), pos)])
+        follow_leaf_keys(tables[name], t, pos)
     return SPN.from_arrays(spn.kind, spn.child_ptr, spn.child, weight, tables, spn.cardinality,
                            var_type=spn.var_type, var_names=spn.var_names, roots=spn.roots,
                            root_weights=spn.root_weights, combine=spn.combine, learner=spn.learner,
