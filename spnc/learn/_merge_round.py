@@ -77,10 +77,11 @@ class _Round:
             self._troute = (new, self._troute[1].carry(target, new.n_nodes))
 
     def valid_values(self, spn: SPN, nodes) -> np.ndarray:
-        """``log S_n`` of the validation rows for ``nodes``, shape (len(nodes), n_rows). (Not kept: the callers ask for
-        different nodes, and every node's values at once cost more than the passes they
-        save, measured on O-SPNs and L-SPNs alike.) Nodes over a small part of the model
-        are evaluated on that part alone (:func:`._carry.subnetwork`: the same values)."""
+        """``log S_n`` of the validation rows for ``nodes``, shape (len(nodes), n_rows).
+        (Not kept: the callers ask for different nodes, and every node's values at once
+        cost more than the passes they save, measured on O-SPNs and L-SPNs alike.) Nodes
+        over a small part of the model are evaluated on that part alone
+        (:func:`._carry.subnetwork`: the same values)."""
         nodes = np.asarray(nodes, dtype=np.int64)
         mark = descendants(spn, nodes)
         if nodes.size and 2 * np.count_nonzero(mark) < spn.n_nodes:
