@@ -55,3 +55,19 @@ def test_every_identical_merge_of_a_fit_equals_hash_consing_every_node(split, le
     monkeypatch.setattr(merge_mod, "hash_cons_changed", check)
     Merge(init=tree, epsilon=(1e-3, 0.01, 0.1, 0.4)).fit(X[:600], X_valid=X[600:])
     assert calls and all(calls)
+
+
+@pytest.mark.parametrize("leaf", ["bernoulli", "mixed"])
+def test_equal_leaves_are_shared_as_hash_consing_every_node_shares_them(leaf):
+    """Leaves of equal variable and parameters (compared as columns of numbers where
+    the table allows, else by key) take the first of them, as in hash_cons."""
+    card = [2, 2, 3]
+    for seed in range(10):
+        spn = spnc.compile(random_spn(np.random.default_rng(seed), card, depth=3, share=0.0, leaf=leaf),
+                           cardinality=card)
+        changed = np.ones(spn.n_nodes, dtype=bool)
+        assert np.array_equal(hash_cons_changed(spn, changed), hash_cons(spn))
+    b = [spnc.Bernoulli(0, 0.25), spnc.Bernoulli(0, 0.25), spnc.Bernoulli(1, 0.5), spnc.Bernoulli(1, 0.5)]
+    spn = spnc.compile(spnc.Sum([spnc.Product([b[0], b[2]]), spnc.Product([b[1], b[3]])], [0.5, 0.5]))
+    rep = hash_cons_changed(spn, np.ones(spn.n_nodes, dtype=bool))
+    assert np.array_equal(rep, hash_cons(spn)) and (rep != np.arange(spn.n_nodes)).sum() >= 3

@@ -16,6 +16,7 @@ import heapq
 
 import numpy as np
 
+from .._validation import scope_index
 from ..graph import SPN
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys, node_key
@@ -50,12 +51,21 @@ def changed_nodes(old: SPN, new: SPN, target: np.ndarray) -> np.ndarray:
         if o is None or not len(o):
             ok[t.node] = False
             continue
-        okey = dict(zip(o.node.tolist(), leaf_keys(o)))
-        nodes = t.node.tolist()
-        keys = leaf_keys(t)
-        for i in np.flatnonzero(ok[t.node]).tolist():
-            if okey.get(int(pre[nodes[i]])) != keys[i]:
-                ok[nodes[i]] = False
+        at = np.full(old.n_nodes, -1, dtype=np.int64)       # old node -> its place in o
+        at[o.node] = np.arange(len(o))
+        on = np.flatnonzero(ok[t.node])
+        j = at[pre[t.node[on]]]
+        cols_t, cols_o = _columns(t), _columns(o)
+        if cols_t is not None and cols_o is not None and len(cols_t) == len(cols_o):
+            same = j >= 0
+            for a, b in zip(cols_t, cols_o):
+                same &= a[on] == b[np.maximum(j, 0)]
+            ok[t.node[on[~same]]] = False
+            continue
+        keys, okeys = leaf_keys(t), leaf_keys(o)
+        for i, k in zip(on.tolist(), j.tolist()):
+            if k < 0 or okeys[k] != keys[i]:
+                ok[int(t.node[i])] = False
     # and upwards: a parent's key reads its children's representatives
     mark = ~ok
     parent = np.repeat(np.arange(M), dn)
@@ -88,6 +98,20 @@ def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
     # leaves: the first leaf of the table with the same key (final at once)
     for t in spn.leaf_tables.values():
         if not len(t) or not todo[t.node].any():
+            continue
+        cols = _columns(t)
+        if cols is not None:             # keys as rows of numbers, sorted: each run's first node
+            o = np.lexsort([t.node] + cols[::-1])
+            nodes = t.node[o]
+            start = np.ones(len(o), dtype=bool)
+            for c in cols:
+                start[1:] &= c[o][1:] == c[o][:-1]
+            start[1:] = ~start[1:]
+            r = nodes[np.flatnonzero(start)][np.cumsum(start) - 1]
+            moved = r != nodes
+            rep[nodes[moved]] = r[moved]
+            for n in nodes[moved & ~todo[nodes]].tolist():
+                touch(n)
             continue
         first: dict = {}
         for n, k in sorted(zip(t.node.tolist(), leaf_keys(t))):
@@ -127,3 +151,19 @@ def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
         if rep[n] != n:
             touch(n)
     return rep
+
+
+def _columns(t) -> list[np.ndarray] | None:
+    """A leaf table's keys (:func:`._graphedit.leaf_keys`) as int64 columns, when every
+    leaf has one variable and one number per parameter (Bernoulli, Gaussian): two leaves'
+    keys are equal exactly when their columns are (parameters compared bit for bit)."""
+    var = getattr(t, "var", None)
+    if var is None or len(var) != len(t) or np.any(scope_index(t)[0] != 1):
+        return None
+    cols = [np.asarray(var, dtype=np.int64)]
+    for k in sorted(t.params):
+        a = t.params[k]
+        if a.ndim != 1 or len(a) != len(t) or a.dtype.itemsize != 8:
+            return None
+        cols.append(a.view(np.int64))
+    return cols
