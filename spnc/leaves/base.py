@@ -153,11 +153,8 @@ class LeafType(abc.ABC):
                 params[k] = vals
             else:
                 return cls._gather_objects(node_ids, parts)
-        scopes: list = [None] * L
-        for t, idx, pos in parts:
-            for i, j in zip(idx.tolist(), pos.tolist()):
-                scopes[j] = t.scopes[i]
-        out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), scopes, params)
+        out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), _place([t.scopes for t in tabs], parts, L),
+                              params)
         out._gathered(parts)
         _follow_keys(out, parts)
         _follow_scope_index(out, parts)
@@ -320,11 +317,7 @@ def _follow_keys(out: "LeafType", parts) -> None:
         if m is None or m[0] != t.content_key():
             return
         memo.append(m[1])
-    keys: list = [None] * len(out)
-    for (t, idx, pos), ks in zip(parts, memo):
-        for i, j in zip(idx.tolist(), pos.tolist()):
-            keys[j] = ks[i]
-    out._leaf_keys = (out.content_key(), keys)
+    out._leaf_keys = (out.content_key(), _place(memo, parts, len(out)))
 
 
 def _follow_scope_index(out: "LeafType", parts) -> None:
@@ -347,3 +340,12 @@ def _follow_scope_index(out: "LeafType", parts) -> None:
         np.cumsum(m[1], out=tptr[1:])
         flat[_ranges(ptr[:-1][pos], lens[pos])] = m[2][_ranges(tptr[:-1][idx], lens[pos])]
     out._scope_index = (out.scopes, lens, flat)
+
+
+def _place(lists: list, parts, L: int) -> list:
+    """A list of ``L`` items: item ``idx[k]`` of ``lists[p]`` at ``pos[k]``, for each part
+    ``p`` = ``(table, idx, pos)`` (object arrays: no loop in Python)."""
+    out = np.empty(L, dtype=object)
+    for items, (_, idx, pos) in zip(lists, parts):
+        out[pos] = np.fromiter(items, dtype=object, count=len(items))[idx]
+    return out.tolist()
