@@ -44,7 +44,7 @@ class LeafCache:
         if checked_by is not None:          # a model whose data check X has passed already
             self._checked.add(self._check_key(checked_by))
         self._masks: dict = {}              # (variable, value) -> its rows as bits
-        self._codes = None
+        self._codes = self._codes_t = None
 
     @property
     def codes(self) -> np.ndarray:
@@ -54,6 +54,14 @@ class LeafCache:
             big = self.n and self.X.size and np.nanmax(self.X) > 255
             self._codes = self.X.astype(np.int32 if big else np.uint8)
         return self._codes
+
+    @property
+    def codes_by_var(self) -> np.ndarray:
+        """:attr:`codes` transposed (a variable's codes in one contiguous row), made once:
+        per-variable counts over row sets read it."""
+        if self._codes_t is None:
+            self._codes_t = np.ascontiguousarray(self.codes.T)
+        return self._codes_t
 
     def state_masks(self, var: np.ndarray, value: np.ndarray) -> np.ndarray:
         """:func:`._routing.state_masks` of these rows, each pair computed once."""

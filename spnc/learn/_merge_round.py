@@ -193,9 +193,8 @@ class _Round:
             head[kept] = True
             head[spn.child[free[spn.child] & ~free[parent]]] = True      # reached from outside too
             head[spn.roots] = True
-            codes = self.cache.codes
             return local_refit(spn, self.X, D, free, np.flatnonzero(head & free), alpha=self.alpha, max_iter=it,
-                               n_threads=self.nt, codes=codes)
+                               n_threads=self.nt, codes=self.cache.codes, codes_by_var=self.cache.codes_by_var)
         return hard_refit(spn, self.X, free, alpha=self.alpha, max_iter=it, n_threads=self.nt, cache=self.cache)
 
     def chowliu_check(self, spn: SPN, kept: list[int], R=None) -> dict:

@@ -21,10 +21,12 @@ from ._carry import route_from
 
 
 def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free: np.ndarray,
-                       alpha: float, codes: np.ndarray | None = None) -> SPN:
+                       alpha: float, codes: np.ndarray | None = None,
+                       codes_by_var: np.ndarray | None = None) -> SPN:
     """The model with the parameters of the ``free`` nodes (boolean mask) re-estimated from
     the routing ``R`` (rows x nodes) and its sum-edge counts (``codes``: ``X`` as small
-    integers, which Chow-Liu fits and Bernoulli counts read faster)."""
+    integers, which Chow-Liu fits read faster; ``codes_by_var``: them transposed, which
+    Bernoulli counts read faster)."""
     N = spn.n_nodes
     deg = np.diff(spn.child_ptr)
     parent = np.repeat(np.arange(N), deg)
@@ -43,7 +45,7 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
             tables[name] = t
             continue
         if name == "bernoulli":
-            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha, codes)
+            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha, codes_by_var)
             continue
         objs = {}
         for i in idx:
@@ -75,16 +77,15 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
                            validate=False)
 
 
-def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, codes: np.ndarray | None = None):
+def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, by_var: np.ndarray | None = None):
     """Bernoulli table ``t`` with leaves ``idx`` re-estimated from their rows (those no row
     reached keep their parameter), as one new parameter array: the ones of a leaf's
-    variable are counted exactly (from ``codes`` by variable, when given), so each ``p``
+    variable are counted exactly (from the codes ``by_var``, when given), so each ``p``
     is the one a count over ``X`` gives."""
     rows = [_routing.rows_of(R, int(n)) for n in t.node[idx].tolist()]
     size = np.array([len(r) for r in rows], dtype=np.int64)
     var = t.var[idx].tolist()
-    if codes is not None:        # a variable's codes in one contiguous row: a local gather
-        by_var = np.ascontiguousarray(codes.T)
+    if by_var is not None:       # a variable's codes in one contiguous row: a local gather
         got = np.array([by_var[v, r].sum() for v, r in zip(var, rows)], dtype=np.float64)
     else:
         got = np.array([X[r, v].sum() for v, r in zip(var, rows)], dtype=np.float64)
@@ -109,14 +110,15 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
         R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
         if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
             break
-        codes = cache.codes if cache is not None else None   # made once
-        spn = refit_from_routing(spn, X, R, ec, free, alpha, codes)
+        codes, by_var = (cache.codes, cache.codes_by_var) if cache is not None else (None, None)   # made once
+        spn = refit_from_routing(spn, X, R, ec, free, alpha, codes, by_var)
         prev = R
     return spn, prev if prev is not None else R
 
 
 def local_refit(spn: SPN, X: np.ndarray, D, free: np.ndarray, heads: np.ndarray, *, alpha: float,
-                max_iter: int, n_threads: int | None = None, codes: np.ndarray | None = None):
+                max_iter: int, n_threads: int | None = None, codes: np.ndarray | None = None,
+                codes_by_var: np.ndarray | None = None):
     """:func:`hard_refit` from the rows that reached the free nodes rather than from every
     row: ``D`` is the :class:`._carry.Routing` of ``spn`` carried over from the model it
     was made from (a merged node has the union of its members' rows); the rows of each head
@@ -130,7 +132,7 @@ def local_refit(spn: SPN, X: np.ndarray, D, free: np.ndarray, heads: np.ndarray,
         Rf, ec = route_from(spn, X, heads, entry, n_threads=n_threads)
         if prev is not None and np.array_equal(prev.indptr, Rf.indptr) and np.array_equal(prev.indices, Rf.indices):
             break
-        spn = refit_from_routing(spn, X, D.splice(Rf, free), ec, free, alpha, codes)
+        spn = refit_from_routing(spn, X, D.splice(Rf, free), ec, free, alpha, codes, codes_by_var)
         prev = Rf
     return spn, D.splice(prev if prev is not None else Rf, free)
 
