@@ -57,6 +57,7 @@ static SPNC_INLINE double spnc_wdot(const double *restrict p, const double *rest
  * and block was a fifth of the backward kernel on a 1 k-edge region graph, and a fold to
  * fewer lanes goes through memory (a stalled store-to-load forward). */
 #define SPNC_EDGE_LANES SPNC_LANES
+_Static_assert(SPNC_EDGE_LANES == 8, "spnc._infer._lane_totals adds 8 lanes");
 
 /* The lanes l of one block added to the edge's partial sums acc. */
 static SPNC_INLINE void spnc_lanes_add(double *restrict acc, const double *restrict l)

@@ -26,7 +26,6 @@ from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
 STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
-assert SPNC_EDGE_LANES == 8, "_lane_totals adds 8 lanes"
 HAVE_OPENMP = bool(SPNC_OPENMP)
 
 
@@ -148,14 +147,12 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads)
     cdef spnc_net *nb
-    cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i
+    cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, j
     cdef const int32_t *child = g.child if keep else g.child_slot
     cdef const int32_t *slot = g.ident if keep else g.node_slot
     cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
-    cdef Py_ssize_t j
-    cdef int dom
-    cdef int budget0 = _plain_budget(graph, n_blocks) if linear else 0
+    cdef int dom, budget0 = _plain_budget(graph, n_blocks) if linear else 0
     cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
@@ -241,8 +238,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W, *T, *P, *Q
-    cdef int dom, budget0 = _plain_budget(graph, n_blocks)
-    cdef int budget = budget0
+    cdef int dom, budget0 = _plain_budget(graph, n_blocks), budget = budget0
     # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
@@ -286,7 +282,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
 
 
 def _lane_totals(acc):
-    """(threads, 8 k) partial sums -> (threads, k) totals, in a fixed tree."""
+    """(threads, 8 k) partial sums -> (threads, k) totals, in a fixed tree (SPNC_EDGE_LANES
+    is 8, checked in _backward.h)."""
     l = acc.reshape(acc.shape[0], -1, SPNC_EDGE_LANES)
     return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))
 
@@ -365,12 +362,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         lnet.m = net.m
     cdef Py_ssize_t W_arg = max(N, 2 * g.n_slots) * SPNC_B
     cdef double best, v
-    cdef double *W
-    cdef double *arg
+    cdef double *W, *arg
     cdef uint64_t *A
-    cdef int dom
-    cdef int budget0 = _plain_budget(graph, n_blocks) if want_ll else 0
-    cdef int budget = budget0
+    cdef int dom, budget0 = _plain_budget(graph, n_blocks) if want_ll else 0, budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -410,13 +404,12 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
           uint64_t[:, ::1] bits, Py_ssize_t word0, double[:, ::1] edge_acc, int n_threads, double[:, ::1] ws,
           uint64_t[:, ::1] acts, const uint64_t[:, ::1] entry=None):
     """Hard routing of the chunk's first ``m_valid`` rows (merging, see spnc.learn.routing):
-    max-product forward, then every row follows its max-product induced tree from the root
-    (``pick_one``: the first root maximising value + ``root_logw``, even when every root
-    gives the row probability zero; else every root). Node n's rows are written as bits,
-    ``bits[n, word0 + w]`` holding rows ``64 w .. 64 w + 63`` of the chunk; each sum edge's
-    rows are counted in ``edge_acc[t, e]`` (per thread t). ``ws`` and ``acts`` as for
-    :func:`select`. ``entry`` (without ``pick_one``): the rows entering each root, as bits
-    ``entry[i, word0 + w]`` laid out like ``bits``, instead of every row entering every root."""
+    a max-product forward, then each row follows its max-product induced tree from the root
+    (``pick_one``: the first root maximising value + ``root_logw``, even at probability zero;
+    else every root). Node n's rows go to bits ``bits[n, word0 + w]`` (rows ``64 w`` to
+    ``64 w + 63``); each sum edge's rows are counted in ``edge_acc[t, e]`` (thread t); ``ws``,
+    ``acts`` as for :func:`select`. ``entry`` (without ``pick_one``): the rows entering each
+    root, as bits laid out like ``bits``, instead of every row entering every root."""
     cdef const GraphC *g = &graph.c
     cdef spnc_net net = _net(g, &states.c, XT, L, True)
     cdef Py_ssize_t R = roots.shape[0], wpb = SPNC_B // 64
@@ -424,14 +417,12 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
     cdef Py_ssize_t W_arg = max(g.n_nodes, 2 * g.n_slots) * SPNC_B
     cdef const int64_t[::1] start = graph.start_
     cdef int64_t pick
-    cdef double best, v
-    cdef double *W
-    cdef double *arg
+    cdef double best
+    cdef double *W, *arg
     cdef uint64_t *A
-    cdef bint has_entry
+    cdef bint has_entry = entry is not None and not pick_one
     if n_blocks * SPNC_B > XT.shape[1] or word0 + n_blocks * wpb > bits.shape[1] or bits.shape[0] != g.n_nodes:
         raise ValueError("route: bits or chunk too small")
-    has_entry = entry is not None and not pick_one
     if has_entry and (entry.shape[0] != R or word0 + n_blocks * wpb > entry.shape[1]):
         raise ValueError("route: entry must hold a row of bits per root")
     if n_blocks == 0:
