@@ -123,3 +123,48 @@ def learned_trees(X: np.ndarray) -> dict:
     return {(split, leaves): LearnSPN(splitter="mi_components", sum_split=split, leaves=leaves, min_instances=15,
                                       mi_threshold=0.001, alpha=1.0, random_state=0).fit(X).spn_
             for split in ("observed", "latent") for leaves in ("univariate", "chowliu")}
+
+
+def merge_data(seed: int = 0, n: int = 900, d: int = 7):
+    """Binary training and validation rows from a random SPN (dependent variables), as the
+    merge tests use them."""
+    rng = np.random.default_rng(seed)
+    gen = spnc.compile(random_spn(rng, [2] * d, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(n, seed=seed)
+    return X[: 2 * n // 3], X[2 * n // 3:]
+
+
+def reference_route(spn, X, V=None, act=None):
+    """Plain numpy routing: every node's max-product value (``V``, rows x nodes, when given),
+    then top-down, each sum sending a row to its first child maximising log w + value, a
+    product to all children; every root gets every row (a mixture: the first root
+    maximising value + log weight), or the rows marked in ``act`` (rows x nodes) enter the
+    nodes marked there. Returns (activity rows x nodes, rows per sum edge)."""
+    from spnc._kinds import MAX
+    X = np.asarray(X, dtype=np.float64)
+    n, N = X.shape[0], spn.n_nodes
+    V = spn.node_log_values(X, mode=MAX) if V is None else V
+    if act is not None:
+        act = np.array(act, dtype=bool)
+    elif spn.combine == "mixture":
+        act = np.zeros((n, N), dtype=bool)
+        with np.errstate(divide="ignore"):
+            lw = np.log(spn.root_weights)
+        pick = np.argmax(V[:, spn.roots] + lw, axis=1)
+        for i, r in enumerate(spn.roots):
+            act[:, r] |= pick == i
+    else:
+        act = np.zeros((n, N), dtype=bool)
+        act[:, spn.roots] = True
+    ec = np.zeros(spn.n_edges)
+    for node in range(N - 1, -1, -1):
+        a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
+        ch = spn.child[a:b]
+        if spn.kind[node] == 1:
+            act[:, ch] |= act[:, [node]]
+        elif spn.kind[node] == 0:
+            best = np.argmax(V[:, ch] + spn.logw[a:b], axis=1)
+            for r in np.flatnonzero(act[:, node]):
+                act[r, ch[best[r]]] = True
+                ec[a + best[r]] += 1
+    return act, ec

@@ -11,12 +11,12 @@ import spnc
 from spnc import ParameterError
 from spnc.learn import OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge
 
-from test_merge import _data
+from conftest import merge_data
 
 
 @pytest.fixture(scope="module")
 def small():
-    return _data(seed=5, n=450, d=5)
+    return merge_data(seed=5, n=450, d=5)
 
 
 def test_bagged_spn_is_one_spn_and_deterministic_across_n_jobs(small):

@@ -13,20 +13,12 @@ from spnc.learn.merge import identical_merge, node_marginals
 from spnc.learn.routing import observed_sums, route, rows_of
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, learned_trees, random_spn, shared_data
-
-
-def _data(seed=0, n=900, d=7):
-    """Binary rows from a random SPN (dependent variables)."""
-    rng = np.random.default_rng(seed)
-    gen = spnc.compile(random_spn(rng, [2] * d, depth=3, share=0.0, leaf="bernoulli"))
-    X = gen.sample(n, seed=seed)
-    return X[: 2 * n // 3], X[2 * n // 3:]
+from conftest import all_states, learned_trees, merge_data, random_spn, shared_data
 
 
 @pytest.fixture(scope="module")
 def trees():
-    X, Xv = _data()
+    X, Xv = merge_data()
     return X, Xv, learned_trees(X)
 
 

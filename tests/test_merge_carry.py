@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import spnc
-from spnc._kinds import MAX
 from spnc.learn import Merge
 from spnc.learn._carry import Routing, _union, route_from
 from spnc.learn._graphedit import descendants
@@ -16,41 +15,21 @@ from spnc.learn.merge import identical_merge, single_root
 from spnc.learn.routing import route, rows_of
 from spnc.nodes import Product
 
-from conftest import learned_trees, random_spn
-
-
-def _data(seed=0, n=900, d=7):
-    rng = np.random.default_rng(seed)
-    gen = spnc.compile(random_spn(rng, [2] * d, depth=3, share=0.0, leaf="bernoulli"))
-    X = gen.sample(n, seed=seed)
-    return X[: 2 * n // 3], X[2 * n // 3:]
+from conftest import learned_trees, merge_data, random_spn, reference_route
 
 
 @pytest.fixture(scope="module")
 def trees():
-    X, Xv = _data()
+    X, Xv = merge_data()
     return X, Xv, learned_trees(X)
 
 
 def _reference(spn, X, heads, entry):
-    """Plain numpy: rows ``entry[i]`` enter ``heads[i]``; a sum sends a row to its first
-    child maximising log w + max-product value, a product to every child."""
-    V = spn.node_log_values(X, mode=MAX)
+    """Plain numpy: rows ``entry[i]`` enter ``heads[i]``, then routed as ``route`` does."""
     act = np.zeros((X.shape[0], spn.n_nodes), dtype=bool)
     for h, rows in zip(heads, entry):
         act[rows, h] = True
-    ec = np.zeros(spn.n_edges)
-    for node in range(spn.n_nodes - 1, -1, -1):
-        a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
-        ch = spn.child[a:b]
-        if spn.kind[node] == 1:
-            act[:, ch] |= act[:, [node]]
-        elif spn.kind[node] == 0:
-            best = np.argmax(V[:, ch] + spn.logw[a:b], axis=1)
-            for r in np.flatnonzero(act[:, node]):
-                act[r, ch[best[r]]] = True
-                ec[a + best[r]] += 1
-    return act, ec
+    return reference_route(spn, X, act=act)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -14,38 +14,7 @@ from spnc.learn import LearnSPN
 from spnc.learn.routing import route
 from spnc.nodes import Product, Sum
 
-from conftest import all_states, random_spn
-
-
-def reference_route(spn, X, V=None):
-    """Plain numpy routing: every node's max-product value (``V``, rows x nodes, when given),
-    then top-down, each sum sending a row to its first child maximising log w + value, a
-    product to all children; every root gets every row (a mixture: the first root
-    maximising value + log weight). Returns (activity rows x nodes, rows per sum edge)."""
-    X = np.asarray(X, dtype=np.float64)
-    n, N = X.shape[0], spn.n_nodes
-    V = spn.node_log_values(X, mode=MAX) if V is None else V
-    act = np.zeros((n, N), dtype=bool)
-    if spn.combine == "mixture":
-        with np.errstate(divide="ignore"):
-            lw = np.log(spn.root_weights)
-        pick = np.argmax(V[:, spn.roots] + lw, axis=1)
-        for i, r in enumerate(spn.roots):
-            act[:, r] |= pick == i
-    else:
-        act[:, spn.roots] = True
-    ec = np.zeros(spn.n_edges)
-    for node in range(N - 1, -1, -1):
-        a, b = spn.child_ptr[node], spn.child_ptr[node + 1]
-        ch = spn.child[a:b]
-        if spn.kind[node] == 1:
-            act[:, ch] |= act[:, [node]]
-        elif spn.kind[node] == 0:
-            best = np.argmax(V[:, ch] + spn.logw[a:b], axis=1)
-            for r in np.flatnonzero(act[:, node]):
-                act[r, ch[best[r]]] = True
-                ec[a + best[r]] += 1
-    return act, ec
+from conftest import all_states, random_spn, reference_route
 
 
 def _check(spn, X, n_threads=None):
