@@ -108,7 +108,7 @@ def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_i
     for _ in range(max(1, int(max_iter))):
         ec = np.zeros(spn.n_edges)
         R = _routing.route(spn, X, n_threads=n_threads, edge_counts=ec, cache=cache)
-        if prev is not None and np.array_equal(prev.indptr, R.indptr) and np.array_equal(prev.indices, R.indices):
+        if _same(prev, R):
             break
         codes, by_var = (cache.codes, cache.codes_by_var) if cache is not None else (None, None)   # made once
         spn = refit_from_routing(spn, X, R, ec, free, alpha, codes, by_var)
@@ -130,9 +130,13 @@ def local_refit(spn: SPN, X: np.ndarray, D, free: np.ndarray, heads: np.ndarray,
     prev = None
     for _ in range(max(1, int(max_iter))):
         Rf, ec = route_from(spn, X, heads, entry, n_threads=n_threads)
-        if prev is not None and np.array_equal(prev.indptr, Rf.indptr) and np.array_equal(prev.indices, Rf.indices):
+        if _same(prev, Rf):
             break
         spn = refit_from_routing(spn, X, D.splice(Rf, free), ec, free, alpha, codes, codes_by_var)
         prev = Rf
     return spn, D.splice(prev if prev is not None else Rf, free)
 
+
+def _same(a, b) -> bool:
+    """Whether routing ``a`` (None: none yet) equals ``b``: hard EM has converged."""
+    return a is not None and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
