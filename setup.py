@@ -23,6 +23,7 @@ MODULES = [
     ("spnc.learn._prometheus", True),
     ("spnc.learn._routing", False),
     ("spnc.learn._pairs", False),
+    ("spnc.learn._redirect_graph", False),
 ]
 
 DIRECTIVES = {

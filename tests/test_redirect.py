@@ -88,6 +88,21 @@ def test_redirect_equals_rebuild(models, split, leaves):
         assert fig3a > 0            # the test reached Fig. 3(a)
 
 
+def test_redirect_latent_mixture_equals_rebuild(models):
+    """Latent models take the compiled walks (:mod:`spnc.learn._redirect_graph`): the same
+    model as rebuild for a mixture of roots too (each root redirected, shared nodes kept)."""
+    from spnc.learn.merge import as_mixture
+    X, out = models
+    rng = np.random.default_rng(3)
+    a, b = (_jitter(out["latent", k], rng) for k in ("univariate", "chowliu"))
+    mix = as_mixture(spnc.compile(Sum([a.to_nodes(), b.to_nodes(), a.to_nodes()], [0.2, 0.5, 0.3])))
+    assert mix.combine == "mixture" and not (observed_sums(mix) >= 0).any()
+    _same(redirect(mix, hash_cons(mix)), rebuild(mix, hash_cons(mix)), X)
+    for frac in (0.2, 0.5, 1.0):
+        rep = _random_rep(mix, rng, frac)
+        _same(redirect(mix, rep, obs_var=observed_sums(mix)), rebuild(mix, rep), X)
+
+
 def test_redirect_fig3_by_hand():
     """An observed sum whose two children share their rest becomes P(V) x rest (Fig. 3a);
     a latent sum over one node is that node (Fig. 3b); a shared node stays shared."""

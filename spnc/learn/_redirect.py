@@ -14,6 +14,7 @@ import numpy as np
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import fig3a_groups
+from ._redirect_graph import assemble, resolve
 
 
 def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learner: dict | None = None,
@@ -21,6 +22,8 @@ def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learn
     """:func:`._graphedit.rebuild` with no ``replace``: the new SPN and the map old kept
     node -> new node id; ``created`` receives the new ids of the Fig. 3(a) products."""
     N = spn.n_nodes
+    if obs_var is None or not (np.asarray(obs_var) >= 0).any():
+        return _redirect_latent(spn, np.asarray(rep, dtype=np.int64), learner, stats)
     kind, ptr, child = spn.kind.tolist(), spn.child_ptr.tolist(), spn.child.tolist()
     weight = spn.weight.tolist()
     rep = np.asarray(rep, dtype=np.int64).tolist()
@@ -83,6 +86,38 @@ def redirect(spn: SPN, rep: np.ndarray, obs_var: np.ndarray | None = None, learn
         res[n], kids[n], wts[n] = n, uk, uw
     return _assemble(spn, [res[r] for r in roots], gkind, kids, wts, leaf_obj, rep, res, made, learner,
                      stats, created)
+
+
+def _redirect_latent(spn: SPN, rep: np.ndarray, learner, stats) -> tuple[SPN, dict[int, int]]:
+    """:func:`redirect` when no sum is an observed one (no Fig. 3(a) step): the same walks
+    in compiled code (:mod:`._redirect_graph`), the same model and map."""
+    kind = np.ascontiguousarray(spn.kind, dtype=np.uint8)
+    ptr = np.ascontiguousarray(spn.child_ptr, dtype=np.int64)
+    res, kcnt, kid, kw = resolve(kind, ptr, np.ascontiguousarray(spn.child, dtype=np.int32),
+                                 np.ascontiguousarray(spn.weight, dtype=np.float64), rep,
+                                 np.ascontiguousarray(spn.roots, dtype=np.int64))
+    roots = res[rep[np.asarray(spn.roots, dtype=np.int64)]]
+    order, new_id, cptr, ch, w = assemble(kind, ptr, kcnt, kid, kw, roots)
+    deg = np.diff(cptr)
+    ids = np.flatnonzero(kind[order] == SUM)
+    if ids.size:
+        sptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(deg[ids], out=sptr[1:])
+        e = _ranges(cptr[ids], deg[ids])
+        w[e] = _normalise(_normalise(w[e], sptr), sptr)      # twice, as rebuild does
+    tables = {}
+    for t in spn.leaf_tables.values():
+        rows = np.flatnonzero(new_id[t.node] >= 0)
+        tables[t.name] = _gather(type(t), [new_id[t.node[rows]]], [(t, rows)])
+    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
+    new = SPN.from_arrays(kind[order], cptr, ch, w, tables, spn.cardinality, var_type=spn.var_type,
+                          var_names=spn.var_names, roots=new_id[roots],
+                          root_weights=spn.root_weights if spn.combine == "mixture" else None,
+                          combine=spn.combine, stats=stats, learner=learner, validate=False)
+    old = np.flatnonzero((res >= 0) & (rep == np.arange(len(rep))))
+    nid = new_id[res[old]]
+    on = nid >= 0
+    return new, dict(zip(old[on].tolist(), nid[on].tolist()))
 
 
 def _fig3a(uk, uw, var, card, gkind, kids, ivar, ival, leaf_obj, made):
