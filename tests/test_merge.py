@@ -302,11 +302,37 @@ def test_leaf_table_gather_equals_packing_construction_objects(trees):
             got = type(t).gather(node_ids, [(t, idx, pos), (t, other, np.arange(len(other)) + len(idx))])
             want = type(t).from_nodes(node_ids, [t.to_node(int(i)) for i in np.concatenate([idx, other])])
             assert np.array_equal(got.node, want.node)
-            assert all(np.array_equal(a, b) for a, b in zip(got.scopes, want.scopes))
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got.scopes, want.scopes))
+            assert np.array_equal(got.slot, want.slot)
+            if hasattr(want, "var"):
+                assert got.var.dtype == want.var.dtype and np.array_equal(got.var, want.var)
             ga, wa = got.to_arrays(), want.to_arrays()
             assert sorted(ga) == sorted(wa)
             for k in ga:
                 assert ga[k].dtype == wa[k].dtype and np.array_equal(ga[k], wa[k]), (t.name, k)
+
+
+def test_univariate_gather_equals_a_table_made_from_its_leaves():
+    """Univariate tables gather without deriving each leaf's variable again: every type,
+    leaves from two tables, the same table as one made from the leaves themselves."""
+    from spnc.leaves.univariate import Bernoulli, Categorical, Gaussian, Indicator
+    makers = {"bernoulli": lambda v: Bernoulli(v, 0.1 * (v + 1)),
+              "categorical": lambda v: Categorical(v, [0.4, 0.6] if v % 2 else [0.2, 0.3, 0.5]),
+              "gaussian": lambda v: Gaussian(v, v - 1.5, 0.5 + v),
+              "indicator": lambda v: Indicator(v, v % 2)}
+    for make in makers.values():
+        leaves_a, leaves_b = [make(v) for v in (3, 0, 2, 1)], [make(v) for v in (1, 4)]
+        lt = type(leaves_a[0])._leaf_type
+        a, b = lt.from_nodes(np.arange(4), leaves_a), lt.from_nodes(np.arange(2), leaves_b)
+        got = lt.gather(np.array([5, 7, 9, 11]), [(a, np.array([2, 0]), np.array([3, 1])),
+                                                   (b, np.array([1, 0]), np.array([0, 2]))])
+        want = lt.from_nodes(np.array([5, 7, 9, 11]), [leaves_b[1], leaves_a[0], leaves_b[0], leaves_a[2]])
+        assert type(got) is type(want) and np.array_equal(got.node, want.node)
+        assert got.var.dtype == want.var.dtype and np.array_equal(got.var, want.var)
+        assert np.array_equal(got.slot, want.slot)
+        assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got.scopes, want.scopes))
+        ga, wa = got.to_arrays(), want.to_arrays()
+        assert sorted(ga) == sorted(wa) and all(np.array_equal(ga[k], wa[k]) for k in ga)
 
 
 @pytest.mark.parametrize("split", ["observed", "latent"])

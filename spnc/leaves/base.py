@@ -153,12 +153,17 @@ class LeafType(abc.ABC):
                 params[k] = vals
             else:
                 return cls._gather_objects(node_ids, parts)
-        out = cls.from_arrays(np.asarray(node_ids, dtype=np.int64), _place([t.scopes for t in tabs], parts, L),
-                              params)
+        out = cls._from_gathered(np.asarray(node_ids, dtype=np.int64), _place([t.scopes for t in tabs], parts, L),
+                                 params, parts)
         out._gathered(parts)
         _follow_keys(out, parts)
         _follow_scope_index(out, parts)
         return out
+
+    @classmethod
+    def _from_gathered(cls, node: np.ndarray, scopes: list, params: dict, parts) -> "LeafType":
+        """The table :meth:`gather` made of ``parts``: ``scopes`` are the parts' own arrays."""
+        return cls.from_arrays(node, scopes, params)
 
     def _gathered(self, parts) -> None:
         """Hook after :meth:`gather`: copy derived per-leaf state from the parts."""

@@ -21,6 +21,20 @@ class _UnivariateTable(LeafType):
         super().__init__(node, scopes, params)
         self.var = np.ascontiguousarray([s[0] if s.size else -1 for s in self.scopes], dtype=np.int32)
 
+    @classmethod
+    def _from_gathered(cls, node, scopes, params, parts):
+        # the parts' scopes are int32 arrays already and their variables are known: copied,
+        # not derived leaf by leaf again (what __init__ would do, with no loop in Python)
+        new = object.__new__(cls)
+        new.node = np.ascontiguousarray(node, dtype=np.int64)
+        new.scopes = scopes
+        new.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
+        new.slot = np.arange(len(new.node), dtype=np.int64)
+        new.var = np.empty(len(new.node), dtype=np.int32)
+        for t, idx, pos in parts:
+            new.var[pos] = t.var[idx]
+        return new
+
     def with_params(self, params):
         new = copy.copy(self)        # node, scopes and var are shared, never edited in place
         new.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
