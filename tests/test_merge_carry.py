@@ -48,6 +48,34 @@ def test_route_from_matches_the_reference_and_route_from_the_root(seed):
     assert np.array_equal(R.toarray(), want) and np.array_equal(ec, want_ec)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_route_from_leaf_heads_alone_below_others_and_twice(seed):
+    """Leaf heads keep their entering rows without a sweep unless another head reaches
+    them or they are listed twice: the reference's routing in every case, either form of
+    ``entry``."""
+    rng = np.random.default_rng(seed)
+    spn = spnc.compile(random_spn(rng, [2, 3, 2, 2, 4], depth=3, share=0.4))
+    X = spn.sample(300, seed=seed)
+    inner, leaves = np.flatnonzero(spn.kind < 2)[:-1], np.flatnonzero(spn.kind >= 2)
+    top = rng.choice(inner, size=min(2, len(inner)), replace=False) if len(inner) else np.zeros(0, np.int64)
+    under = np.flatnonzero(descendants(spn, top) & (spn.kind >= 2)) if top.size else leaves[:0]
+    apart = np.setdiff1d(leaves, under)
+    alone = rng.choice(apart, size=min(4, len(apart)), replace=False)
+    heads = np.concatenate([top, alone, under[:2], alone[:1]])        # the last one twice
+    entry = [np.sort(rng.choice(len(X), size=int(rng.integers(0, 200)), replace=False)) for _ in heads]
+    want, want_ec = _reference(spn, X, heads, entry)
+    R, ec = route_from(spn, X, heads, entry)
+    assert np.array_equal(R.toarray(), want) and np.array_equal(ec, want_ec)
+    assert all(np.array_equal(R.indices[R.indptr[j]:R.indptr[j + 1]], np.flatnonzero(want[:, j]))
+               for j in range(spn.n_nodes))
+    ptr = np.concatenate([[0], np.cumsum([len(e) for e in entry])])
+    R2, ec2 = route_from(spn, X, heads, (ptr, np.concatenate(entry)))
+    assert (R2 != R).nnz == 0 and np.array_equal(ec2, ec)
+    k = len(top) + 1
+    R3, _ = route_from(spn, X, heads[k:k + 3], entry[k:k + 3])     # leaves alone: no sweep
+    assert np.array_equal(R3.toarray(), _reference(spn, X, heads[k:k + 3], entry[k:k + 3])[0])
+
+
 def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     rng = np.random.default_rng(1)
     n, N, M = 150, 40, 25
@@ -63,6 +91,9 @@ def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     assert np.array_equal(got.tocsc().toarray(), want)
     assert np.array_equal(got.counts(), want.sum(0))
     assert all(np.array_equal(rows_of(got, j), np.flatnonzero(want[:, j])) for j in range(M))
+    nodes = rng.integers(0, M, size=30)
+    ptr, idx = got.rows_of_many(nodes)
+    assert all(np.array_equal(idx[ptr[i]:ptr[i + 1]], np.flatnonzero(want[:, j])) for i, j in enumerate(nodes))
     S = sp.csc_matrix(rng.random((n, M)) < 0.5)
     cols = rng.random(M) < 0.4
     spl = got.splice(S, cols).tocsc().toarray()

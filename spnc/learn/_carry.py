@@ -48,6 +48,23 @@ class Routing:
         m, c = self.mats[k], int(self.col[j])
         return m.indices[m.indptr[c]:m.indptr[c + 1]]
 
+    def rows_of_many(self, nodes) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, idx)``: the rows of ``nodes[i]`` (as :meth:`rows`) are
+        ``idx[ptr[i]:ptr[i + 1]]``, gathered with no loop over the nodes."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        k, c = self.which[nodes], self.col[nodes]
+        lens = np.zeros(len(nodes), dtype=np.int64)
+        on = [np.flatnonzero(k == j) for j in range(len(self.mats))]
+        for m, o in zip(self.mats, on):
+            lens[o] = m.indptr[c[o] + 1] - m.indptr[c[o]]
+        ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        idx = np.empty(int(ptr[-1]), dtype=np.int64)
+        for m, o in zip(self.mats, on):
+            if o.size:
+                idx[_ranges(ptr[o], lens[o])] = m.indices[_ranges(m.indptr[c[o]], lens[o])]
+        return ptr, idx
+
     def counts(self) -> np.ndarray:
         """The number of rows of every node."""
         out = np.zeros(self.n_nodes, dtype=np.int64)
@@ -79,10 +96,10 @@ class Routing:
         mats = list(self.mats)
         many = np.flatnonzero(~one)
         if many.size:          # merged nodes: the union of their rows, one new matrix
-            parts = [self.rows(int(n)) for n in old[many]]
-            lab = np.repeat(t[many], [len(p) for p in parts])
+            ptr, parts = self.rows_of_many(old[many])
+            lab = np.repeat(t[many], np.diff(ptr))
             u = np.unique(t[many])
-            c, i = _union(lab, np.concatenate(parts) if parts else _EMPTY, self.n_rows, u)
+            c, i = _union(lab, parts, self.n_rows, u)
             indptr = np.zeros(n_nodes + 1, dtype=np.int64)
             np.cumsum(np.bincount(c, minlength=n_nodes), out=indptr[1:])
             mats.append(sp.csc_matrix((np.ones(len(i), dtype=bool), i, indptr), shape=(self.n_rows, n_nodes)))
@@ -130,32 +147,68 @@ def _union(col: np.ndarray, idx: np.ndarray, n: int, cols: np.ndarray | None = N
     return np.concatenate(out_c), np.concatenate(out_i)
 
 
-def route_from(spn: SPN, X: np.ndarray, heads, entry: list, *, n_threads: int | None = None):
+def route_from(spn: SPN, X: np.ndarray, heads, entry, *, n_threads: int | None = None):
     """:func:`route` of given rows entering the sub-network below given nodes: the rows
-    ``entry[i]`` (sorted indices of ``X``) start at ``heads[i]`` and follow the max-product
+    ``entry[i]`` (sorted indices of ``X``; or ``(ptr, idx)``, head ``i``'s rows being
+    ``idx[ptr[i]:ptr[i + 1]]``) start at ``heads[i]`` and follow the max-product
     decisions below it; a node below several heads gets the union. Returns ``(R, ec)``:
     the routing ``(n_rows, n_nodes)``, whose columns outside the heads' sub-networks are
     empty, and the rows sent along each sum edge (n_edges,). Only the sub-networks and the
-    entering rows are swept (a model of just those nodes, compiled for the call)."""
+    entering rows are swept (a model of just those nodes, compiled for the call); a leaf
+    head below no other head keeps its entering rows, with no sweep."""
     heads = np.asarray(heads, dtype=np.int64)
     n, N = X.shape[0], spn.n_nodes
+    if isinstance(entry, tuple):
+        eptr, flat = (np.asarray(a, dtype=np.int64) for a in entry)
+    else:
+        eptr = np.zeros(len(entry) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in entry], out=eptr[1:])
+        flat = np.concatenate(entry).astype(np.int64) if len(entry) else np.zeros(0, dtype=np.int64)
+    lens = np.diff(eptr)
     ec = np.zeros(spn.n_edges)
-    on = np.zeros(n, dtype=bool)
-    for e in entry:
-        on[e] = True
+    # leaf heads that no other head reaches: their rows are their entering rows
+    leaf = spn.kind[heads] >= 2
+    below = descendants(spn, heads[~leaf])
+    alone = leaf & ~below[heads] & (np.bincount(heads, minlength=N)[heads] == 1)
+    cnt = np.zeros(N, dtype=np.int64)
+    cnt[heads[alone]] = lens[alone]
+    rest = np.flatnonzero(~alone)
+    S = F = rows = None
+    if rest.size and lens[rest].sum():
+        S, F, rows = _route_below(spn, X, heads[rest], eptr, flat, rest, ec, n_threads)
+        cnt[F] = np.diff(S.indptr)
+    indptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(cnt, out=indptr[1:])
+    idx = np.empty(int(indptr[-1]), dtype=np.int64)
+    a = np.flatnonzero(alone)
+    idx[_ranges(indptr[heads[a]], lens[a])] = flat[_ranges(eptr[a], lens[a])]
+    if S is not None:
+        idx[_ranges(indptr[F], cnt[F])] = rows[S.indices]
+    return sp.csc_matrix((np.ones(len(idx), dtype=bool), idx, indptr), shape=(n, N)), ec
+
+
+def _route_below(spn: SPN, X: np.ndarray, heads: np.ndarray, eptr: np.ndarray, flat: np.ndarray,
+                 which: np.ndarray, ec: np.ndarray, n_threads):
+    """:func:`route_from`'s sweep: the rows of entries ``which`` (of ``eptr``/``flat``)
+    entering ``heads`` routed below them; adds to ``ec``. Returns (S, F, rows): the routing
+    of the entering ``rows`` (rows x the sub-network's nodes ``F``)."""
+    lens = eptr[which + 1] - eptr[which]
+    p = flat[_ranges(eptr[which], lens)]
+    on = np.zeros(X.shape[0], dtype=bool)
+    on[p] = True
     rows = np.flatnonzero(on)
-    if not rows.size:
-        return sp.csc_matrix((n, N), dtype=bool), ec
     sub, F, e = subnetwork(spn, heads)
-    new_id = np.full(N, -1, dtype=np.int64)
+    new_id = np.full(spn.n_nodes, -1, dtype=np.int64)
     new_id[F] = np.arange(len(F))
     words = -(-rows.size // 64) + 1
-    pos = np.cumsum(on) - 1              # row -> its place among the entering rows
-    lab = np.repeat(np.arange(len(entry)), [len(r) for r in entry])
-    p = pos[np.concatenate(entry)] if len(entry) else np.zeros(0, dtype=np.int64)
-    mark = np.zeros((len(entry), 64 * words), dtype=bool)
-    mark.ravel()[lab * mark.shape[1] + p] = True
-    enter = np.ascontiguousarray(np.packbits(mark, axis=1, bitorder="little").view(np.uint64))
+    pos = (np.cumsum(on) - 1)[p]          # each entering row's place among the rows
+    # bit pos of word (entry, pos // 64): one OR per word (each entry's rows are sorted)
+    word = np.repeat(np.arange(len(which)), lens) * words + (pos >> 6)
+    bit = np.left_shift(np.uint64(1), (pos & 63).astype(np.uint64))
+    enter = np.zeros((len(which), words), dtype=np.uint64)
+    if word.size:
+        first = np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]]))
+        enter.ravel()[word[first]] = np.bitwise_or.reduceat(bit, first)
     XU = np.ascontiguousarray(X[rows])
     sw = Sweep(sub, XU, MAX, n_threads, workspace="select")
     nt = sw.n_threads
@@ -168,11 +221,7 @@ def route_from(spn: SPN, X: np.ndarray, heads, entry: list, *, n_threads: int | 
         _infer.route(sw.graph, sw.states, XT, L, roots, none, False, r1 - r0, bits, r0 // 64, edge, nt,
                      sw.ws, acts, enter)
     ec[e] = edge.sum(0)[: sub.n_edges]
-    S = _as_csc(bits, rows.size)          # rows of U x nodes of the sub-network
-    indptr = np.zeros(N + 1, dtype=np.int64)
-    indptr[F + 1] = np.diff(S.indptr)
-    np.cumsum(indptr, out=indptr)
-    return sp.csc_matrix((np.ones(S.nnz, dtype=bool), rows[S.indices], indptr), shape=(n, N)), ec
+    return _as_csc(bits, rows.size), F, rows
 
 
 def subnetwork(spn: SPN, heads, mark: np.ndarray | None = None):

@@ -126,7 +126,7 @@ def local_refit(spn: SPN, X: np.ndarray, D, free: np.ndarray, heads: np.ndarray,
     routed below it alone (:func:`._carry.route_from`). Returns the model and
     ``D`` with the free nodes' columns from the last routing (that of the returned model
     when the routing converged, else of the model before the last refit)."""
-    entry = [D.rows(int(h)) for h in heads]
+    entry = D.rows_of_many(heads)
     prev = None
     for _ in range(max(1, int(max_iter))):
         Rf, ec = route_from(spn, X, heads, entry, n_threads=n_threads)
