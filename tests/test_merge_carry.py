@@ -263,3 +263,30 @@ def test_descendants_of_a_chain_deeper_than_the_level_steps():
     assert descendants(spn, [top]).all()
     low = int(spn.child[spn.child_ptr[top]])       # one level down: all but the root
     assert descendants(spn, [low]).sum() == spn.n_nodes - 2
+
+
+def test_bernoulli_refit_counts_each_leaf_rows(trees):
+    """Bernoulli leaves refit from the routing (a matrix or a carried Routing, with or
+    without the transposed codes): p = (ones + alpha) / (rows + 2 alpha) of each free
+    leaf's own rows, to the bit; leaves no row reached and fixed leaves keep theirs."""
+    from spnc.learn._refit import refit_from_routing
+    X, _, tr = trees
+    spn = identical_merge(single_root(tr[("latent", "univariate")]))
+    R = route(spn, X)
+    t = spn.leaf_tables["bernoulli"]
+    free = np.zeros(spn.n_nodes, dtype=bool)
+    free[t.node[::2]] = True
+    R = R.tolil()
+    R[:, int(t.node[0])] = False            # a free leaf no row reached
+    R = R.tocsc()
+    ec = np.zeros(spn.n_edges)
+    codes = X.astype(np.uint8)
+    want = t.params["p"].copy()
+    for i, n in enumerate(t.node.tolist()):
+        r = R.indices[R.indptr[n]:R.indptr[n + 1]]
+        if free[n] and r.size:
+            want[i] = (float(X[r, t.var[i]].sum()) + 0.5) / (r.size + 1.0)
+    for Rx in (R, Routing.of(R)):
+        for by_var in (None, np.ascontiguousarray(codes.T)):
+            got = refit_from_routing(spn, X, Rx, ec, free, 0.5, codes, by_var).leaf_tables["bernoulli"].params["p"]
+            assert np.array_equal(got, want)

@@ -40,15 +40,15 @@ def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free
         weight[upd] = c[upd] / tot[parent[upd]]
     tables = {}
     for name, t in spn.leaf_tables.items():
-        idx = [i for i, n in enumerate(t.node.tolist()) if free[n]]
-        if not idx or name not in ("bernoulli", "categorical", "cltree"):
+        idx = np.flatnonzero(free[t.node])
+        if not idx.size or name not in ("bernoulli", "categorical", "cltree"):
             tables[name] = t
             continue
         if name == "bernoulli":
-            tables[name] = _bernoulli(t, np.asarray(idx, dtype=np.int64), X, R, alpha, codes_by_var)
+            tables[name] = _bernoulli(t, idx, X, R, alpha, codes_by_var)
             continue
         objs = {}
-        for i in idx:
+        for i in idx.tolist():
             r = _routing.rows_of(R, int(t.node[i]))
             if r.size == 0:
                 continue
@@ -82,13 +82,12 @@ def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, by_var: np.nd
     reached keep their parameter), as one new parameter array: the ones of a leaf's
     variable are counted exactly (from the codes ``by_var``, when given), so each ``p``
     is the one a count over ``X`` gives."""
-    rows = [_routing.rows_of(R, int(n)) for n in t.node[idx].tolist()]
-    size = np.array([len(r) for r in rows], dtype=np.int64)
-    var = t.var[idx].tolist()
-    if by_var is not None:       # a variable's codes in one contiguous row: a local gather
-        got = np.array([by_var[v, r].sum() for v, r in zip(var, rows)], dtype=np.float64)
-    else:
-        got = np.array([X[r, v].sum() for v, r in zip(var, rows)], dtype=np.float64)
+    ptr, rows = _routing.rows_of_many(R, t.node[idx])
+    size = np.diff(ptr)
+    var = np.repeat(t.var[idx].astype(np.int64), size)
+    # whole counts (sums of 0/1 values, exact in any order), per leaf
+    ones = by_var[var, rows] if by_var is not None else X[rows, var]
+    got = np.bincount(np.repeat(np.arange(len(idx)), size), weights=ones, minlength=len(idx))
     p = t.params["p"].astype(np.float64, copy=True)
     on = size > 0
     p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)

@@ -203,6 +203,18 @@ def rows_of(R, node: int) -> np.ndarray:
     return R.indices[R.indptr[node]:R.indptr[node + 1]]
 
 
+def rows_of_many(R, nodes) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, idx)``: :func:`rows_of` ``nodes[i]`` is ``idx[ptr[i]:ptr[i + 1]]``."""
+    if not sp.issparse(R):
+        return R.rows_of_many(nodes)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    a = R.indptr[nodes].astype(np.int64)
+    lens = R.indptr[nodes + 1] - a
+    ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    return ptr, R.indices[_ranges(a, lens)].astype(np.int64)
+
+
 def observed_sums(spn: SPN) -> np.ndarray:
     """For every node, the variable an *observed sum* conditions on, else -1.
 
