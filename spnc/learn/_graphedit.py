@@ -23,6 +23,7 @@ from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ..leaves.univariate import Bernoulli, Categorical, Indicator
 from ..nodes import Node, Product, Sum
+from ._redirect_graph import post_order
 
 
 class _Row:
@@ -361,7 +362,9 @@ def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None, ids:
         return None
     cut = np.zeros(N, dtype=bool)
     cut[np.fromiter(replace, dtype=np.int64, count=len(replace))] = True
-    order = _post_order(ptr.tolist(), child.tolist(), cut.tolist(), np.asarray(spn.roots).tolist())
+    kc = np.where(cut | (kind >= 2), -1, np.diff(ptr))
+    order = post_order(np.ascontiguousarray(ptr, dtype=np.int64), kc, child.astype(np.int64),
+                       np.ascontiguousarray(spn.roots, dtype=np.int64))[0]
     live = np.zeros(N, dtype=bool)
     live[order] = True
     nodes = np.flatnonzero(cut & live)           # a replaced node below another is gone
@@ -409,21 +412,3 @@ def replace_by_leaves(spn: SPN, replace: dict, learner: dict | None = None, ids:
                            roots=new_id[np.asarray(spn.roots, dtype=np.int64)],
                            root_weights=spn.root_weights if spn.combine == "mixture" else None,
                            combine=spn.combine, stats={}, learner=learner, validate=False)
-
-
-def _post_order(ptr: list, child: list, cut: list, roots: list) -> list:
-    """Depth-first post-order of the nodes reached from ``roots`` (children in order, a
-    shared node where first reached), not entering the ``cut`` nodes."""
-    seen, order = set(), []
-    stack = [(r, False) for r in reversed(roots)]
-    while stack:
-        n, done = stack.pop()
-        if n in seen:
-            continue
-        if done or cut[n] or ptr[n] == ptr[n + 1]:
-            seen.add(n)
-            order.append(n)
-            continue
-        stack.append((n, True))
-        stack.extend((c, False) for c in reversed(child[ptr[n]:ptr[n + 1]]) if c not in seen)
-    return order

@@ -85,20 +85,19 @@ def resolve(const uint8_t[::1] kind, const int64_t[::1] ptr, const int32_t[::1] 
     return res_a, kcnt_a, kid_a, kw_a
 
 
-def assemble(const uint8_t[::1] kind, const int64_t[::1] ptr, const int64_t[::1] kcnt,
-             const int64_t[::1] kid, const double[::1] kw, const int64_t[::1] roots):
-    """The nodes below ``roots`` (of :func:`resolve`'s graph) numbered in depth-first
-    post-order (children in order, each node at its first visit): ``(order, new_id,
-    cptr, ch, w)``, ``order`` the old node of each new one, ``ch``/``w`` the new
-    children and the raw weights (1 under products)."""
-    cdef Py_ssize_t N = kind.shape[0], R = roots.shape[0], E = kid.shape[0]
+def post_order(const int64_t[::1] ptr, const int64_t[::1] kcnt, const int64_t[::1] kid,
+               const int64_t[::1] roots):
+    """``(order, new_id)``: the nodes reached from ``roots`` numbered in depth-first
+    post-order, children ``kid[ptr[n]:ptr[n] + kcnt[n]]`` in order (``kcnt[n] < 0``: a node
+    not entered), each node at its first visit; ``new_id`` -1 for the others."""
+    cdef Py_ssize_t N = kcnt.shape[0], R = roots.shape[0], E = kid.shape[0]
     new_id_a = np.full(N, -1, dtype=np.int64)
     order_a = np.empty(N, dtype=np.int64)
     snode_a = np.empty(R + E + N + 1, dtype=np.int64)
     sexp_a = np.empty(R + E + N + 1, dtype=np.uint8)
     cdef int64_t[::1] new_id = new_id_a, order = order_a, snode = snode_a
     cdef uint8_t[::1] sexp = sexp_a
-    cdef Py_ssize_t top = 0, M = 0, i, j, a, q
+    cdef Py_ssize_t top = 0, M = 0, i, j, a
     cdef int64_t n, c
     with nogil:
         for i in range(R - 1, -1, -1):
@@ -124,6 +123,18 @@ def assemble(const uint8_t[::1] kind, const int64_t[::1] ptr, const int64_t[::1]
                     snode[top] = c
                     sexp[top] = 0
                     top += 1
+    return order_a[:M], new_id_a
+
+
+def assemble(const uint8_t[::1] kind, const int64_t[::1] ptr, const int64_t[::1] kcnt,
+             const int64_t[::1] kid, const double[::1] kw, const int64_t[::1] roots):
+    """The nodes below ``roots`` (of :func:`resolve`'s graph) numbered by :func:`post_order`:
+    ``(order, new_id, cptr, ch, w)``, ``order`` the old node of each new one, ``ch``/``w``
+    the new children and the raw weights (1 under products)."""
+    order_a, new_id_a = post_order(ptr, kcnt, kid, roots)
+    cdef int64_t[::1] order = order_a, new_id = new_id_a
+    cdef Py_ssize_t M = order.shape[0], i, j, a, q
+    cdef int64_t n
     cptr_a = np.zeros(M + 1, dtype=np.int64)
     cdef int64_t[::1] cptr = cptr_a
     for i in range(M):
@@ -142,4 +153,4 @@ def assemble(const uint8_t[::1] kind, const int64_t[::1] ptr, const int64_t[::1]
                 ch[q + j] = new_id[kid[a + j]]
                 if kind[n] == K_SUM:
                     w[q + j] = kw[a + j]
-    return order_a[:M], new_id_a, cptr_a, ch_a, w_a
+    return order_a, new_id_a, cptr_a, ch_a, w_a
