@@ -101,6 +101,13 @@ class LeafCache:
         if not tables or not self.capacity:
             return None
         keys = [leaf_keys(t) for t in tables]
+        if sum(len(ks) for ks in keys) <= self.capacity:     # every leaf kept already: the same layout
+            row = self.row
+            rows = [np.fromiter((row.get(k, -1) for k in ks), dtype=np.int64, count=len(ks)) for ks in keys]
+            if all((r >= 0).all() for r in rows):
+                lay = (np.concatenate([t.slot for t in tables]), np.concatenate(rows), [])
+                mine[id(self)] = (self, self._gen, lay)
+                return lay
         distinct = list(dict.fromkeys(k for ks in keys for k in ks))
         # leaves already kept first (no evaluation), then new ones, up to the capacity
         kept = set([k for k in distinct if k in self.row][: self.capacity])
