@@ -91,9 +91,9 @@ def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, by_var: np.nd
     p = t.params["p"].astype(np.float64, copy=True)
     on = size > 0
     p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)
-    out = t.with_params({"p": p})
-    follow_leaf_keys(out, t, idx[on])
-    return out
+    # no leaf keys carried over: merging compares Bernoulli leaves by their parameter
+    # columns (._hashcons._columns), and keys asked for later are made from the table
+    return t.with_params({"p": p})
 
 
 def hard_refit(spn: SPN, X: np.ndarray, free: np.ndarray, *, alpha: float, max_iter: int,
