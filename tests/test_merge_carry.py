@@ -8,7 +8,8 @@ import pytest
 
 import spnc
 from spnc.learn import Merge
-from spnc.learn._carry import Routing, _union, route_from
+from spnc.learn._carry import Routing, route_from
+from spnc.learn._routing import union_runs
 from spnc.learn._graphedit import descendants
 from spnc.learn._refit import hard_refit, local_refit
 from spnc.learn.merge import identical_merge, single_root
@@ -98,11 +99,15 @@ def test_routing_carry_takes_the_union_of_the_rows_of_the_old_nodes():
     cols = rng.random(M) < 0.4
     spl = got.splice(S, cols).tocsc().toarray()
     assert np.array_equal(spl[:, cols], S.toarray()[:, cols]) and np.array_equal(spl[:, ~cols], want[:, ~cols])
-    col, idx = rng.integers(0, 9, 500) * 7, rng.integers(0, n, 500)
-    c, i = _union(col, idx, n, max_bytes=3 * 8 * (-(-n // 64) + 1) * 8)     # a few columns per block
-    assert all(np.array_equal(a, b) for a, b in zip((c, i), _union(col, idx, n, np.unique(col))))
-    key = np.unique(col * n + idx)
-    assert np.array_equal(c, key // n) and np.array_equal(i, key % n)
+    for size in (500, 3, 0):                # runs of unsorted rows, repeats, empty runs
+        gptr = np.concatenate([[0], np.sort(rng.integers(0, size + 1, 6)), [size]])
+        idx = rng.integers(0, n, size)
+        lens, rows = union_runs(gptr, idx, n)
+        want = [np.unique(idx[a:b]) for a, b in zip(gptr[:-1], gptr[1:])]
+        assert np.array_equal(lens, [len(w) for w in want])
+        assert np.array_equal(rows, np.concatenate(want)) and rows.dtype == np.int32
+    with pytest.raises(ValueError, match="out of range"):
+        union_runs(np.array([0, 1]), np.array([n]), n)
 
 
 def _same(a, b):

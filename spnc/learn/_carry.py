@@ -18,6 +18,7 @@ from .._sweep import Sweep
 from ..graph import SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
+from ._routing import union_runs
 from .routing import _as_csc
 
 _EMPTY = np.zeros(0, dtype=np.int32)
@@ -96,12 +97,13 @@ class Routing:
         mats = list(self.mats)
         many = np.flatnonzero(~one)
         if many.size:          # merged nodes: the union of their rows, one new matrix
-            ptr, parts = self.rows_of_many(old[many])
-            lab = np.repeat(t[many], np.diff(ptr))
-            u = np.unique(t[many])
-            c, i = _union(lab, parts, self.n_rows, u)
+            o = np.argsort(t[many], kind="stable")        # each new node's old nodes together
+            ptr, parts = self.rows_of_many(old[many][o])
+            u, first = np.unique(t[many][o], return_index=True)
+            cnt_u, i = union_runs(np.append(ptr[first], ptr[-1]), parts, self.n_rows)
             indptr = np.zeros(n_nodes + 1, dtype=np.int64)
-            np.cumsum(np.bincount(c, minlength=n_nodes), out=indptr[1:])
+            indptr[u + 1] = cnt_u
+            np.cumsum(indptr, out=indptr)
             mats.append(sp.csc_matrix((np.ones(len(i), dtype=bool), i, indptr), shape=(self.n_rows, n_nodes)))
             which[u], col[u] = len(mats) - 1, u
         return Routing(mats, which, col, self.n_rows)._compact()
@@ -123,28 +125,6 @@ class Routing:
         new[used] = np.arange(len(used))
         which = np.where(self.which >= 0, new[np.maximum(self.which, 0)], -1)
         return Routing([self.mats[k] for k in used.tolist()], which, self.col, self.n_rows)
-
-
-def _union(col: np.ndarray, idx: np.ndarray, n: int, cols: np.ndarray | None = None, max_bytes: int = 64 << 20):
-    """(col, idx) of the distinct pairs, sorted by column then row: marks in a dense
-    (columns x rows) mask, a block of columns at a time, read back as bits (no sort).
-    ``cols``: the distinct columns, when known."""
-    cols = np.unique(col) if cols is None else cols
-    pos = np.zeros(int(cols[-1]) + 1 if cols.size else 1, dtype=np.int64)
-    pos[cols] = np.arange(len(cols))
-    rank = pos[col]
-    words = -(-n // 64) + 1
-    step = max(1, max_bytes // (64 * words))
-    out_c, out_i = [np.zeros(0, dtype=np.int64)], [_EMPTY]
-    for c0 in range(0, len(cols), step):
-        c1 = min(len(cols), c0 + step)
-        on = (rank >= c0) & (rank < c1) if c1 - c0 < len(cols) else slice(None)
-        mark = np.zeros((c1 - c0, 64 * words), dtype=bool)
-        mark.ravel()[(rank[on] - c0) * mark.shape[1] + idx[on]] = True     # one flat index: fast
-        S = _as_csc(np.packbits(mark, axis=1, bitorder="little").view(np.uint64), n)
-        out_c.append(cols[c0 + np.repeat(np.arange(c1 - c0), np.diff(S.indptr))])
-        out_i.append(S.indices.astype(np.int32))
-    return np.concatenate(out_c), np.concatenate(out_i)
 
 
 def route_from(spn: SPN, X: np.ndarray, heads, entry, *, n_threads: int | None = None):

@@ -208,3 +208,42 @@ def sums_over_nodes(const double[:, :] VT, const int64_t[::1] a, const int64_t[:
                 s += VT[col[i], rows[k]]
             out[i] = s
     return out_a
+
+
+def union_runs(const int64_t[::1] gptr, const int64_t[::1] idx, Py_ssize_t n_rows):
+    """``(lens, rows)``: for each run ``g`` of ``idx`` (``idx[gptr[g]:gptr[g + 1]]``,
+    values in ``[0, n_rows)``), its distinct values in increasing order, run after run
+    (``lens[g]`` of them): one bit set of the rows, read back word by word."""
+    cdef Py_ssize_t G = gptr.shape[0] - 1, nw = n_rows // 64 + 1, g, e, w, k = 0, lo, hi
+    cdef int64_t r
+    cdef uint64_t x
+    for e in range(idx.shape[0]):
+        if not 0 <= idx[e] < n_rows:
+            raise ValueError("union_runs: row out of range")
+    lens_a = np.zeros(max(G, 0), dtype=np.int64)
+    rows_a = np.empty(idx.shape[0], dtype=np.int32)
+    bits_a = np.zeros(nw, dtype=np.uint64)
+    cdef int64_t[::1] lens = lens_a
+    cdef int32_t[::1] rows = rows_a
+    cdef uint64_t[::1] bits = bits_a
+    with nogil:
+        for g in range(G):
+            lo, hi = nw, -1
+            for e in range(gptr[g], gptr[g + 1]):
+                r = idx[e]
+                w = r >> 6
+                bits[w] |= (<uint64_t> 1) << (r & 63)
+                if w < lo:
+                    lo = w
+                if w > hi:
+                    hi = w
+            lens[g] = k
+            for w in range(lo, hi + 1):            # the words between the run's first and last
+                x = bits[w]
+                bits[w] = 0
+                while x:
+                    rows[k] = <int32_t> (64 * w + spnc_ctz64(x))
+                    k += 1
+                    x = x & (x - 1)
+            lens[g] = k - lens[g]
+    return lens_a, rows_a[:k]
