@@ -292,6 +292,20 @@ def test_bernoulli_refit_counts_each_leaf_rows(trees):
         if free[n] and r.size:
             want[i] = (float(X[r, t.var[i]].sum()) + 0.5) / (r.size + 1.0)
     for Rx in (R, Routing.of(R)):
-        for by_var in (None, np.ascontiguousarray(codes.T)):
+        for by_var in (None, np.ascontiguousarray(codes.T), np.ascontiguousarray(codes.T, dtype=np.int32)):
             got = refit_from_routing(spn, X, Rx, ec, free, 0.5, codes, by_var).leaf_tables["bernoulli"].params["p"]
             assert np.array_equal(got, want)
+
+
+def test_compiled_run_copies_and_counts_check_their_ranges():
+    from spnc.learn._routing import copy_runs, count_codes
+    src = np.arange(10, dtype=np.int32)
+    dst = np.zeros(6, dtype=np.int64)
+    copy_runs(src, np.array([7, 0]), np.array([3, 3]), dst, np.array([0, 3]))
+    assert dst.tolist() == [7, 8, 9, 0, 1, 2]
+    with pytest.raises(ValueError, match="out of range"):
+        copy_runs(src, np.array([8]), np.array([3]), dst, np.array([0]))
+    codes = np.array([[1, 0, 1], [0, 1, 1]], dtype=np.uint8)
+    assert count_codes(codes, np.array([1, 0]), np.array([0, 2, 3]), np.array([1, 2, 0])).tolist() == [2, 1]
+    with pytest.raises(ValueError, match="out of range"):
+        count_codes(codes, np.array([0]), np.array([0, 1]), np.array([3]))

@@ -18,7 +18,7 @@ from .._sweep import Sweep
 from ..graph import SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
-from ._routing import union_runs
+from ._routing import copy_runs, union_runs
 from .routing import _as_csc
 
 _EMPTY = np.zeros(0, dtype=np.int32)
@@ -63,7 +63,7 @@ class Routing:
         idx = np.empty(int(ptr[-1]), dtype=np.int64)
         for m, o in zip(self.mats, on):
             if o.size:
-                idx[_ranges(ptr[o], lens[o])] = m.indices[_ranges(m.indptr[c[o]], lens[o])]
+                copy_runs(m.indices, m.indptr[c[o]].astype(np.int64), lens[o], idx, ptr[o])
         return ptr, idx
 
     def counts(self) -> np.ndarray:

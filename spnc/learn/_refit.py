@@ -18,6 +18,7 @@ from ..leaves.univariate import Categorical
 from . import routing as _routing
 from ._graphedit import follow_leaf_keys
 from ._carry import route_from
+from ._routing import count_codes
 
 
 def refit_from_routing(spn: SPN, X: np.ndarray, R, edge_counts: np.ndarray, free: np.ndarray,
@@ -84,10 +85,13 @@ def _bernoulli(t, idx: np.ndarray, X: np.ndarray, R, alpha: float, by_var: np.nd
     is the one a count over ``X`` gives."""
     ptr, rows = _routing.rows_of_many(R, t.node[idx])
     size = np.diff(ptr)
-    var = np.repeat(t.var[idx].astype(np.int64), size)
     # whole counts (sums of 0/1 values, exact in any order), per leaf
-    ones = by_var[var, rows] if by_var is not None else X[rows, var]
-    got = np.bincount(np.repeat(np.arange(len(idx)), size), weights=ones, minlength=len(idx))
+    if by_var is not None and by_var.dtype == np.uint8 and by_var.flags.c_contiguous:
+        got = count_codes(by_var, t.var[idx].astype(np.int64), ptr, rows).astype(np.float64)
+    else:
+        var = np.repeat(t.var[idx].astype(np.int64), size)
+        ones = by_var[var, rows] if by_var is not None else X[rows, var]
+        got = np.bincount(np.repeat(np.arange(len(idx)), size), weights=ones, minlength=len(idx))
     p = t.params["p"].astype(np.float64, copy=True)
     on = size > 0
     p[idx[on]] = (got[on] + alpha) / (size[on] + 2 * alpha)

@@ -247,3 +247,51 @@ def union_runs(const int64_t[::1] gptr, const int64_t[::1] idx, Py_ssize_t n_row
                     x = x & (x - 1)
             lens[g] = k - lens[g]
     return lens_a, rows_a[:k]
+
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+
+def copy_runs(const index_t[::1] src, const int64_t[::1] src_start, const int64_t[::1] lens,
+              int64_t[::1] dst, const int64_t[::1] dst_start):
+    """``dst[dst_start[i]:dst_start[i] + lens[i]] = src[src_start[i]:src_start[i] + lens[i]]``
+    for every run ``i``."""
+    cdef Py_ssize_t R = lens.shape[0], i, j, a, b
+    if src_start.shape[0] != R or dst_start.shape[0] != R:
+        raise ValueError("copy_runs: shapes do not match")
+    for i in range(R):
+        if lens[i] < 0 or src_start[i] < 0 or dst_start[i] < 0 or src_start[i] + lens[i] > src.shape[0] \
+                or dst_start[i] + lens[i] > dst.shape[0]:
+            raise ValueError("copy_runs: a run is out of range")
+    with nogil:
+        for i in range(R):
+            a, b = src_start[i], dst_start[i]
+            for j in range(lens[i]):
+                dst[b + j] = src[a + j]
+
+
+def count_codes(const uint8_t[:, ::1] codes_by_var, const int64_t[::1] var, const int64_t[::1] ptr,
+                const int64_t[::1] rows):
+    """For each run ``i``, the sum of ``codes_by_var[var[i], r]`` over its rows ``r`` in
+    ``rows[ptr[i]:ptr[i + 1]]`` (whole numbers, int64)."""
+    cdef Py_ssize_t R = var.shape[0], n = codes_by_var.shape[1], i, e
+    cdef int64_t s
+    if ptr.shape[0] != R + 1 or (R and (ptr[0] < 0 or ptr[R] > rows.shape[0])):
+        raise ValueError("count_codes: shapes do not match")
+    for i in range(R):
+        if not 0 <= var[i] < codes_by_var.shape[0] or ptr[i + 1] < ptr[i]:
+            raise ValueError("count_codes: a run is out of range")
+    for e in range(rows.shape[0]):
+        if not 0 <= rows[e] < n:
+            raise ValueError("count_codes: a row is out of range")
+    out_a = np.zeros(R, dtype=np.int64)
+    cdef int64_t[::1] out = out_a
+    with nogil:
+        for i in range(R):
+            s = 0
+            for e in range(ptr[i], ptr[i + 1]):
+                s += codes_by_var[var[i], rows[e]]
+            out[i] = s
+    return out_a

@@ -40,7 +40,7 @@ from .._sweep import Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
-from ._routing import bits_to_csc, observed_route, state_masks
+from ._routing import bits_to_csc, copy_runs, observed_route, state_masks
 
 
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None,
@@ -212,7 +212,9 @@ def rows_of_many(R, nodes) -> tuple[np.ndarray, np.ndarray]:
     lens = R.indptr[nodes + 1] - a
     ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    return ptr, R.indices[_ranges(a, lens)].astype(np.int64)
+    idx = np.empty(int(ptr[-1]), dtype=np.int64)
+    copy_runs(R.indices, a, lens.astype(np.int64), idx, ptr[:-1])
+    return ptr, idx
 
 
 def observed_sums(spn: SPN) -> np.ndarray:
