@@ -255,3 +255,26 @@ def test_pairs_reuse_the_distances_of_groups_whose_marginals_are_unchanged(monke
     again = Pairs(edited, *node_marginals(edited), "manhattan", skip, memo=first.memo)
     fresh = Pairs(edited, *node_marginals(edited), "manhattan", skip)
     assert np.array_equal(again.dist, fresh.dist) and len(calls) == 1 + len(first.memo)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_scope_marginals_are_node_marginals_on_every_scope_column(seed):
+    """The round's marginals (only each node's scope columns set) equal node_marginals
+    there to the bit, and give the same candidate pairs and distances."""
+    from spnc.learn._leafcache import LeafCache
+    from spnc.learn._similarity import indicator_evidence, scope_marginals
+    from spnc._kinds import MARGINAL
+    rng = np.random.default_rng(seed)
+    card = [2, 3, 2, 4, 2]
+    spn = spnc.compile(random_spn(rng, card, depth=4, share=0.3), cardinality=card)
+    ev = indicator_evidence(spn)
+    cache = LeafCache(ev[0], MARGINAL, evidence_off=ev[1])
+    P, off = node_marginals(spn, None, ev, cache)
+    Q, off2 = scope_marginals(spn, None, ev, cache)
+    assert np.array_equal(off, off2)
+    for n in range(spn.n_nodes):
+        cols = np.concatenate([np.arange(off[v], off[v + 1]) for v in spn.node_scope(n)])
+        assert np.array_equal(Q[n, cols].view(np.int64), P[n, cols].view(np.int64))
+    skip = np.zeros(spn.n_nodes, dtype=bool)
+    a, b = Pairs(spn, P, off, "manhattan", skip), Pairs(spn, Q, off, "manhattan", skip)
+    assert np.array_equal(a.dist.view(np.int64), b.dist.view(np.int64)) and np.array_equal(a.members, b.members)

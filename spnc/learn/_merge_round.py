@@ -21,7 +21,7 @@ from ._leafcache import LeafCache
 from ._redirect import redirect
 from ._refit import hard_refit, local_refit
 from ._routing import sums_over_nodes
-from ._similarity import Pairs, indicator_evidence, node_marginals
+from ._similarity import Pairs, indicator_evidence, scope_marginals
 from .em import EM
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class _Round:
             self.evidence = indicator_evidence(spn)
             self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=self.nt1,
                                     evidence_off=self.evidence[1])
-        P, off = node_marginals(spn, self.nt, self.evidence, self.ecache)
+        P, off = scope_marginals(spn, self.nt, self.evidence, self.ecache)
         skip = np.zeros(spn.n_nodes, dtype=bool)
         ind = spn.leaf_tables.get("indicator")
         if ind is not None:

@@ -60,6 +60,23 @@ def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
     return np.exp(L[:, :K]), off
 
 
+def scope_marginals(spn: SPN, n_threads: int | None, evidence, cache) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`node_marginals` where only the columns of each node's own scope variables are
+    set (the others are undefined): all :class:`Pairs` reads. The same values there, one
+    ``exp`` per entry read rather than per node and column."""
+    from .routing import node_values
+    E, off = evidence
+    N, K = spn.n_nodes, int(off[-1])
+    L = node_values(spn, E, np.arange(N), n_threads=n_threads, cache=cache, by_node=True)
+    sp, sc = spn.scope_ptr, spn.scope
+    card = off[sc + 1] - off[sc]
+    rows = np.repeat(np.repeat(np.arange(N), np.diff(sp)), card)
+    cols = _ranges(off[sc], card)
+    P = np.empty((N, K))
+    P[rows, cols] = np.exp(L[rows, cols])
+    return P, off
+
+
 def same_scope_height(spn: SPN) -> np.ndarray:
     """Longest chain of descendants with the node's own scope (0 when none): one
     vectorised step per link of the longest chain, and for deep chains (where those
