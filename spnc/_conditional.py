@@ -11,23 +11,25 @@ CONDITIONAL_TOL = 1e-6
 EVIDENCE_LOG_RANGE = CONDITIONAL_TOL / (32 * float(np.finfo(np.float64).eps))
 
 
-def log_conditional(joint: np.ndarray, evidence: np.ndarray, row0: int = 0) -> np.ndarray:
+def log_conditional(joint: np.ndarray, evidence: np.ndarray, row0: int = 0, where=None) -> np.ndarray:
     """``joint - evidence`` (log p(query, evidence) - log p(evidence)) per row. Raises
     :class:`DataError` for a row whose evidence has probability zero, or whose two
     log-likelihoods are so large (an outlying real value) that rounding them, about 16 ulp
     each, could move the difference by more than ``CONDITIONAL_TOL`` (``row0``: the number
-    of the first row, for the message)."""
+    of the first row, for the message; ``where(i)``, when given, names row ``i`` instead,
+    as the console tools do with file lines)."""
+    where = where or (lambda i: f"row {row0 + i}")
     # (n,) or, for independent roots, (n, n_roots): errors name the row
     zero = np.argwhere(np.isneginf(evidence))
     if zero.size:
-        raise DataError(f"row {row0 + int(zero[0][0])}: the evidence has probability zero; its conditional is "
+        raise DataError(f"{where(int(zero[0][0]))}: the evidence has probability zero; its conditional is "
                         "undefined")
     out = joint - evidence
     err, bad = _inexact(joint, evidence, out)
     bad = np.argwhere(bad)
     if bad.size:
         at = tuple(bad[0])
-        raise DataError(f"row {row0 + int(at[0])}: log p(query, evidence) = {joint[at]:.6g} and log p(evidence) = "
+        raise DataError(f"{where(int(at[0]))}: log p(query, evidence) = {joint[at]:.6g} and log p(evidence) = "
                         f"{evidence[at]:.6g} are too large for their difference to be accurate (rounding "
                         f"error up to {err[at]:.2g}); an outlying value, or data to rescale")
     return out
@@ -41,12 +43,13 @@ def _inexact(joint: np.ndarray, evidence: np.ndarray, out: np.ndarray) -> tuple[
     return err, err > CONDITIONAL_TOL * np.maximum(1.0, np.abs(out))
 
 
-def check_evidence_range(spn, X: np.ndarray, ll: np.ndarray, name: str, rows=None) -> None:
+def check_evidence_range(spn, X: np.ndarray, ll: np.ndarray, name: str, rows=None, where=None) -> None:
     """Refuse evidence whose log-probability ``ll`` is too large for conditionals given it to
     be accurate: :func:`log_conditional`'s rule with the evidence as its own query (for
     MPE and sampling, which choose branches by such conditionals). ``X``: the evidence
     rows in the model's order; ``rows``: the number in the caller's input of each (default
-    0, 1, ...). The error names the row and the observed variable least probable alone."""
+    0, 1, ...), or ``where(i)`` naming row ``i`` in full. The error names the row and the
+    observed variable least probable alone."""
     err, bad = _inexact(ll, ll, np.zeros_like(ll))
     bad = np.flatnonzero(bad)
     if not bad.size:
@@ -58,7 +61,7 @@ def check_evidence_range(spn, X: np.ndarray, ll: np.ndarray, name: str, rows=Non
     j = int(obs[np.argmin(spn.log_likelihood(M))])
     var = repr(spn.var_names[j]) if spn.var_names is not None else j
     r = i if rows is None else int(rows[i])
-    raise DataError(f"{name} row {r}: log p(evidence) = {ll[i]:.6g} is too large for conditionals given it to be "
+    raise DataError(f"{where(i) if where else f'{name} row {r}'}: log p(evidence) = {ll[i]:.6g} is too large for conditionals given it to be "
                     f"accurate (rounding error up to {err[i]:.2g}); variable {var} = {float(X[i, j])!r} lies far "
                     "outside the model's mass (conditional refuses it too): an outlying value, or data to rescale")
 

@@ -233,7 +233,8 @@ def test_mpe_refuses_far_evidence_naming_the_data_row(tmp_path, capsys, ext):
         assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / f"d.{ext}"), "--mpe", str(tmp_path / "o.csv"),
                               "--chunk-rows", "2", "--by-position", "-q"] + extra) == 2
         err = capsys.readouterr().err
-        assert "X row 3: log p(evidence)" in err and f"variable {var!r}" in err, err
+        where = "line 5" if ext == "csv" else "row 4"    # 1-based, as cell errors: the header is line 1
+        assert f"d.{ext}: {where}: log p(evidence)" in err and f"variable {var!r}" in err, err
 
 
 def test_streamed_conditionals_name_the_data_row(tmp_path, capsys):
@@ -244,7 +245,7 @@ def test_streamed_conditionals_name_the_data_row(tmp_path, capsys):
     rc = evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.npy"), "--query", "1", "--evidence", "0",
                         "--chunk-rows", "2", "-q"])
     err = capsys.readouterr().err
-    assert rc == 2 and "row 3: log p(query, evidence)" in err and "too large" in err, err     # not the block's row 1
+    assert rc == 2 and "d.npy: row 4: log p(query, evidence)" in err and "too large" in err, err  # not the block's
 
 
 def test_query_and_evidence_names_holding_commas_are_quoted_as_in_csv(tmp_path, capsys):

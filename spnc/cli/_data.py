@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+from contextlib import contextmanager
 from typing import Sequence
 
 import numpy as np
@@ -90,6 +91,34 @@ def model_rows(model, tab: Table, row0: int = 0, complete: str | None = None) ->
         r, c = (int(v) for v in np.argwhere(np.isnan(X))[0])
         raise DataError(f"{tab.where(row0 + r, c)}: missing value; {complete} needs complete data")
     return X
+
+
+_API_ROW = re.compile(r"^(?:(X|X_valid) row (\d+)|row (\d+) of (X|X_valid)|row (\d+)(?=[: ])|(X|X_valid)\[(\d+), (\d+)\])")
+
+
+@contextmanager
+def rows_of_files(**tabs: Table | None):
+    """A :class:`DataError` of the Python API that begins by naming a row of an input
+    (``X row 3``, ``X_valid[3, 1]``, ``row 3 of X``, ``row 3:``; numpy's 0-based indices)
+    re-raised naming that row as the tools do: the file, its line (text) or 1-based row."""
+    try:
+        yield
+    except DataError as e:
+        msg = str(e)
+        m = _API_ROW.match(msg)
+        if m is None:
+            raise
+        g = m.groups()
+        name, r, c = ((g[0], g[1], None) if g[0] else (g[3], g[2], None) if g[2] else
+                      ("X", g[4], None) if g[4] else (g[5], g[6], g[7]))
+        tab = tabs.get(name)
+        if tab is None or int(r) >= len(tab.X) or (c is not None and int(c) >= tab.X.shape[1]):
+            raise
+        rest = msg[m.end():]
+        if c is not None:
+            rest = ":" + rest[2:] if rest.startswith(" = ") else rest
+            raise DataError(tab.where(int(r), int(c)) + rest) from None
+        raise DataError(tab.where(int(r)) + rest) from None
 
 
 # ---------------------------------------------------------------------------- types

@@ -79,9 +79,11 @@ def _run(args: argparse.Namespace) -> int:
                 w = [float(t) for t in args.weights.split(",")]
             except ValueError:
                 raise DataError(f"--weights {args.weights!r}: not comma-separated numbers") from None
+        tab = None
         if args.data:
-            X = _read(args.data, args, models[0])
-        out = mixture(models, weights=w, X=X)
+            X, tab = _read(args.data, args, models[0])
+        with _data.rows_of_files(X=tab):
+            out = mixture(models, weights=w, X=X)
         ws = out.weight[out.child_ptr[out.root]:out.child_ptr[out.root + 1]]
         summary["weights"] = [float(x) for x in ws]
         if X is not None:
@@ -109,10 +111,11 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
     if len(models) != 1 or not args.data:
         raise DataError("em takes one model and --data")
     m = models[0]
-    X = _read(args.data, args, m)
-    Xv = _read(args.valid, args, m) if args.valid else None
+    X, tab = _read(args.data, args, m)
+    Xv, vtab = _read(args.valid, args, m) if args.valid else (None, None)
     nt = args.n_threads
-    with options_named({"max_iter": "--max-iter", "alpha": "--alpha", "n_threads": "--n-threads"}):
+    with options_named({"max_iter": "--max-iter", "alpha": "--alpha", "n_threads": "--n-threads"}), \
+            _data.rows_of_files(X=tab, X_valid=vtab):
         em = EM(init=m, max_iter=args.max_iter, alpha=args.alpha, n_threads=nt).fit(X, X_valid=Xv)
     out = em.spn_
     ll = {"train": [float(np.mean(s.log_likelihood(X, n_threads=nt))) for s in (m, out)]}
@@ -125,12 +128,12 @@ def _em(args: argparse.Namespace, models: list, summary: dict):
     return out
 
 
-def _read(path: str, args: argparse.Namespace, model) -> np.ndarray:
-    """Rows of ``path`` in ``model``'s variable order (columns matched by name)."""
+def _read(path: str, args: argparse.Namespace, model) -> tuple[np.ndarray, _data.Table]:
+    """Rows of ``path`` in ``model``'s variable order (columns matched by name), and their table."""
     tab = _data.read_table(path, dataset=args.dataset, delimiter=args.delimiter, header=args.header,
                            encoding=args.encoding, expect=model.var_names)
     tab = _data.match_columns(tab, model.var_names, model.n_vars, args.by_position)
-    return _data.model_rows(model, tab)
+    return _data.model_rows(model, tab), tab
 
 
 def _mean_ll(model, X: np.ndarray, names: list[str] | None, n_threads: int | None = None) -> float:

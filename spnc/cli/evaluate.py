@@ -121,9 +121,9 @@ def _run(args: argparse.Namespace) -> int:
     elif args.data is not None:
         tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
         X = _data.model_rows(model, tab)
-        ll = _loglik(model, X, args)
+        ll = _loglik(model, X, args, where=tab.where)
         if args.mpe:          # before the summary: a run that fails reports nothing
-            _check_mpe_rows(model, X, ll, args)
+            _check_mpe_rows(model, X, ll, args, tab.where)
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
             pending.append((args.mpe, filled, names))
         summary["data"] = args.data
@@ -138,6 +138,7 @@ def _run(args: argparse.Namespace) -> int:
             etab = _data.match_columns(_data.read_table(args.evidence, **read), names, model.n_vars,
                                        args.by_position)
             ev = _data.model_rows(model, etab)
+            _check_evidence_rows(model, ev, etab, args)
             if len(ev) == 1:
                 ev = np.repeat(ev, args.sample, axis=0)
             elif len(ev) != args.sample:
@@ -168,11 +169,12 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
 
         def step(block: np.ndarray, r0: int):
             B = np.asarray(block, dtype=np.float64)
-            X = _data.model_rows(model, _data.Table(B if order is None else B[:, order], cnames, label,
-                                                    file_cols=order), r0)
-            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z), row0=r0)}
+            tab = _data.Table(B if order is None else B[:, order], cnames, label, file_cols=order)
+            X = _data.model_rows(model, tab, r0)
+            where = lambda i: tab.where(r0 + i)     # noqa: E731  (rows of the file, not of the block)
+            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z), where=where)}
             if args.mpe:
-                _check_mpe_rows(model, X, res["ll"], args, r0)
+                _check_mpe_rows(model, X, res["ll"], args, where)
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
             return X, res
         outs = [(args.out_ll, None, "ll")] if args.out_ll else []
@@ -188,14 +190,32 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
     return out
 
 
-def _check_mpe_rows(model, X: np.ndarray, ll: np.ndarray, args: argparse.Namespace, r0: int = 0) -> None:
+def _check_mpe_rows(model, X: np.ndarray, ll: np.ndarray, args: argparse.Namespace, where) -> None:
     """MPE's evidence check (:func:`spnc._conditional.check_evidence_range`) naming rows of
-    the data, not of a chunk (``ll``: log p of X's observed values, unless a query was given)."""
+    the data file (``where(i)``: row ``i`` of X in the file), not of a chunk (``ll``: log p
+    of X's observed values, unless a query was given)."""
     if args.query is not None or args.evidence is not None:
         ll = _chunked(lambda Z: model.log_likelihood(Z, n_threads=args.n_threads), X, args)
     if np.ndim(ll) == 1:        # else the model has several roots, which mpe refuses
         from .._conditional import check_evidence_range
-        check_evidence_range(model, X, ll, "X", r0 + np.arange(len(X)))
+        zero = np.flatnonzero(ll == -np.inf)
+        if zero.size:
+            raise DataError(f"{where(int(zero[0]))}: has probability zero under the model; no MPE completion "
+                            "exists")
+        check_evidence_range(model, X, ll, "X", where=where)
+
+
+def _check_evidence_rows(model, ev: np.ndarray, etab, args: argparse.Namespace) -> None:
+    """``model.sample``'s evidence checks, before the rows are repeated, naming the line of
+    the evidence file (the model would name a 0-based row of the repeated array)."""
+    if model.combine != "single" or not len(ev):
+        return              # sample refuses several roots itself
+    ll = _chunked(lambda Z: model.log_likelihood(Z, n_threads=args.n_threads), ev, args)
+    zero = np.flatnonzero(ll == -np.inf)
+    if zero.size:
+        raise DataError(f"{etab.where(int(zero[0]))}: the evidence has probability zero under the model")
+    from .._conditional import check_evidence_range
+    check_evidence_range(model, ev, ll, "evidence", where=etab.where)
 
 
 def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
@@ -208,7 +228,7 @@ def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     if not parts:
         return fn(X)
     return np.concatenate(parts, axis=0)
-def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, row0: int = 0) -> np.ndarray:
+def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, where=None) -> np.ndarray:
     nt = args.n_threads
     run = run or _chunked
     if args.query is None and args.evidence is None:
@@ -233,7 +253,7 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, row0: int 
         return joint
     Xe = np.where(keep_e, X, np.nan)
     from .._conditional import log_conditional
-    return log_conditional(joint, run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args), row0)
+    return log_conditional(joint, run(lambda Z: model.log_likelihood(Z, n_threads=nt), Xe, args), where=where)
 
 
 def _report(ll: np.ndarray, X: np.ndarray, args: argparse.Namespace) -> dict:

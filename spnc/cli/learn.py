@@ -255,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
     n, d = X.shape
     card = np.maximum(2, X.max(axis=0) + 1).astype(np.int64) if discrete else None
     extra: dict[str, np.ndarray] = {}
+    tabs = {"X": tab}                   # for errors of the estimators naming a row
     paths = {"valid": args.valid, "test": args.test}
     for tag, path in paths.items():
         if path is not None:
@@ -263,6 +264,8 @@ def _run(args: argparse.Namespace) -> int:
             if card is not None:
                 _check_states(z, card)
             extra[tag] = z.X
+            if tag == "valid":
+                tabs["X_valid"] = z
     talk = not args.quiet and not args.json
     if args.progress and talk:
         print(f"{PROG}: learning with {args.learner} from {args.train} ({counted(n, 'row')}, {counted(d, 'variable')})",
@@ -271,7 +274,7 @@ def _run(args: argparse.Namespace) -> int:
     est = _estimator(args, discrete)
     t0 = time.perf_counter()
     try:
-        with options_named(_PARAM_FLAGS):
+        with options_named(_PARAM_FLAGS), _data.rows_of_files(**tabs):
             est.fit(X)
         model = est.spn_
     except ValueError as e:
@@ -291,7 +294,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: EM on the parameters, at most {counted(args.em, 'pass', 'passes')}", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
-            with options_named(_EM_FLAGS):
+            with options_named(_EM_FLAGS), _data.rows_of_files(**tabs):
                 model, em = _refine(model, est, X, extra.get("valid"), args, discrete)
         except ValueError as e:
             if isinstance(e, SpncError) and not isinstance(e, ParameterError):

@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     return run_tool(PROG, _parser(), _run, argv)
 
 
-def _read(path: str, dataset: str | None, args, model, complete: bool = False) -> np.ndarray:
+def _read(path: str, dataset: str | None, args, model, complete: bool = False) -> tuple[np.ndarray, _data.Table]:
     tab = _data.read_table(path, dataset=dataset, delimiter=args.delimiter, header=args.header,
                            encoding=args.encoding, expect=model.var_names)
-    return _data.model_rows(model, _data.match_columns(tab, model.var_names, model.n_vars, args.by_position),
-                            complete="merging" if complete else None)
+    tab = _data.match_columns(tab, model.var_names, model.n_vars, args.by_position)
+    return _data.model_rows(model, tab, complete="merging" if complete else None), tab
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -86,8 +86,8 @@ def _run(args: argparse.Namespace) -> int:
     _data.check_dataset(args.dataset, args.data)
     _data.check_dataset(args.valid_dataset, args.valid, flag="--valid-dataset")
     model = importers.load_any(args.model)     # native or another library's format
-    X = _read(args.data, args.dataset, args, model, complete=True)
-    Xv = None if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
+    X, tab = _read(args.data, args.dataset, args, model, complete=True)
+    Xv, vtab = (None, None) if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)
     if Xv is None and len(eps) > 1:
         raise DataError("several --epsilon values are chosen on --valid data; give --valid or one --epsilon")
@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
                 verbose=0 if (args.quiet or args.json) else 1, n_threads=args.n_threads, **kw)
     t0 = time.perf_counter()
     try:
-        with options_named(_PARAM_FLAGS):
+        with options_named(_PARAM_FLAGS), _data.rows_of_files(X=tab, X_valid=vtab):
             est.fit(X, X_valid=Xv)
     except ParameterError as e:
         flag = _PARAM_FLAGS.get(e.param)
