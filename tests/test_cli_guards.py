@@ -268,3 +268,19 @@ def test_query_and_evidence_names_holding_commas_are_quoted_as_in_csv(tmp_path, 
     assert "quote it as in CSV (\"a,b\") or give its index" in capsys.readouterr().err
     assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", '"a,b', "-q"]) == 2
     assert "quote a name as in a CSV header" in capsys.readouterr().err
+
+
+def test_blanks_around_a_quoted_column_name_are_dropped_as_in_a_header(tmp_path, capsys):
+    names = ["a,b", "c", 'x" ,y']
+    from spnc.cli._data import parse_columns
+    # was: "',' expected after '\"'" for a blank after the closing quote
+    assert parse_columns('"a,b" ,c', names, 3) == [0, 1]
+    assert parse_columns(' c , "a,b"  ', names, 3) == [0, 1]
+    assert parse_columns('"x"" ,y" , 0', names, 3) == [0, 2]      # a doubled quote, then a blank, inside
+    m = spnc.compile(Product([Gaussian(0, 0., 1.), Gaussian(1, 1., 1.)]), var_names=["a,b", "c"])
+    spnc.save(m, tmp_path / "m.h5")
+    (tmp_path / "d.csv").write_text('"a,b" , c\n0.5,1\n')        # the header's own blanks are read alike
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", '"a,b" ', "--evidence",
+                          ' "c"', "-q"]) == 0
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", '"a,b"c', "-q"]) == 2
+    assert "',' expected after the quoted name 'a,b'" in capsys.readouterr().err

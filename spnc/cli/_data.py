@@ -191,15 +191,41 @@ def _num(v) -> str:
 
 # ---------------------------------------------------------------------------- columns
 def _column_tokens(spec: str) -> list[str]:
-    """The comma-separated tokens of a column list, a name holding a comma quoted as in a
-    CSV header ('"a,b",c'; a quote inside a quoted name is doubled)."""
+    """The comma-separated tokens of a column list, stripped, a name holding a comma quoted
+    as in a CSV header ('"a,b",c'; a quote inside a quoted name is doubled). Blanks around
+    a quoted name are dropped as around any other token (as a header's cells are read)."""
     if '"' not in spec:
         return [t.strip() for t in spec.split(",")]
-    try:
-        return [t.strip() for t in next(csv.reader([spec], skipinitialspace=True, strict=True))]
-    except csv.Error as e:
-        raise DataError(f"column list {spec[:80]!r}: {e} (quote a name as in a CSV header: \"a,b\", "
-                        "a quote inside it doubled)") from None
+    out, i, n = [], 0, len(spec)
+    while True:
+        while i < n and spec[i].isspace():
+            i += 1
+        if i < n and spec[i] == '"':
+            parts, j = [], i + 1
+            while True:
+                k = spec.find('"', j)
+                if k < 0:
+                    raise DataError(f"column list {spec[:80]!r}: a quote is not closed (quote a name as in a "
+                                    'CSV header: "a,b", a quote inside it doubled)')
+                parts.append(spec[j:k])
+                if not spec.startswith('"', k + 1):
+                    break
+                parts.append('"')
+                j = k + 2
+            tok, i = "".join(parts), k + 1
+            while i < n and spec[i].isspace():
+                i += 1
+            if i < n and spec[i] != ",":
+                raise DataError(f"column list {spec[:80]!r}: ',' expected after the quoted name {tok!r} (quote "
+                                'a name as in a CSV header: "a,b", a quote inside it doubled)')
+        else:
+            k = spec.find(",", i)
+            k = n if k < 0 else k
+            tok, i = spec[i:k], k
+        out.append(tok.strip())
+        if i >= n:
+            return out
+        i += 1
 
 
 def parse_columns(spec: str, var_names: Sequence[str] | None, n_vars: int) -> list[int]:
