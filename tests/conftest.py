@@ -11,11 +11,22 @@ import pytest
 import spnc
 from spnc.nodes import Product, Sum
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+def _data_root() -> Path:
+    """tools/_datadir.py's choice: $SPNC_DATA, else shared/data next to this checkout or
+    (git worktree) next to the main one."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_datadir", Path(__file__).resolve().parents[1] / "tools" / "_datadir.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.default_data()
+
+
+SHARED_DATA = _data_root()
 
 
 def shared_data(*parts: str) -> Path:
-    """Path under ../shared/data, skipping the test when the data is not there."""
+    """Path under the benchmark data (``$SPNC_DATA`` or ../shared/data), skipping the test
+    when the data is not there."""
     p = SHARED_DATA.joinpath(*parts)
     if not p.exists():
         pytest.skip(f"shared benchmark data not found at {p}")

@@ -14,9 +14,9 @@ from spnc import DataError
 from spnc.chowliu import MI_EPS, fit_chow_liu, forest_to_tree, tree_log_likelihood
 from spnc.learn.chowliu import ChowLiuTree
 
-from conftest import chain_data
+from conftest import SHARED_DATA, chain_data
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "binary"
+DATA = SHARED_DATA / "binary"
 
 
 # ---------------------------------------------------------------- independent reference

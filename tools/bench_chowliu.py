@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spnc import _counts as K  # noqa: E402
 from spnc import _mi as MI  # noqa: E402
 from spnc.chowliu import MI_EPS, fit_chow_liu, tree_log_likelihood  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
 SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]
 TARGET = {"nltcs": -6.76, "plants": -16.53, "baudio": -44.38, "jester": -58.23,
@@ -107,7 +108,7 @@ def edges(parents) -> set:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "binary"))
+    ap.add_argument("--data", default=str(default_data() / "binary"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--out", default=None, help="also write the markdown report here")

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 from bench_inference import learnspn_like, random_model  # noqa: E402
 from spnc.learn.em import EM  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
 
 def timed(fn, repeats: int) -> float:
@@ -44,8 +45,7 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(ts)
 
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                    "shared", "data", "binary")
+DATA = str(default_data() / "binary")
 
 
 def clt_mixture(X: np.ndarray, k: int, seed: int):

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import spnc  # noqa: E402
 from spnc._kinds import LEAF, PRODUCT, SUM  # noqa: E402
 from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
 
 def random_model(n_vars: int, target_edges: int, seed: int = 0) -> spnc.SPN:
@@ -299,7 +300,7 @@ def main(argv=None) -> int:
                     default=["plants", "learnspn", "region"],
                     help="plants: LearnSPN on the shared plants set; learnspn: small fan-out trees like "
                          "learned models; region: wide region-graph sums")
-    ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    ap.add_argument("--data", default=str(default_data()))
     ap.add_argument("--plants-model", default=None, help="HDF5 file caching the learned plants model")
     ap.add_argument("--peers", default="/tmp/peers",
                     help="folder of ../shared/tools/peer-venvs.sh venvs (skipped when missing)")

@@ -34,13 +34,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spnc.learn.oslrau import AUTO_CANDIDATES, OSLRAU, paper_leaf_cap  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _datadir import default_data, tried  # noqa: E402
+
 #: paper settings: mini-batch size per dataset (Sec. 4.2), Table 1 target
 SETTINGS = {"flowdata": (256, 14.78), "qu": (1, -1.86), "banknote": (1, -2.04),
             "abalone": (1, -1.12), "ki": (8, -11.15)}
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "continuous"
+DEFAULT_DATA = default_data() / "continuous"
 
 
 def load_folds(root: Path, name: str) -> list[np.ndarray]:
+    if not (root / name).is_dir():
+        sys.exit(f"benchmark data not found: {root / name}\n({tried()})")
     return [np.loadtxt(root / name / f"{name}.{k}.data", delimiter=",", ndmin=2) for k in range(1, 11)]
 
 

@@ -42,8 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from spnc.learn import OSLRAU, LearnSPN, Prometheus  # noqa: E402
 from spnc.learn.oslrau import paper_leaf_cap  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = default_data()
 CONT_TARGET = {"abalone": -0.85, "qu": -1.50, "banknote": -1.96, "flowdata": 18.03, "ki": -11.12}
 BIN_TARGET = {"nltcs": -6.01, "plants": -12.81, "baudio": -39.80, "jester": -52.80, "bnetflix": -56.47,
               "accidents": -27.91}

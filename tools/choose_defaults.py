@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from spnc.learn import LearnSPN  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
 SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents", "mushrooms", "nips"]
 GRID = {"min_instances": [10, 50, 200], "alpha": [0.1, 1.0], "g_factor": [5.0, 10.0]}
@@ -45,7 +46,7 @@ def _value(text: str):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=default_data())
     ap.add_argument("--sets", nargs="+", default=SETS)
     ap.add_argument("--grid", nargs="*", default=[], help="NAME=V1,V2 replacing GRID's values")
     ap.add_argument("--within", default=None, help="rank only among configurations sharing this value")

@@ -164,8 +164,9 @@ def spflow_make(out: str) -> None:
 
 
 def _nltcs(split: str) -> np.ndarray:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return np.loadtxt(os.path.join(here, "..", "..", "shared", "data", "binary", f"nltcs.{split}.data"),
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _datadir import default_data
+    return np.loadtxt(default_data() / "binary" / f"nltcs.{split}.data",
                       delimiter=",")
 
 

@@ -40,8 +40,9 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from spnc.learn import Prometheus  # noqa: E402
+from _datadir import default_data  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = default_data()
 
 # Runs in the peer's interpreter: argv = legacy source dir, .npz with tr/te, seed, itermult.
 _WORKER = r"""
