@@ -158,6 +158,7 @@ class IterableSource(BlockSource):
     def __init__(self, it, name: str = "X", var_names=None, positional: bool = False):
         self._it, self.name, self.positional = it, name, positional
         self.names = None if var_names is None else list(var_names)
+        self._model_names = var_names is not None
         self.reiterable = callable(it) or not isinstance(it, Iterator)
         self._used = False
 
@@ -167,8 +168,15 @@ class IterableSource(BlockSource):
                             "blocks, a dataset or a callable returning a fresh iterator for several passes")
         self._used = True
         r0, first = 0, self.n_rows      # rows of an earlier pass: every pass must give as many
+        all_frames = True               # every block of this pass so far a DataFrame
         for b in (self._it() if callable(self._it) else self._it):
+            all_frames = all_frames and is_frame(b)
             if is_frame(b):
+                if r0 and not all_frames and not self.positional and not self._model_names:
+                    raise DataError(f"{self.name}: the block at row {r0} is a DataFrame, but the blocks before it "
+                                    "are arrays without column names, so which variable each of their columns "
+                                    "is cannot be known; give every block as a DataFrame, or every block as an "
+                                    "array in one column order")
                 warn = self.positional and self.names is None
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)

@@ -110,3 +110,19 @@ def test_a_frame_refused_outright_is_not_also_warned_about(unnamed):
             warnings.simplefilter("error")
             with pytest.raises(spnc.DataError, match="column 'b' has dtype object"):
                 query(bad)
+
+
+def test_streamed_blocks_mixing_arrays_then_frames_are_refused():
+    """A DataFrame block after array blocks would name, in its own column order, columns
+    already read by position (was: the model took ['c', 'a', 'b'] for columns that were
+    a, b, c in the first block). Frames first, then arrays, stay in the frames' order; a
+    model's names make arrays before frames well-defined."""
+    blocks = [X[:60], FRAME.iloc[60:][["c", "a", "b"]]]
+    for fit in (lambda B: ChowLiuTree().fit(B), lambda B: spnc.learn.EM(init=LearnSPN().fit(X).spn_,
+                                                                       max_iter=1).fit(B)):
+        with pytest.raises(spnc.DataError, match="the block at row 60 is a DataFrame, but the blocks before it"):
+            fit(blocks)
+    assert ChowLiuTree().fit([FRAME.iloc[:60], X[60:]]).spn_.var_names == ["a", "b", "c"]
+    named = ChowLiuTree().fit(FRAME)
+    want = named.score_samples(FRAME)
+    np.testing.assert_allclose(spnc.stream.log_likelihood(named.spn_, blocks), want, rtol=1e-12)
