@@ -284,3 +284,17 @@ def test_blanks_around_a_quoted_column_name_are_dropped_as_in_a_header(tmp_path,
                           ' "c"', "-q"]) == 0
     assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--query", '"a,b"c', "-q"]) == 2
     assert "',' expected after the quoted name 'a,b'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("first", ["#x", "# x", "#"])
+def test_samples_of_a_model_whose_first_name_begins_with_a_hash_read_back(tmp_path, first):
+    """spnc-eval writes the header '#x,y,z'; reading it back took it for a comment of the
+    names x, y, z and refused the file ("missing '#x'; unknown 'x')."""
+    m = spnc.compile(Product([Bernoulli(0, .3), Gaussian(1, 1., 2.), Bernoulli(2, .6)]), var_names=[first, "y", "z"])
+    spnc.save(m, tmp_path / "m.h5")
+    for ext in ("csv", "tsv"):
+        s = tmp_path / f"s.{ext}"
+        assert evaluate.main([str(tmp_path / "m.h5"), "--sample", "20", "--seed", "3", "--out", str(s), "-q"]) == 0
+        assert s.read_text().startswith(first)
+        assert evaluate.main([str(tmp_path / "m.h5"), str(s), "--out-ll", str(tmp_path / "ll.npy"), "-q"]) == 0
+        np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), m.log_likelihood(m.sample(20, seed=3)), rtol=1e-12)

@@ -139,7 +139,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     enc, n_lines = _decode(raw, label, encoding)
     # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
     inner_blank: list[int] = []       # a blank line before a row: a missing value of a 1-column file?
-    lead: list[tuple[int, list[str]]] = []      # the comment lines before the first row
+    lead: list[tuple[int, "_Comment"]] = []     # the comment lines before the first row
     records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label, inner_blank, lead)
     first_rec = next(records, None)
     if first_rec is None:
@@ -216,18 +216,23 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     return Table(X, names, label, lines)
 
 
-def _commented_header(lead: list[tuple[int, list[str]]], first: list[str],
+def _commented_header(lead: list[tuple[int, "_Comment"]], first: list[str],
                       expect: Sequence[str] | None) -> tuple[int, list[str]] | None:
     """The comment line just before the first row as ``(line, names)`` when it is the
     header: it holds the model's variable names (``expect``), or it has one name per
-    column (at least two) while the first row is data. Else None (a comment)."""
+    column (at least two) while the first row is data. Else None (a comment). A model's
+    names of which the first begins with ``#`` (as spnc-eval writes them) match the line
+    as written."""
     if not lead:
         return None
-    ln, cells = lead[-1]
+    ln, com = lead[-1]
+    cells = com.cells
     if len(cells) != len(first) or all(map(_is_name, first)) or (expect is not None and _names_of(first, expect)):
         return None                    # the first row is the header (or may be: the rules below)
-    if expect is not None and _names_of(cells, expect):
-        return ln, cells
+    if expect is not None:
+        for named in (cells, com.raw):
+            if _names_of(named, expect):
+                return ln, named
     if len(cells) >= 2 and len(set(cells)) == len(cells) and all(map(_is_name, cells)):
         return ln, cells
     return None
@@ -249,12 +254,12 @@ _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~5
 def _records(stream, d: str, label: str, inner_blank: list[int], lead: list):
     """``(line number, cells)`` of the non-blank, non-comment lines of a text stream; the
     first blank line before one of them is appended to ``inner_blank``, the comment lines
-    before the first one to ``lead`` (as ``(line number, stripped cells)``)."""
+    before the first one to ``lead`` (as ``(line number, _Comment)``)."""
     blank, started = None, False
     for k, toks in _lines(stream, d, label):
         if isinstance(toks, _Comment):
             if not started:
-                lead.append((k, toks.cells))
+                lead.append((k, toks))
             continue
         if toks is None:
             blank = k if blank is None else blank
@@ -267,11 +272,13 @@ def _records(stream, d: str, label: str, inner_blank: list[int], lead: list):
 
 
 class _Comment:
-    """A comment line's cells, the ``#`` and the spaces around each cell removed."""
-    __slots__ = ("cells",)
+    """A comment line's cells, the ``#`` and the spaces around each cell removed
+    (``raw``: with the ``#``)."""
+    __slots__ = ("cells", "raw")
 
     def __init__(self, toks: list[str]):
         cells = [t.strip() for t in toks]
+        self.raw = list(cells)
         cells[0] = cells[0][1:].strip()
         self.cells = cells[1:] if not cells[0] and len(cells) > 1 else cells   # '# a b c' split on blanks
 
