@@ -102,6 +102,10 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     refuse_dask_frame(X, name)
     refuse_polars(X, name)
     if not is_frame(X):
+        if getattr(X, "ndim", 0) == 1 and hasattr(X, "to_frame") and hasattr(X, "index"):
+            # X[None, :] (the hint for a 1-D array) would drop the labels and take it by position
+            raise DataError(f"{name} is a pandas Series; pass rows as a DataFrame, e.g. one row as "
+                            f"df.iloc[[i]] or s.to_frame().T, so that its labels name the variables")
         X = unmasked(X)         # masked cells are missing values, not their data
         refuse_sparse(X, name)
         return (X if dtype is None else np.asarray(X, dtype=dtype)), None

@@ -126,3 +126,13 @@ def test_streamed_blocks_mixing_arrays_then_frames_are_refused():
     named = ChowLiuTree().fit(FRAME)
     want = named.score_samples(FRAME)
     np.testing.assert_allclose(spnc.stream.log_likelihood(named.spn_, blocks), want, rtol=1e-12)
+
+
+def test_a_series_is_refused_with_a_hint_that_keeps_its_labels(named):
+    """A row as a Series (df.iloc[0]) was refused as a 1-D array with the hint X[None, :],
+    which drops its labels and takes it by position: wrong when its order is not the model's."""
+    s = FRAME[["c", "a", "b"]].iloc[0]
+    for query in (named.spn_.log_likelihood, named.spn_.mpe, lambda v: named.spn_.sample(evidence=v)):
+        with pytest.raises(spnc.DataError, match=r"X is a pandas Series.*df.iloc\[\[i\]\]|evidence is a pandas"):
+            query(s)
+    np.testing.assert_allclose(named.spn_.log_likelihood(s.to_frame().T), named.score_samples(FRAME.iloc[[0]]))
