@@ -298,3 +298,15 @@ def test_samples_of_a_model_whose_first_name_begins_with_a_hash_read_back(tmp_pa
         assert s.read_text().startswith(first)
         assert evaluate.main([str(tmp_path / "m.h5"), str(s), "--out-ll", str(tmp_path / "ll.npy"), "-q"]) == 0
         np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), m.log_likelihood(m.sample(20, seed=3)), rtol=1e-12)
+
+
+def test_a_zarr_store_with_dataset_is_read_as_zarr(tmp_path, monkeypatch):
+    """'spnc-learn store.zarr --dataset X' read the store directory as a text file
+    ("Is a directory"); only 'store.zarr:X' reached the Zarr reader."""
+    from spnc.cli import _table
+    (tmp_path / "s.zarr").mkdir()
+    seen = []
+    monkeypatch.setattr(_table.stream, "load", lambda spec: seen.append(spec) or np.ones((3, 2)))
+    for path, ds in ((str(tmp_path / "s.zarr"), "X"), (f"{tmp_path / 's.zarr'}:X", None)):
+        assert _table.read_table(path, dataset=ds).X.shape == (3, 2)
+    assert seen == [f"{tmp_path / 's.zarr'}:X"] * 2

@@ -358,9 +358,10 @@ def read_table(path: str, *, dataset: str | None = None, delimiter: str | None =
 
 def _read_any(path: str, dataset: str | None, delimiter: str | None, header: bool | None,
               encoding: str | None, expect: Sequence[str] | None = None) -> Table:
-    if not dataset and path != "-":   # 'file.h5:/path' and Zarr stores (spnc.stream)
-        path, dataset = stream.split_spec(path)
-        if path.rstrip("/").lower().endswith(".zarr"):
+    if path != "-":                   # 'file.h5:/path' and Zarr stores (spnc.stream)
+        if not dataset:
+            path, dataset = stream.split_spec(path)
+        if path.rstrip("/").lower().endswith(".zarr"):    # with --dataset too (was read as text)
             return Table(stream.load(f"{path}:{dataset}" if dataset else path), None, path)
     ext = os.path.splitext(path)[1].lower()
     if path != "-" and not os.path.exists(path):
