@@ -376,6 +376,9 @@ def _read_any(path: str, dataset: str | None, delimiter: str | None, header: boo
         return _read_hdf5(path, dataset)
     if ext in (".parquet", ".pq"):
         return _read_parquet(path)
+    if ext == ".json":               # as the tools write data (was read as CSV text)
+        from ._jsondata import read_json_table
+        return read_json_table(path)
     return read_text(path, delimiter, header, encoding, expect)
 
 

@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "the log-likelihood, per-row values, MPE completions or samples.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("data", nargs="?", help="data file (.csv, .tsv, .txt, .npy, .h5, .parquet; - = stdin)")
+    p.add_argument("data", nargs="?", help="data file (.csv, .tsv, .txt, .npy, .h5, .parquet, .json; - = stdin)")
     add_data_options(p)
     p.add_argument("--query", help="columns to score (names or indices, e.g. 0,2,5-7)")
     p.add_argument("--evidence", help="with DATA: columns to condition on, scores log p(query | "

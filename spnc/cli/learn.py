@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
         "Chow-Liu tree, oSLRAU or Prometheus (optionally refined by EM), save it (.h5/.hdf5/.json) and "
         "print its log-likelihood on training, validation and test data.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("train", help="training data (.csv, .tsv, .txt, .npy, .h5); no missing values")
+    p.add_argument("train", help="training data (.csv, .tsv, .txt, .npy, .h5, .parquet, .json); no missing values")
     p.add_argument("-o", "--output", required=True, metavar="MODEL",
                    help="where to save the model (.h5, .hdf5 or .json; written atomically)")
     p.add_argument("--valid", metavar="FILE", help="validation data (reported; early stopping of --em)")

@@ -1,0 +1,56 @@
+"""The JSON data the tools write (--out s.json, --mpe m.json) is data they read back; it
+was read as CSV text ("'{"columns": ...' is not a number ... give --header")."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import Bernoulli, Categorical, Gaussian, Product
+from spnc.cli import evaluate, learn
+
+
+@pytest.fixture()
+def model(tmp_path):
+    m = spnc.compile(Product([Bernoulli(0, .3), Categorical(1, [.2, .3, .5]), Gaussian(2, 1., 2.)]),
+                     var_names=["b", "c", "g"])
+    spnc.save(m, tmp_path / "m.h5")
+    return m, tmp_path
+
+
+def test_samples_and_mpe_written_as_json_read_back(model, capsys):
+    m, d = model
+    assert evaluate.main([str(d / "m.h5"), "--sample", "30", "--seed", "2", "--out", str(d / "s.json"), "-q"]) == 0
+    S = m.sample(30, seed=2)
+    assert evaluate.main([str(d / "m.h5"), str(d / "s.json"), "--out-ll", str(d / "ll.npy"), "-q"]) == 0
+    np.testing.assert_allclose(np.load(d / "ll.npy"), m.log_likelihood(S), rtol=1e-12)
+    part = S.copy()
+    part[::2, 1] = np.nan                                   # written as null, read as missing
+    (d / "p.json").write_text(json.dumps({"columns": ["g", "b", "c"], "data": [
+        [None if v != v else v for v in row] for row in part[:, [2, 0, 1]].tolist()]}))
+    assert evaluate.main([str(d / "m.h5"), str(d / "p.json"), "--mpe", str(d / "f.json"), "-q"]) == 0
+    filled = json.loads((d / "f.json").read_text())
+    assert filled["columns"] == ["b", "c", "g"]
+    np.testing.assert_array_equal(np.array(filled["data"]), m.mpe(part)[0])
+    assert learn.main([str(d / "s.json"), "-o", str(d / "l.h5"), "--types", "b,r,r", "-q"]) == 0
+    assert spnc.load(d / "l.h5").var_names == ["b", "c", "g"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[1, 2]", 'JSON data must be an object {"columns"'),
+    ('{"data": [[1, 2], [3]]}', 'row 2 of "data" has 1 value, row 1 2'),
+    ('{"data": [[1, "x"]]}', "row 1, column 2: 'x' is not a number"),
+    ('{"data": [[true, 1]]}', "row 1, column 1: True is not a number"),
+    ('{"data": [[1, 2]], "columns": ["a"]}', '"columns" must be null or a list of 2 names'),
+    ('{"data": [[1, 2]], "columns": ["a", "a"]}', "column name 'a' appears twice"),
+    ('{"data": []}', "no data rows"),
+    ("{nope", "not valid JSON"),
+])
+def test_bad_json_data_is_one_clear_error(tmp_path, capsys, text, why):
+    (tmp_path / "b.json").write_text(text)
+    assert learn.main([str(tmp_path / "b.json"), "-o", str(tmp_path / "m.h5"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spnc-learn: error: ") and f"b.json: {why}" in err, err
