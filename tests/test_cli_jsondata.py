@@ -54,3 +54,20 @@ def test_bad_json_data_is_one_clear_error(tmp_path, capsys, text, why):
     assert learn.main([str(tmp_path / "b.json"), "-o", str(tmp_path / "m.h5"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("spnc-learn: error: ") and f"b.json: {why}" in err, err
+
+
+def test_data_given_as_the_model_is_named_as_such(model, capsys):
+    """Swapped arguments ('spnc-eval test.h5 model.h5') said only what the model format
+    misses ('/@format: required attribute is missing')."""
+    import h5py
+    m, d = model
+    with h5py.File(d / "x.h5", "w") as f:
+        f["X"] = m.sample(5, seed=0)
+    assert evaluate.main([str(d / "m.h5"), "--sample", "5", "--out", str(d / "s.json"), "-q"]) == 0
+    np.save(d / "x.npy", m.sample(5, seed=0))
+    for data in (d / "x.h5", d / "s.json", f"{d / 'x.h5'}:/X", d / "x.npy"):
+        assert evaluate.main([str(data), str(d / "m.h5"), "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "(not an spnc model: " in err and "a data file given as the model?)" in err, err
+    with pytest.raises(spnc.FormatError, match="without the model format's 'format' attribute"):
+        spnc.load(d / "x.h5")

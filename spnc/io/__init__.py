@@ -61,7 +61,7 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
     try:
         kind = format_of(path, fmt)
     except FormatError as e:
-        raise FormatError(f"{e}{_foreign_hint(path, fmt)}") from None
+        raise FormatError(f"{e}{_foreign_hint(path, fmt) or _data_hint(path, None)}") from None
     if kind == "dot":
         raise FormatError(f"{name}: DOT files are drawings and cannot be read back")
     try:
@@ -72,7 +72,7 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
     except FormatError as e:
         msg = str(e)
         msg = msg if msg.startswith(name) else f"{name}: {msg}"
-        raise FormatError(msg + _foreign_hint(path, fmt)) from None
+        raise FormatError(msg + (_foreign_hint(path, fmt) or _data_hint(path, kind))) from None
     except (RecursionError, MemoryError):
         raise FormatError(f"{name}: file structure is too large or too deep") from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:    # not the file's fault
@@ -87,6 +87,36 @@ def _foreign_hint(path: str | os.PathLike, fmt: str | None) -> str:
     f = format_for(path) if fmt is None else None
     return "" if f is None else (f" (the name says {f.name}, another library's format: read it with "
                                  "spnc.io.importers.load)")
+
+
+_DATA_EXT = (".csv", ".tsv", ".tab", ".txt", ".data", ".npy", ".parquet", ".pq", ".zarr")
+
+
+def _data_hint(path: str | os.PathLike, kind: str | None) -> str:
+    """For a data file given where a model is expected (arguments swapped, a dataset
+    spec): say so, rather than only what the model format misses."""
+    import re
+    name = os.fspath(path)
+    why = None
+    if re.search(r"\.(h5|hdf5|zarr):", name.lower()) or name.lower().rstrip("/").endswith(_DATA_EXT):
+        why = "its name is that of data"
+    elif kind == "hdf5":
+        try:
+            import h5py
+            with h5py.File(name, "r") as f:
+                why = None if "format" in f.attrs else "an HDF5 file without the model format's 'format' attribute"
+        except Exception:  # noqa: BLE001  (damaged: the message above says so)
+            pass
+    elif kind == "json":
+        try:
+            import json
+            with open(name, "rb") as f:
+                top = json.loads(f.read())
+            why = None if not isinstance(top, dict) or "format" in top else \
+                "a JSON file without the model format's 'format' member"
+        except Exception:  # noqa: BLE001
+            pass
+    return "" if why is None else f" (not an spnc model: {why}; a data file given as the model?)"
 
 
 def write_tree(tree: Group, path: str | os.PathLike, *, fmt: str | None = None) -> None:
