@@ -72,3 +72,14 @@ def test_learner_errors_about_a_row_name_the_file_line(tmp_path, capsys):
         err = _err(capsys, compose.main, [*how[:1], tmp_path / "z.h5", *how[1:], "--data", tmp_path / "d.csv",
                                           "-o", tmp_path / "out.h5"])
         assert "d.csv: line 3 has " in err, err                  # was "row 1 of X" / "row 1"
+
+
+def test_evidence_file_and_evidence_columns_mixed_up(gauss, capsys):
+    """--evidence is columns with DATA and a file with --sample; the other way round said
+    "[Errno 2] No such file or directory: '0,1'" or only that the file name is no column."""
+    d = gauss
+    (d / "ev.csv").write_text("a,b\n0,\n")
+    err = _err(capsys, evaluate.main, [d / "g.h5", "--sample", "2", "--evidence", "a,b"])
+    assert "--evidence a,b: no such file; with --sample, --evidence is a FILE of evidence rows" in err, err
+    err = _err(capsys, evaluate.main, [d / "g.h5", d / "ev.csv", "--evidence", d / "ev.csv"])
+    assert "is a file, but with DATA --evidence names the columns to condition on" in err, err

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from ..errors import DataError, SpncError
-from .. import _budget as budget
+from .. import _budget as budget, stream
 from .._atomic import check_writable
 from .._progress import Progress
 from .._text import counted
@@ -93,6 +93,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise SpncError("--json prints the summary on stdout; write the data to a file (--out FILE)")
     if sum(v == "-" for _, v in outs) > 1:
         raise SpncError("only one output can go to standard output (-)")
+    if args.sample is not None and args.evidence is not None and args.evidence != "-" \
+            and not os.path.exists(stream.split_spec(args.evidence)[0]):
+        raise SpncError(f"--evidence {args.evidence}: no such file; with --sample, --evidence is a FILE of "
+                        "evidence rows (NaN = sampled), not a list of columns")
     inputs = (args.model, args.data, args.evidence if args.sample is not None else None)
     _data.check_dataset(args.dataset, *inputs[1:])
     if [args.data, inputs[2]].count("-") > 1:
@@ -234,7 +238,13 @@ def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, where=None
     if args.query is None and args.evidence is None:
         return run(lambda Z: model.log_likelihood(Z, n_threads=nt), X, args)
     V = model.n_vars
-    ev = _data.parse_columns(args.evidence, model.var_names, V) if args.evidence else []
+    try:
+        ev = _data.parse_columns(args.evidence, model.var_names, V) if args.evidence else []
+    except DataError as e:
+        if not os.path.isfile(args.evidence):
+            raise
+        raise DataError(f"--evidence: {e}; {args.evidence} is a file, but with DATA --evidence names the columns "
+                        "to condition on (e.g. --evidence 2-5): an evidence file goes with --sample N") from None
     if args.query is not None:
         q = _data.parse_columns(args.query, model.var_names, V)
     else:
