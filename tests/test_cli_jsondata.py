@@ -48,6 +48,7 @@ def test_samples_and_mpe_written_as_json_read_back(model, capsys):
     ('{"data": [[1, 2]], "columns": ["a", "a"]}', "column name 'a' appears twice"),
     ('{"data": []}', "no data rows"),
     ("{nope", "not valid JSON"),
+    ("[" * 100_000, "JSON nested too deeply to be data"),
 ])
 def test_bad_json_data_is_one_clear_error(tmp_path, capsys, text, why):
     (tmp_path / "b.json").write_text(text)

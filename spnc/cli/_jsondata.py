@@ -25,6 +25,8 @@ def read_json_table(path: str):
         raise DataError(f"{path}: JSON data must be UTF-8 text ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to be data ({_SHAPE})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
         raise DataError(f"{path}: JSON data must be {_SHAPE}")
     rows, names = obj["data"], obj.get("columns")
