@@ -136,3 +136,19 @@ def test_a_series_is_refused_with_a_hint_that_keeps_its_labels(named):
         with pytest.raises(spnc.DataError, match=r"X is a pandas Series.*df.iloc\[\[i\]\]|evidence is a pandas"):
             query(s)
     np.testing.assert_allclose(named.spn_.log_likelihood(s.to_frame().T), named.score_samples(FRAME.iloc[[0]]))
+
+
+def test_multiindex_columns_are_names_matched_in_any_order():
+    """MultiIndex labels become the names "('g', 'a')", ...: a reordered frame with the same
+    labels is matched by name, other labels are an error, never a positional guess."""
+    mi = pd.MultiIndex.from_tuples([("g", "a"), ("g", "b"), ("h", 1)])
+    F = pd.DataFrame(X, columns=mi)
+    for est in (ChowLiuTree(), LearnSPN(random_state=0)):
+        est.fit(F)
+        assert est.spn_.var_names == ["('g', 'a')", "('g', 'b')", "('h', 1)"]
+        back = F[[("h", 1), ("g", "a"), ("g", "b")]]
+        np.testing.assert_array_equal(est.score_samples(back), est.score_samples(F))
+        np.testing.assert_array_equal(est.spn_.log_likelihood(back), est.spn_.log_likelihood(X))
+        flat = F.set_axis(["g_a", "g_b", "h_1"], axis=1)
+        with pytest.raises(spnc.DataError, match="not among the DataFrame's columns"):
+            est.spn_.log_likelihood(flat)
