@@ -229,6 +229,10 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     ``var_names``: the model's variables, to which DataFrame blocks are matched
     (``query``: a model's query, warned about when it has none)."""
     if isinstance(X, BlockSource):
+        if var_names is not None and isinstance(X, IterableSource) and not X._model_names:
+            # opened without the model: its DataFrame blocks go to the model's variables by
+            # name from now on, not in the first block's column order
+            X.names, X._model_names = list(var_names), True
         return X
     check_block_rows(block_rows)
     if isinstance(X, (str, os.PathLike)):
@@ -238,6 +242,12 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
     refuse_sparse(X, name)
     if is_dask(X):
         raise DataError(f"{name} is a Dask array: use spnc.dask (or a learner's fit) to run on its chunks")
+    if is_frame(X):     # blocks matched by column name, as everywhere (sliced as an array: by position)
+        step = check_block_rows(block_rows) or default_block_rows(X.shape[1])
+        src = IterableSource(lambda: (X.iloc[r:r + step] for r in range(0, len(X), step)), name,
+                             var_names, positional=query and var_names is None)
+        src.n_rows, src.n_cols = X.shape        # known before reading, as for an array
+        return src
     if hasattr(X, "shape") and hasattr(X, "__getitem__"):
         # an h5py dataset of a file opened read-only: guard it, unless opened to be read while
         # another process appends (SWMR): its rows up to the shape taken here do not change

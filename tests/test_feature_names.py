@@ -152,3 +152,21 @@ def test_multiindex_columns_are_names_matched_in_any_order():
         flat = F.set_axis(["g_a", "g_b", "h_1"], axis=1)
         with pytest.raises(spnc.DataError, match="not among the DataFrame's columns"):
             est.spn_.log_likelihood(flat)
+
+
+def test_a_dataframe_or_an_opened_source_streams_by_name(named, tmp_path):
+    """spnc.stream took a whole DataFrame as an array (columns by position), and a source
+    opened without the model (stream.open_source(blocks)) in its first block's column
+    order: both silently wrong for a named model given columns in another order."""
+    spn, back = named.spn_, FRAME[["c", "a", "b"]]
+    want = spn.log_likelihood(FRAME)
+    assert not np.allclose(spn.log_likelihood(back.to_numpy()), want)        # the order matters here
+    np.testing.assert_allclose(spnc.stream.log_likelihood(spn, back), want, rtol=1e-12)
+    spnc.stream.log_likelihood_to_file(spn, back, str(tmp_path / "ll.npy"), block_rows=7)
+    np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), want, rtol=1e-12)
+    np.testing.assert_array_equal(spnc.stream.load(back, var_names=spn.var_names), X)
+    np.testing.assert_allclose(spnc.stream.log_likelihood(spn, spnc.stream.open_source([back[:50], back[50:]])),
+                               want, rtol=1e-12)
+    em = lambda D: spnc.learn.EM(init=LearnSPN(random_state=0).fit(FRAME).spn_, max_iter=2).fit(D)  # noqa: E731
+    np.testing.assert_allclose(em(spnc.stream.open_source([back[:50], back[50:]])).score_samples(FRAME),
+                               em(FRAME).score_samples(FRAME), rtol=1e-9)
