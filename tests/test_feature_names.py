@@ -170,3 +170,24 @@ def test_a_dataframe_or_an_opened_source_streams_by_name(named, tmp_path):
     em = lambda D: spnc.learn.EM(init=LearnSPN(random_state=0).fit(FRAME).spn_, max_iter=2).fit(D)  # noqa: E731
     np.testing.assert_allclose(em(spnc.stream.open_source([back[:50], back[50:]])).score_samples(FRAME),
                                em(FRAME).score_samples(FRAME), rtol=1e-9)
+
+
+def test_oslrau_batches_and_partial_fits_follow_the_names_rule():
+    """oSLRAU named its variables after a DataFrame batch that followed array batches, in
+    that frame's order (the arrays' columns silently relabelled), and partial_fit took a
+    frame after arrays, or an array after frames, by position without a word."""
+    from spnc.learn import OSLRAU
+    R = np.random.default_rng(1).normal(size=(600, 3))
+    F = pd.DataFrame(R, columns=["x", "y", "z"])
+    with pytest.raises(spnc.DataError, match="the batch at row 300 is a DataFrame, but the batches before it"):
+        OSLRAU(random_state=0).fit([R[:300], F.iloc[300:][["z", "x", "y"]]])
+    for first, then, says in ((R[:300], F.iloc[300:], "X has feature names, but OSLRAU was fitted without"),
+                              (F.iloc[:300], R[300:], "X does not have valid feature names, but OSLRAU")):
+        est = OSLRAU(random_state=0).partial_fit(first)
+        with pytest.warns(UserWarning, match=says):
+            est.partial_fit(then)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert OSLRAU(random_state=0).fit([F.iloc[:300], R[300:]]).spn_.var_names == ["x", "y", "z"]
+        big = pd.DataFrame(np.random.default_rng(2).normal(size=(66_000, 2)), columns=["u", "v"])
+        OSLRAU(random_state=0, batch_size=4096).fit(big)    # fit's own slabs (two here): no warning

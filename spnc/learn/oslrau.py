@@ -33,6 +33,7 @@ github.com/whsu/spn, whose final version reproduces Table 1):
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Iterable
 
 import numpy as np
@@ -44,6 +45,7 @@ from .._kinds import LEAF, PRODUCT
 from .._progress import Progress
 from .._sweep import row_number
 from .._text import counted
+from .._warn import warn_user
 from ..data import as_data, is_frame, real_array, with_names
 from ..errors import DataError, NotFittedError, ParameterError
 from ._training import check_real_range
@@ -53,6 +55,9 @@ from ._oslrau_edit import StructureEdits
 from ._oslrau_store import _DTYPES, TreeStore
 from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
+
+#: inside fit, whose batches partial_fit sees as arrays (names kept by fit)
+_IN_FIT: ContextVar[bool] = ContextVar("oslrau_in_fit", default=False)
 
 #: the authors' code: new leaves' variances floored at 1e-4, later updates unfloored
 PAPER_FLOOR = {"variance_floor": "creation", "min_var": 1e-4}
@@ -219,9 +224,26 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         if self.select is not None and self.race_after is not None:
             cut = -(-int(self.race_after) // unit) * unit    # a whole batch: batches unchanged
         prog = Progress("oslrau", total=X.shape[0] if len(getattr(X, "shape", ())) == 2 else None, unit=" rows")
-        r0 = 0
+        inside = _IN_FIT.set(True)       # its batches are arrays by now: no warning about names
+        try:
+            self._pass(X, step, cut, learners, race if self.select is not None else None, prog)
+        finally:
+            _IN_FIT.reset(inside)
+        if getattr(learners[0], "_d", None) is None or learners[0]._n_seen == 0:
+            raise DataError("fit got no rows: oSLRAU needs at least one point to learn from")
+        if self.select is not None:
+            race.keep_best()
+        return self
+
+    def _pass(self, X, step: int, cut, learners, race, prog) -> None:
+        r0, all_frames = 0, True
         for block in _blocks(X, step, cut):
+            all_frames = all_frames and is_frame(block)
             if is_frame(block):          # DataFrame batches: by name, in the first one's order
+                if r0 and not all_frames and self._names is None:     # as spnc.stream's blocks
+                    raise DataError(f"X: the batch at row {r0} is a DataFrame, but the batches before it are "
+                                    "arrays without column names; give every batch as a DataFrame, or every "
+                                    "batch as an array in one column order")
                 block, self._names = as_data(block, self._names, f"X: the batch at row {r0}")
             block = self._check_data(block, r0)      # errors name rows of X, not of the block
             r0 += block.shape[0]
@@ -230,11 +252,6 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             else:
                 race.step(block)
             prog.update(done=learners[0]._n_seen if self.select is None else race.n_seen)
-        if getattr(learners[0], "_d", None) is None or learners[0]._n_seen == 0:
-            raise DataError("fit got no rows: oSLRAU needs at least one point to learn from")
-        if self.select is not None:
-            race.keep_best()
-        return self
 
     def _start(self, d: int) -> None:
         if getattr(self, "_d", None) is None:
@@ -251,6 +268,10 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise ParameterError("select", "OSLRAU: select chooses the settings during fit; partial_fit "
                                            "on an unfitted learner would ignore it (call fit first, or "
                                            "set select=None)")
+        if started and not _IN_FIT.get() and is_frame(X) != (getattr(self, "_names", None) is not None):
+            warn_user(f"X has feature names, but OSLRAU was fitted without feature names: the DataFrame's columns "
+                      "are taken by position" if is_frame(X) else "X does not have valid feature names, but OSLRAU "
+                      "was fitted with feature names: its columns are taken by position")
         X, names = as_data(X, getattr(self, "_names", None) if started else None)
         if not started and names is not None:
             self._names = names
