@@ -72,3 +72,29 @@ def test_data_given_as_the_model_is_named_as_such(model, capsys):
         assert "(not an spnc model: " in err and "a data file given as the model?)" in err, err
     with pytest.raises(spnc.FormatError, match="without the model format's 'format' attribute"):
         spnc.load(d / "x.h5")
+
+
+def test_binary_files_read_as_text_are_named(model, tmp_path, capsys):
+    """A gzipped CSV, an HDF5 file named .hdf or an .npy under another name was blamed on
+    the text encoding ("contains NUL bytes ... UTF-16 without a byte-order mark?"), and
+    --encoding latin-1 then read the compressed bytes as cells."""
+    import bz2
+    import gzip
+    import h5py
+    m, d = model
+    text = b"b,c,g\n0,1,0.5\n1,2,-1\n"
+    (d / "x.csv.gz").write_bytes(gzip.compress(text))
+    (d / "x.csv.bz2").write_bytes(bz2.compress(text))
+    with h5py.File(d / "x.hdf", "w") as f:
+        f["X"] = np.zeros((2, 3))
+    with open(d / "x.dat", "wb") as f:
+        np.save(f, np.zeros((2, 3)))
+    for name, why in (("x.csv.gz", "is gzip-compressed: decompress it first"),
+                      ("x.csv.bz2", "is bzip2-compressed"), ("x.hdf", "is an HDF5 file: name it .h5 or .hdf5"),
+                      ("x.dat", "is a numpy .npy array: name it .npy")):
+        for extra in ([], ["--encoding", "latin-1"]):
+            assert evaluate.main([str(d / "m.h5"), str(d / name), "-q"] + extra) == 2
+            err = capsys.readouterr().err
+            assert f"{name}: {why}" in err, err
+    (d / "p.csv").write_text("PAR1,b\n1,2\n")          # text that merely starts like Parquet
+    assert learn.main([str(d / "p.csv"), "-o", str(d / "p.h5"), "-q"]) == 0

@@ -28,6 +28,7 @@ from .. import stream
 from .._text import check_unique, counted
 from .._warn import warn_user
 from ..errors import DataError
+from ._magic import refuse_binary
 
 MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
 _INDEX_HINT = (": a column of row labels, as pandas' to_csv writes unless index=False? Drop that column "
@@ -83,6 +84,7 @@ def delimiter_of(path: str, delimiter: str | None) -> str:
 def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
     """The encoding to read ``raw`` with and its number of lines; a byte sequence that is
     not valid in it is an error naming the line."""
+    refuse_binary(raw, path)
     if encoding:
         try:
             codecs.lookup(encoding)
