@@ -315,3 +315,13 @@ def test_estimator_errors_keep_python_spelling_outside_the_tools():
         LearnSPN(splitter="gvs").fit(np.random.default_rng(0).normal(size=(20, 3)))
     with pytest.raises(spnc.ParameterError, match=r"g_factor must be a finite number >= 0 or 'auto', got -1$"):
         LearnSPN(g_factor=-1).fit(np.zeros((4, 2)))
+
+
+def test_types_as_reported_by_json_are_accepted(tmp_path, capsys):
+    """spnc-learn --json reports the types as one string ('bcr'); --types refused that form
+    ("unknown type 'bcr'")."""
+    (tmp_path / "d.csv").write_text("a,b,c\n0,1,0.5\n1,2,1.5\n0,0,2.5\n1,2,0.25\n")
+    assert learn.main([str(tmp_path / "d.csv"), "-o", str(tmp_path / "m.h5"), "--types", "brr", "--json"]) == 0
+    assert '"types": "brr"' in capsys.readouterr().out
+    assert learn.main([str(tmp_path / "d.csv"), "-o", str(tmp_path / "m.h5"), "--types", "br", "-q"]) == 2
+    assert "--types gives 2 types for 3 columns" in capsys.readouterr().err

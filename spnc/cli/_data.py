@@ -141,8 +141,11 @@ def infer_types(X: np.ndarray) -> list[str]:
 
 def parse_types(spec: str, d: int) -> list[str]:
     """``--types``: one letter for all columns, or a comma list of d letters (b binary,
-    c categorical, r or g real)."""
-    toks = [t.strip().lower() for t in spec.split(",")] if "," in spec else [spec.strip().lower()]
+    c categorical, r or g real), or those d letters run together ('bbcr')."""
+    one = spec.strip().lower()
+    if "," not in spec and len(one) > 1 and set(one) <= set("bcrg"):
+        one = ",".join(one)          # 'bbcr', as spnc-learn --json reports the types
+    toks = [t.strip().lower() for t in one.split(",")] if "," in one else [one]
     toks = ["r" if t in ("g", "real", "gaussian") else t[:1] if t in ("binary", "categorical") else t
             for t in toks]
     for t in toks:
