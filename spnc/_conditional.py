@@ -61,7 +61,8 @@ def check_evidence_range(spn, X: np.ndarray, ll: np.ndarray, name: str, rows=Non
     j = int(obs[np.argmin(spn.log_likelihood(M))])
     var = repr(spn.var_names[j]) if spn.var_names is not None else j
     r = i if rows is None else int(rows[i])
-    raise DataError(f"{where(i) if where else f'{name} row {r}'}: log p(evidence) = {ll[i]:.6g} is too large for conditionals given it to be "
+    at = where(i) if where else f"{name} row {r}"
+    raise DataError(f"{at}: log p(evidence) = {ll[i]:.6g} is too large for conditionals given it to be "
                     f"accurate (rounding error up to {err[i]:.2g}); variable {var} = {float(X[i, j])!r} lies far "
                     "outside the model's mass (conditional refuses it too): an outlying value, or data to rescale")
 

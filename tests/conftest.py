@@ -15,7 +15,8 @@ def _data_root() -> Path:
     """tools/_datadir.py's choice: $SPNC_DATA, else shared/data next to this checkout or
     (git worktree) next to the main one."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("_datadir", Path(__file__).resolve().parents[1] / "tools" / "_datadir.py")
+    path = Path(__file__).resolve().parents[1] / "tools" / "_datadir.py"
+    spec = importlib.util.spec_from_file_location("_datadir", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.default_data()

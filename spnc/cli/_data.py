@@ -93,7 +93,8 @@ def model_rows(model, tab: Table, row0: int = 0, complete: str | None = None) ->
     return X
 
 
-_API_ROW = re.compile(r"^(?:(X|X_valid) row (\d+)|row (\d+) of (X|X_valid)|row (\d+)(?=[: ])|(X|X_valid)\[(\d+), (\d+)\])")
+_API_ROW = re.compile(r"^(?:(X|X_valid) row (\d+)|row (\d+) of (X|X_valid)|row (\d+)(?=[: ])"
+                      r"|(X|X_valid)\[(\d+), (\d+)\])")
 
 
 @contextmanager
