@@ -310,3 +310,21 @@ def test_a_zarr_store_with_dataset_is_read_as_zarr(tmp_path, monkeypatch):
     for path, ds in ((str(tmp_path / "s.zarr"), "X"), (f"{tmp_path / 's.zarr'}:X", None)):
         assert _table.read_table(path, dataset=ds).X.shape == (3, 2)
     assert seen == [f"{tmp_path / 's.zarr'}:X"] * 2
+
+
+def test_query_names_from_the_header_for_a_model_without_names(tmp_path, capsys):
+    """A model without variable names takes a file's columns in order; its header names
+    could not be used in --query/--evidence ("'q' is neither a variable name nor an index")."""
+    m = spnc.compile(Sum([Product([Gaussian(0, 0., 1.), Gaussian(1, 0., 1.)]),
+                          Product([Gaussian(0, 1., 1.), Gaussian(1, 2., 1.)])], [.5, .5]))
+    spnc.save(m, tmp_path / "m.h5")
+    X = np.array([[0.1, 0.2], [1.0, 2.0]])
+    want = m.log_likelihood(X) - m.log_likelihood(np.where([True, False], X, np.nan))
+    np.savetxt(tmp_path / "d.csv", X, delimiter=",", header="p,q", comments="")
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["X"] = X
+        f["X"].attrs["columns"] = ["p", "q"]
+    for data in (tmp_path / "d.csv", f"{tmp_path / 'd.h5'}:/X"):
+        assert evaluate.main([str(tmp_path / "m.h5"), str(data), "--query", "q", "--evidence", "p", "--out-ll",
+                              str(tmp_path / "ll.npy"), "-q"]) == 0
+        np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), want, rtol=1e-12)

@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     elif args.data is not None:
         tab = _data.match_columns(_data.read_table(args.data, **read), names, model.n_vars, args.by_position)
         X = _data.model_rows(model, tab)
-        ll = _loglik(model, X, args, where=tab.where)
+        ll = _loglik(model, X, args, where=tab.where, names=tab.names)
         if args.mpe:          # before the summary: a run that fails reports nothing
             _check_mpe_rows(model, X, ll, args, tab.where)
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
@@ -176,7 +176,7 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
             tab = _data.Table(B if order is None else B[:, order], cnames, label, file_cols=order)
             X = _data.model_rows(model, tab, r0)
             where = lambda i: tab.where(r0 + i)     # noqa: E731  (rows of the file, not of the block)
-            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z), where=where)}
+            res = {"ll": _loglik(model, X, args, run=lambda fn, Z, a: fn(Z), where=where, names=cnames)}
             if args.mpe:
                 _check_mpe_rows(model, X, res["ll"], args, where)
                 res["mpe"] = model.mpe(X, n_threads=args.n_threads)[0]
@@ -232,21 +232,24 @@ def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
     if not parts:
         return fn(X)
     return np.concatenate(parts, axis=0)
-def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, where=None) -> np.ndarray:
+def _loglik(model, X: np.ndarray, args: argparse.Namespace, run=None, where=None, names=None) -> np.ndarray:
+    """Per-row log p(x), or log p(query | evidence) with --query/--evidence (columns named
+    by the model's variables or, for a model without names, by the file's header)."""
     nt = args.n_threads
+    names = model.var_names if model.var_names is not None else names
     run = run or _chunked
     if args.query is None and args.evidence is None:
         return run(lambda Z: model.log_likelihood(Z, n_threads=nt), X, args)
     V = model.n_vars
     try:
-        ev = _data.parse_columns(args.evidence, model.var_names, V) if args.evidence else []
+        ev = _data.parse_columns(args.evidence, names, V) if args.evidence else []
     except DataError as e:
         if not os.path.isfile(args.evidence):
             raise
         raise DataError(f"--evidence: {e}; {args.evidence} is a file, but with DATA --evidence names the columns "
                         "to condition on (e.g. --evidence 2-5): an evidence file goes with --sample N") from None
     if args.query is not None:
-        q = _data.parse_columns(args.query, model.var_names, V)
+        q = _data.parse_columns(args.query, names, V)
     else:
         q = [c for c in range(V) if c not in ev]
     if set(q) & set(ev):
