@@ -83,3 +83,19 @@ def test_evidence_file_and_evidence_columns_mixed_up(gauss, capsys):
     assert "--evidence a,b: no such file; with --sample, --evidence is a FILE of evidence rows" in err, err
     err = _err(capsys, evaluate.main, [d / "g.h5", d / "ev.csv", "--evidence", d / "ev.csv"])
     assert "is a file, but with DATA --evidence names the columns to condition on" in err, err
+
+
+def test_outputs_keep_the_file_s_header_for_a_model_without_names(tmp_path, capsys):
+    """MPE completions and conditional samples of a model without variable names were
+    written without the input file's header: the column names were dropped."""
+    m = spnc.compile(Product([Gaussian(0, 0., 1.), Gaussian(1, 2., 1.)]))
+    spnc.save(m, tmp_path / "m.h5")
+    (tmp_path / "d.csv").write_text("p,q\n0.1,\n1.0,2.0\n")
+    np.save(tmp_path / "d.npy", np.array([[0.1, np.nan]]))
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.csv"), "--mpe", str(tmp_path / "f.csv"), "-q"]) == 0
+    assert (tmp_path / "f.csv").read_text().splitlines()[0] == "p,q"
+    assert evaluate.main([str(tmp_path / "m.h5"), "--sample", "2", "--evidence", str(tmp_path / "d.csv"), "--out",
+                          str(tmp_path / "s.csv"), "-q"]) == 0
+    assert (tmp_path / "s.csv").read_text().splitlines()[0] == "p,q"
+    assert evaluate.main([str(tmp_path / "m.h5"), str(tmp_path / "d.npy"), "--mpe", str(tmp_path / "g.csv"), "-q"]) == 0
+    assert (tmp_path / "g.csv").read_text().splitlines()[0] == "0.1,2"       # no names anywhere: none written

@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.mpe:          # before the summary: a run that fails reports nothing
             _check_mpe_rows(model, X, ll, args, tab.where)
             filled = _chunked(lambda Z: model.mpe(Z, n_threads=args.n_threads)[0], X, args)
-            pending.append((args.mpe, filled, names))
+            pending.append((args.mpe, filled, names if names is not None else tab.names))   # the file's own
         summary["data"] = args.data
         summary.update(_report(ll, X, args))
         if args.out_ll:
@@ -137,12 +137,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.mpe:
             summary["mpe"] = args.mpe
     if args.sample is not None:
-        ev = None
+        ev, cols = None, names
         if args.evidence is not None:
             etab = _data.match_columns(_data.read_table(args.evidence, **read), names, model.n_vars,
                                        args.by_position)
             ev = _data.model_rows(model, etab)
             _check_evidence_rows(model, ev, etab, args)
+            cols = names if names is not None else etab.names
             if len(ev) == 1:
                 ev = np.repeat(ev, args.sample, axis=0)
             elif len(ev) != args.sample:
@@ -152,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
                      "draw fewer samples per run")
         S = model.sample(args.sample, evidence=ev, seed=args.seed, n_threads=args.n_threads) if ev is not None \
             else model.sample(args.sample, seed=args.seed, n_threads=args.n_threads)
-        pending.append((args.out, S, names))
+        pending.append((args.out, S, cols))
         summary.update(samples=args.sample, out=args.out)
     for path, A, cols in pending:
         _data.write_table(path, A, cols)
@@ -183,7 +184,7 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
             return X, res
         outs = [(args.out_ll, None, "ll")] if args.out_ll else []
         if args.mpe:
-            outs.append((args.mpe, model.var_names, "mpe"))
+            outs.append((args.mpe, model.var_names if model.var_names is not None else cnames, "mpe"))
         stats = _evalstream.run_blocks(src, outs, step)
     finally:
         src.close()
