@@ -328,3 +328,14 @@ def test_query_names_from_the_header_for_a_model_without_names(tmp_path, capsys)
         assert evaluate.main([str(tmp_path / "m.h5"), str(data), "--query", "q", "--evidence", "p", "--out-ll",
                               str(tmp_path / "ll.npy"), "-q"]) == 0
         np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), want, rtol=1e-12)
+
+
+def test_semicolon_files_with_decimal_commas_get_the_right_hint(tmp_path, capsys):
+    """'0,5;1,25' (a European spreadsheet's CSV) with --delimiter ';' was told to use ','
+    as delimiter; with the default, the header 'a;b' read as one name gave no hint."""
+    from spnc.cli import learn
+    (tmp_path / "eu.csv").write_text("a;b\n0,5;1,25\n1,0;2,5\n")
+    for extra, hint in (([], "the header seems to use ';' as delimiter: give --delimiter ';'"),
+                        (["--delimiter", ";"], "a decimal comma? numbers are read with a decimal point")):
+        assert learn.main([str(tmp_path / "eu.csv"), "-o", str(tmp_path / "m.h5"), "-q"] + extra) == 2
+        assert hint in capsys.readouterr().err

@@ -17,6 +17,7 @@ import errno
 import io
 import itertools
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -116,6 +117,8 @@ def _isnum(t: str) -> bool:
 
 
 def _delim_hint(cell: str, d: str) -> str:
+    if d != "," and re.fullmatch(r"\s*[+-]?\d+,\d+\s*", cell):     # 0,5 with ';' between cells
+        return " (a decimal comma? numbers are read with a decimal point: write 0.5, not 0,5)"
     for cand in _CANDIDATES:
         if cand != d and cand in cell.strip():
             parts = [p for p in cell.strip().split(cand if cand != " " else None) if p.strip()]
@@ -197,6 +200,10 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     for ln, toks in records:
         if len(toks) != width:
             hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
+            if not hint and names is not None and width == 1:     # 'a;b' read as one name
+                cand = next((c for c in _CANDIDATES[1:] if c != d and c in names[0].strip()), None)
+                hint = "" if cand is None else f" (the header seems to use {_SHOW.get(cand, repr(cand))} as " \
+                    f"delimiter: give --delimiter {_SHOW.get(cand, repr(cand))})"
             raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
         block.append(toks)
         lines[n + len(block) - 1] = ln
