@@ -11,7 +11,8 @@ A *block source* delivers the rows of a 2-D table in order, a block of rows at a
   pass only; a list of arrays or a callable returning a fresh iterator allows several
   (each must give the same rows).
   Blocks that are DataFrames (``pd.read_csv(..., chunksize=...)``) are matched by column
-  name to the model's variables, or else to the first block's columns.
+  name to the model's variables, or else to the first block's columns;
+* a pandas DataFrame: row blocks of it, matched by name as DataFrame blocks are.
 
 Statistics that are sums over rows are computed by :func:`reduce_blocks`: a function maps
 each block to a small result (arrays, floats, dicts or tuples of them), and the results
