@@ -114,18 +114,7 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     if list(X.columns) != cols:                  # names are strings from here on (0 -> "0")
         X = X.set_axis(cols, axis=1)
     if var_names is not None:
-        have, want = set(cols), set(var_names)
-        missing = [v for v in var_names if v not in have]
-        extra = [c for c in cols if c not in want]
-        if extra and not missing:
-            raise DataError(f"{name}: column{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra[:5]))} "
-                            f"{'are' if len(extra) > 1 else 'is'} not among the model's variables (select "
-                            "df[model.var_names] to drop them)")
-        if missing:
-            raise DataError(f"{name}: the model's variable{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(repr, missing[:5]))} {'are' if len(missing) > 1 else 'is'} "
-                            f"not among the DataFrame's columns"
-                            + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
+        check_same_names(cols, var_names, name)
         X = X[list(var_names)]
         cols = list(var_names)
     elif model_names:
@@ -147,6 +136,39 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
     except (TypeError, ValueError) as e:
         raise DataError(f"{name}: cannot convert the DataFrame to numbers: {e}") from None
     return np.ascontiguousarray(A), cols
+
+
+def check_same_names(cols: Sequence[str], var_names: Sequence[str], name: str,
+                     what: str = "the DataFrame's columns", drop: str = "select df[model.var_names]") -> None:
+    """Refuse columns ``cols`` that are not the model's ``var_names`` in some order, naming
+    the variables missing and the columns unknown."""
+    have, want = set(cols), set(var_names)
+    missing = [v for v in var_names if v not in have]
+    extra = [c for c in cols if c not in want]
+    if extra and not missing:
+        raise DataError(f"{name}: column{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra[:5]))} "
+                        f"{'are' if len(extra) > 1 else 'is'} not among the model's variables ({drop} to "
+                        "drop them)")
+    if missing:
+        raise DataError(f"{name}: the model's variable{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(map(repr, missing[:5]))} {'are' if len(missing) > 1 else 'is'} not among {what}"
+                        + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
+
+
+def dataset_order(A: Any, n_cols: int | None, var_names: Sequence[str] | None, name: str) -> np.ndarray | None:
+    """The columns of a dataset ``A`` (HDF5, Zarr) in the order of a model's ``var_names``
+    when its ``columns``/``var_names`` attribute names them, as the console tools read
+    it (None: in order). A name list that is not the model's variables is an error."""
+    attrs = getattr(A, "attrs", None)
+    raw = None if var_names is None or attrs is None else attrs.get("columns", attrs.get("var_names"))
+    if raw is None:
+        return None
+    cols = [c.decode() if isinstance(c, bytes) else str(c) for c in np.atleast_1d(np.asarray(raw)).tolist()]
+    if len(cols) != n_cols or len(set(cols)) != len(cols):
+        raise DataError(f"{name}: its column names attribute must name each of its {n_cols} columns once")
+    check_same_names(cols, list(var_names), name, "its column names attribute", "read its rows as an array")
+    order = np.array([cols.index(v) for v in var_names], dtype=np.int64)
+    return None if np.array_equal(order, np.arange(len(order))) else order
 
 
 def frame_column(X: Any, var_names: Sequence[str] | None, c: int) -> int:

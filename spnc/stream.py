@@ -29,7 +29,8 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, is_frame, real_array, refuse_dask_frame, refuse_polars, refuse_sparse, unmasked
+from .data import (as_data, dataset_order, is_frame, real_array, refuse_dask_frame, refuse_polars,
+                   refuse_sparse, unmasked)
 from .errors import DataError, ParameterError
 
 #: bytes of input per block when the caller gives no block size (float64 after conversion)
@@ -135,6 +136,7 @@ class ArraySource(BlockSource):
         self.A, self.n_rows, self.n_cols, self.name, self._owner = A, shape[0], shape[1], name, owner
         self.block_rows = check_block_rows(block_rows) or default_block_rows(shape[1])
         self._guard = guard
+        self.order = None        # the stored columns in a model's variable order (named datasets)
 
     def blocks(self):
         check = self._guard.check if self._guard is not None else (lambda name: None)
@@ -142,7 +144,7 @@ class ArraySource(BlockSource):
             check(self.name)        # before: reading a memory-mapped file cut short would crash
             b = np.asarray(unmasked(self.A[r0:r0 + self.block_rows]))
             check(self.name)        # after: the block holds no rows written meanwhile
-            yield r0, b
+            yield r0, (b if self.order is None else b[:, self.order])
 
     def close(self) -> None:
         if self._owner is not None:
@@ -237,7 +239,7 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
         return X
     check_block_rows(block_rows)
     if isinstance(X, (str, os.PathLike)):
-        return _open_path(os.fspath(X), block_rows)
+        return _by_name(_open_path(os.fspath(X), block_rows), var_names)
     refuse_dask_frame(X, name)
     refuse_polars(X, name)
     refuse_sparse(X, name)
@@ -255,11 +257,22 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
         f = getattr(X, "file", None)
         guard = FileGuard(f.filename) if getattr(f, "mode", None) == "r" and not getattr(f, "swmr_mode", False) \
             and os.path.isfile(f.filename) else None
-        return ArraySource(X, block_rows, name, guard=guard)
+        return _by_name(ArraySource(X, block_rows, name, guard=guard), var_names)
     if callable(X) or isinstance(X, Iterable):
         return IterableSource(X, name, var_names, positional=query and var_names is None)
     raise DataError(f"{name} must be an array, a dataset, a spec 'file.h5:/path' or an iterable of row "
                     f"blocks; got {type(X).__name__}")
+
+
+def _by_name(src: BlockSource, var_names) -> BlockSource:
+    """A dataset whose attribute names its columns gives a model's variables by name
+    (:func:`spnc.data.dataset_order`); the source is closed if that fails."""
+    try:
+        src.order = dataset_order(getattr(src, "A", None), src.n_cols, var_names, src.name)
+    except DataError:
+        src.close()
+        raise
+    return src
 
 
 def open_rows(X, block_rows: int | None = None, name: str = "X", var_names=None):
