@@ -308,3 +308,16 @@ def test_em_remedy_names_alpha_as_the_console_option():
     X[7, 0] = 2
     with options_named({"alpha": "--alpha"}), pytest.raises(spnc.DataError, match=r"set --alpha > 0\)$"):
         EM(init=init, max_iter=2, variant="online", batch_size=4).fit(X)
+
+
+def test_auto_reading_data_as_real_names_the_value_that_made_it_so():
+    """LearnSPN's default splitter refused 'continuous' data without saying which value was
+    not a whole number; inside the auto candidates a row would be one of their part."""
+    X = np.random.default_rng(0).integers(0, 2, (300, 3)).astype(float)
+    X[57, 2] = 0.5
+    with pytest.raises(spnc.ParameterError, match=r"reads X as real-valued: X\[57, 2\] = 0.5 is not a whole"):
+        LearnSPN().fit(X)
+    X = np.random.default_rng(0).integers(0, 2, (3000, 3)).astype(float)
+    X[2345, 1] = 0.25
+    with pytest.raises(spnc.ParameterError, match=r"X\[2345, 1\] = 0.25"):
+        LearnSPN(sample_rows=2900, random_state=1).fit(X)

@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 
+from .._sweep import resampled_rows
 from ..errors import DataError
 from ._params import Options
 
@@ -29,12 +30,13 @@ def auto_names(est) -> list[str]:
             if isinstance(v, str) and v == "auto" and k in getattr(est, "_auto_candidates", {}) and k not in unused]
 
 
-def fit_auto(est, X, sample=None, fixed: dict | None = None, **fit_kwargs):
+def fit_auto(est, X, sample=None, fixed: dict | None = None, ids=0, **fit_kwargs):
     """Choose the ``"auto"`` parameters of ``est`` on held-out rows (of ``sample`` when
     given: the rows in memory when ``X`` streams from a file), then fit ``est`` on all of
     ``X`` with them (its parameters keep the value ``"auto"``). ``fixed``: parameters of
     the candidates only (e.g. the whole data's cardinality, so that a state seen only in
-    the held-out rows does not fail every candidate)."""
+    the held-out rows does not fail every candidate). ``ids``: the row of ``X`` of each
+    row of ``sample`` (0: ``sample`` is ``X``'s rows in order), for the candidates' errors."""
     names = auto_names(est)
     A = np.asarray(X if sample is None else sample)
     if A.ndim != 2:
@@ -45,13 +47,16 @@ def fit_auto(est, X, sample=None, fixed: dict | None = None, **fit_kwargs):
     rng = np.random.default_rng(getattr(est, "random_state", None))
     order = rng.permutation(A.shape[0])
     hold = max(2, A.shape[0] // 10)
-    train, valid = A[np.sort(order[hold:])], A[np.sort(order[:hold])]
+    kept = np.sort(order[hold:])
+    train, valid = A[kept], A[np.sort(order[:hold])]
     params = est.get_params(deep=False)
     scores = []
     for combo in itertools.product(*(est._auto_candidates[k] for k in names)):
         choice = dict(zip(names, combo))
         try:
-            score = type(est)(**{**params, **(fixed or {}), **choice}).fit(train).score(valid)
+            # errors of a candidate name the rows of X (not of its part), as a fit on X does
+            with resampled_rows(kept + ids if np.ndim(ids) == 0 else np.asarray(ids)[kept]):
+                score = type(est)(**{**params, **(fixed or {}), **choice}).fit(train).score(valid)
         except DataError:        # e.g. a held-out state unseen in training: this choice loses
             score = -np.inf
         scores.append((choice, float(score)))

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..chowliu import resolve_threads
 from .._progress import Progress
-from .._sweep import row_number
+from .._sweep import cell, row_number
 from ..data import as_data, is_frame, with_names
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
@@ -349,7 +349,7 @@ class LearnSPN(DensityEstimator):
                 # DataFrame X_valid by name, naming the frame's own cell in its errors
                 again = given if is_frame(given) else X if getattr(rows.full, "reiterable", True) else [rows.data]
                 fixed = {} if continuous or self.cardinality is not None else {"cardinality": card.tolist()}
-                fit_auto(self, again, sample=rows.data, fixed=fixed, X_valid=X_valid)
+                fit_auto(self, again, sample=rows.data, fixed=fixed, ids=rows.ids, X_valid=X_valid)
                 self.spn_ = with_names(self.spn_, names)
             else:
                 self._fit(rows, names, X_valid)
@@ -361,9 +361,17 @@ class LearnSPN(DensityEstimator):
     def _fit(self, rows, names, X_valid) -> "LearnSPN":
         data, card, continuous = self._prepare(rows.data, rows.ids)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
-        splitter = resolve_step("splitter", self.splitter, self, continuous)
-        sum_split = resolve_step("sum_split", self.sum_split, self, continuous)
-        base = resolve_step("leaves", leaves, self, continuous)
+        try:
+            splitter = resolve_step("splitter", self.splitter, self, continuous)
+            sum_split = resolve_step("sum_split", self.sum_split, self, continuous)
+            base = resolve_step("leaves", leaves, self, continuous)
+        except ParameterError as e:
+            if not continuous or self.data_type != "auto":
+                raise
+            r, c = (int(v) for v in np.argwhere(data != np.round(data))[0])   # what made the data real
+            raise ParameterError(e.param, f"{e} (data_type='auto' reads X as real-valued: "
+                                          f"{cell('X', rows.ids, r, c)} = {float(data[r, c])!r} is not a whole "
+                                          "number)") from None
         n, d = data.shape
         ctx = Context(data, card, continuous, alpha=self.alpha, min_std=self.min_std,
                       rng=np.random.default_rng(self.random_state),
