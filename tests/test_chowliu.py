@@ -3,7 +3,6 @@ test_cltree_leaf.py)."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest

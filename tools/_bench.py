@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
-from _datadir import data_candidates, default_data, tried  # noqa: E402,F401
+from _datadir import default_data, tried  # noqa: E402
 
 DEFAULT_DATA = default_data()
 SETS = ["nltcs", "plants", "baudio", "jester", "bnetflix", "accidents"]

@@ -269,7 +269,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                                            "on an unfitted learner would ignore it (call fit first, or "
                                            "set select=None)")
         if started and not _IN_FIT.get() and is_frame(X) != (getattr(self, "_names", None) is not None):
-            warn_user(f"X has feature names, but OSLRAU was fitted without feature names: the DataFrame's columns "
+            warn_user("X has feature names, but OSLRAU was fitted without feature names: the DataFrame's columns "
                       "are taken by position" if is_frame(X) else "X does not have valid feature names, but OSLRAU "
                       "was fitted with feature names: its columns are taken by position")
         X, names = as_data(X, getattr(self, "_names", None) if started else None)
