@@ -118,13 +118,16 @@ class _Round:
         pairs = self.distances(spn)
         for g in np.flatnonzero(pairs.gmin <= eps):
             m = pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]]
-            close = pairs.matrix(g) <= eps
-            np.fill_diagonal(close, True)
+            close = pairs.close(g, eps)
             if count is None:
                 count = train_rows()
             # a member close to no other leads a cluster of itself: no one else takes it
             free = close.sum(axis=1) > 1
-            for i in np.argsort(-count[m], kind="stable"):
+            order = np.argsort(-count[m], kind="stable")
+            if len(m) <= 64:
+                _leaders_small(m, close, free, order, out)
+                continue
+            for i in order:
                 if not free[i]:
                     continue
                 mem = np.flatnonzero(free & close[i])
@@ -294,6 +297,21 @@ def redirect_target(keep: dict, rep: np.ndarray, moved: np.ndarray, n_nodes: int
                                                                                  count=len(keep))
     target[moved] = target[rep[moved]]
     return target
+
+
+def _leaders_small(m: np.ndarray, close: np.ndarray, free: np.ndarray, order: np.ndarray, out: list) -> None:
+    """:meth:`_Round.clusters`' leader pass over a group of at most 64 members, with each
+    row of ``close`` and the free members as the bits of one integer: the same clusters."""
+    bit = np.left_shift(np.uint64(1), np.arange(len(m), dtype=np.uint64))
+    rows = np.bitwise_or.reduce(np.where(close, bit, np.uint64(0)), axis=1).tolist()
+    left = int(np.bitwise_or.reduce(np.where(free, bit, np.uint64(0))))
+    for i in order.tolist():
+        if not left >> i & 1:
+            continue
+        mem = left & rows[i]
+        left &= ~mem
+        if mem & (mem - 1):              # two members or more, in increasing order
+            out.append(m[[k for k in range(len(m)) if mem >> k & 1]])
 
 
 def _first_max(key: np.ndarray, starts: np.ndarray, g: np.ndarray) -> np.ndarray:

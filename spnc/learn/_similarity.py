@@ -206,6 +206,18 @@ class Pairs:
                       f"node {int(self.members[self.gptr[g]])} has as many nodes of its scope and "
                       "same-scope height; merge a smaller model, or raise the budget")
 
+    def close(self, g: int, eps: float) -> np.ndarray:
+        """Group ``g``'s pairs within ``eps`` as a boolean matrix with a true diagonal:
+        ``matrix(g) <= eps`` with its diagonal set, made from the pairs alone."""
+        s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
+        self._budget(9.0 * s * s, g, "a matrix of its close pairs")      # bool, pair indices
+        i, j = _triu(s)
+        c = self.dist[o:o + len(i)] <= eps
+        C = np.eye(s, dtype=bool)
+        C[i[c], j[c]] = True
+        C[j[c], i[c]] = True
+        return C
+
     def matrix(self, g: int) -> np.ndarray:
         """Group ``g``'s distance matrix, with an infinite diagonal."""
         s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
@@ -213,6 +225,21 @@ class Pairs:
         D = np.full((s, s), np.inf)
         D[np.triu_indices(s, 1)] = self.dist[o:o + s * (s - 1) // 2]    # row after row, as stored
         return np.minimum(D, D.T)
+
+
+_TRIU: dict = {}
+
+
+def _triu(s: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(s, 1)``, kept for small ``s`` (groups of a size recur)."""
+    t = _TRIU.get(s)
+    if t is None:
+        t = np.triu_indices(s, 1)
+        for a in t:
+            a.setflags(write=False)
+        if s <= 256:
+            _TRIU[s] = t
+    return t
 
 
 def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str, out: np.ndarray) -> None:
