@@ -1,11 +1,16 @@
-"""A merge round's cluster search against its plain definition (the leader pass over each
-group's distance matrix)."""
+"""A merge round's cluster search and kept-member choice against their plain definitions
+(the leader pass over each group's distance matrix; unions of routed rows as sparse
+products)."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from spnc.learn._merge_round import _Round
+from spnc.learn._routing import sums_over_nodes
 from spnc.learn._similarity import Pairs
 
 
@@ -57,3 +62,45 @@ def test_clusters_are_the_leader_pass_over_each_distance_matrix(seed):
         want = _clusters_by_matrix(pairs, eps, count)
         assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
         assert len(want) or eps == 0.0
+
+
+def _keep_best_by_products(Rv, clusters, count, Lv) -> np.ndarray:
+    M = np.concatenate(clusters)
+    size = np.array([len(c) for c in clusters])
+    g = np.repeat(np.arange(len(clusters)), size)
+    cols = np.unique(M)
+    j = np.searchsorted(cols, M)
+    member = sp.csr_matrix((np.ones(len(M)), (np.arange(len(M)), g)), shape=(len(M), len(clusters)))
+    union = (Rv[:, M].astype(np.float64) @ member).tocsc()
+    union.sort_indices()
+    uptr = union.indptr.astype(np.int64)
+    tot = sums_over_nodes(Lv[cols], uptr[g], uptr[g + 1], union.indices.astype(np.int32), j)
+    key = np.where((np.diff(union.indptr) > 0)[g], tot, count[M].astype(np.float64))
+    rep = np.arange(Rv.shape[1])
+    starts = np.concatenate([[0], np.cumsum(size)[:-1]])
+    for c, s in zip(clusters, starts):
+        k = key[s:s + len(c)]
+        rep[c] = c[int(np.argmax(k))]
+    return rep
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keep_best_sums_each_member_over_the_union_of_its_clusters_rows(seed):
+    """Random routings (members reached by no row, clusters reached by none), tied values:
+    the member of the largest sum over its cluster's rows, in row order, is kept (the
+    first at ties; by count when no row reached the cluster), as by sparse products."""
+    rng = np.random.default_rng(seed)
+    n, N = 300, 80
+    D = rng.random((n, N)) < 0.05
+    D[:, :10] = False
+    Rv = sp.csc_matrix(D)
+    Lv = np.round(rng.normal(size=(N, n)), 1)
+    count = rng.integers(0, 5, size=N)
+    nodes = rng.permutation(N)
+    cut = np.sort(rng.choice(np.arange(2, N - 1), size=20, replace=False))
+    clusters = [c for c in np.split(nodes, cut) if len(c) >= 2]
+    rnd = object.__new__(_Round)
+    rnd.est = SimpleNamespace(local_check=False)
+    rnd.valid_values = lambda spn, cols: Lv[cols]
+    got = rnd.keep_best(SimpleNamespace(n_nodes=N), clusters, count, Rv)
+    assert np.array_equal(got, _keep_best_by_products(Rv, clusters, count, Lv))

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..chowliu import fit_chow_liu, forest_to_tree
 from .._kinds import MARGINAL, MAX
@@ -20,7 +19,7 @@ from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache
 from ._redirect import redirect
 from ._refit import hard_refit, local_refit
-from ._routing import sums_over_nodes
+from ._routing import sums_over_nodes, union_runs
 from ._similarity import Pairs, indicator_evidence, scope_marginals
 from .em import EM
 
@@ -154,16 +153,16 @@ class _Round:
             cols = np.unique(M)
             j = np.searchsorted(cols, M)
             Lv = self.valid_values(spn, cols)
-            Rm = Rv[:, M]
-            member = sp.csr_matrix((np.ones(len(M)), (np.arange(len(M)), g)), shape=(len(M), len(clusters)))
-            union = (Rm.astype(np.float64) @ member).tocsc()
-            union.sort_indices()
-            reached = np.diff(union.indptr) > 0
-            uptr = union.indptr.astype(np.int64)
-            tot = sums_over_nodes(Lv, uptr[g], uptr[g + 1], union.indices.astype(np.int32), j)
-            key = np.where(reached[g], tot, key)
+            # each cluster's rows: the union of its members' rows, increasing (one bit set)
+            ptr, idx = _routing.rows_of_many(Rv, M)
+            lens, union = union_runs(ptr[np.append(starts, len(M))], idx, Rv.shape[0])
+            uptr = np.zeros(len(clusters) + 1, dtype=np.int64)
+            np.cumsum(lens, out=uptr[1:])
+            tot = sums_over_nodes(Lv, uptr[g], uptr[g + 1], union, j)
+            key = np.where((lens > 0)[g], tot, key)
         best = _first_max(key, starts, g)
         if Rv is not None and self.est.local_check:
+            Rm = Rv[:, M]
             a, b, rows = Rm.indptr[:-1].astype(np.int64), Rm.indptr[1:].astype(np.int64), Rm.indices.astype(np.int32)
             mine = sums_over_nodes(Lv, a, b, rows, j)
             kept = sums_over_nodes(Lv, a, b, rows, j[best][g])
