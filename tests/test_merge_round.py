@@ -1,6 +1,6 @@
-"""A merge round's cluster search and kept-member choice against their plain definitions
-(the leader pass over each group's distance matrix; unions of routed rows as sparse
-products)."""
+"""A merge round's cluster search, kept-member choice and leaf values against their plain
+definitions (the leader pass over each group's distance matrix; unions of routed rows as
+sparse products; a sweep)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -9,9 +9,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import spnc
+from spnc._kinds import MARGINAL, MAX
+from spnc.learn._leafcache import LeafCache, leaf_values
 from spnc.learn._merge_round import _Round
 from spnc.learn._routing import sums_over_nodes
 from spnc.learn._similarity import Pairs
+from spnc.learn.routing import node_values
+
+from conftest import learned_trees, merge_data, random_spn
 
 
 def _pairs(rng, sizes) -> Pairs:
@@ -104,3 +110,25 @@ def test_keep_best_sums_each_member_over_the_union_of_its_clusters_rows(seed):
     rnd.valid_values = lambda spn, cols: Lv[cols]
     got = rnd.keep_best(SimpleNamespace(n_nodes=N), clusters, count, Rv)
     assert np.array_equal(got, _keep_best_by_products(Rv, clusters, count, Lv))
+
+
+@pytest.mark.parametrize("mode", [MARGINAL, MAX])
+def test_leaf_values_are_a_sweeps_bit_for_bit(mode):
+    """Leaves' values read from the kept rows and state tables: a sweep's values, for
+    Chow-Liu, Bernoulli and categorical leaves in any order; None when a node is asked
+    twice, a row is incomplete or a Chow-Liu leaf cannot be kept."""
+    X, Xv = merge_data()
+    tree = learned_trees(X)["latent", "chowliu"]
+    rng = np.random.default_rng(1)
+    mixed = spnc.compile(random_spn(rng, [2, 3, 2, 4], depth=3))
+    Xm = np.column_stack([rng.integers(0, k, size=50) for k in (2, 3, 2, 4)]).astype(np.float64)
+    for spn, rows in ((tree, Xv), (mixed, Xm)):
+        cache = LeafCache(rows, mode, checked_by=spn)
+        leaves = rng.permutation(np.flatnonzero(spn.kind >= 2))
+        want = node_values(spn, rows, leaves, mode=mode, by_node=True)
+        got = leaf_values(spn, leaves, cache)
+        assert got.shape == want.shape and np.array_equal(got.view(np.int64), want.view(np.int64))
+        assert leaf_values(spn, np.append(leaves, leaves[0]), cache) is None
+    assert leaf_values(tree, leaves[:1], LeafCache(np.where(Xv == 0, np.nan, Xv), mode)) is None
+    cl = tree.leaf_tables["cltree"].node
+    assert leaf_values(tree, cl, LeafCache(Xv, mode, max_bytes=0)) is None

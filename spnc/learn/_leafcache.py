@@ -216,3 +216,40 @@ class LeafCache:
         copy_rows(self.V, rows, r0, r1, L, slots)
         for t in rest:
             t.log_prob(XT, L, self.mode, self.n_threads)
+
+
+def leaf_values(spn, nodes: np.ndarray, cache: LeafCache) -> np.ndarray | None:
+    """The values ``(len(nodes), n)`` of leaves ``nodes`` of ``spn`` on the complete rows
+    of ``cache`` in marginal or max mode, as a sweep gives them, without one: matrix
+    leaves' kept rows (unseen ones evaluated now), and the state tables of the leaves a
+    sweep evaluates itself read at each row's value. None when a matrix leaf is not kept
+    or the rows are incomplete."""
+    if not cache.complete or cache.mode not in (MARGINAL, MAX):
+        return None
+    out = np.empty((len(nodes), cache.n))
+    at = np.full(spn.n_nodes, -1, dtype=np.int64)
+    at[nodes] = np.arange(len(nodes))
+    if not np.array_equal(at[nodes], np.arange(len(nodes))):       # a node asked twice
+        return None
+    lay = None
+    for t in spn.leaf_tables.values():
+        mine = np.flatnonzero(at[t.node] >= 0) if len(t) else np.zeros(0, dtype=np.int64)
+        if not mine.size:
+            continue
+        pos = at[t.node[mine]]
+        st = t.state_log_probs(spn.cardinality)
+        if st is None:
+            lay = cache._layout(spn) if lay is None else lay
+            if lay is None or lay[2]:
+                return None
+            row = np.full(spn.n_leaves, -1, dtype=np.int64)
+            row[lay[0]] = lay[1]
+            r = row[t.slot[mine]]
+            if np.any(r < 0):
+                return None
+            out[pos] = cache.V[r]
+            continue
+        var, ptr, lp = st
+        x = cache.X[:, np.asarray(var, dtype=np.int64)[mine]].T.astype(np.int64)
+        out[pos] = lp[ptr[mine][:, None] + x]
+    return out

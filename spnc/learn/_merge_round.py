@@ -16,7 +16,7 @@ from ..leaves.cltree import ChowLiuLeaf, CLTreeLeafType
 from . import routing as _routing
 from ._carry import Routing, subnetwork
 from ._graphedit import descendants, rebuild, replace_by_leaves
-from ._leafcache import LeafCache
+from ._leafcache import LeafCache, leaf_values
 from ._redirect import redirect
 from ._refit import hard_refit, local_refit
 from ._routing import sums_over_nodes, union_runs
@@ -80,8 +80,12 @@ class _Round:
         (Not kept: the callers ask for different nodes, and every node's values at once
         cost more than the passes they save, measured on O-SPNs and L-SPNs alike.) Nodes
         over a small part of the model are evaluated on that part alone
-        (:func:`._carry.subnetwork`: the same values)."""
+        (:func:`._carry.subnetwork`: the same values), leaves by :func:`._leafcache.leaf_values`."""
         nodes = np.asarray(nodes, dtype=np.int64)
+        if nodes.size and np.all(spn.kind[nodes] >= 2):
+            V = leaf_values(spn, nodes, self.vcache0)
+            if V is not None:
+                return V
         mark = descendants(spn, nodes)
         if nodes.size and 2 * np.count_nonzero(mark) < spn.n_nodes:
             sub, F, _ = subnetwork(spn, nodes, mark)
