@@ -174,12 +174,17 @@ class Pairs:
         ent = np.cumsum(clen[pg])
         edges = np.unique(np.concatenate([[0], np.searchsorted(ent, np.arange(_BLOCK, ent[-1] if len(pg) else 0,
                                                                              _BLOCK)) + 1, [len(pg)]]))
+        K = P.shape[1]
+        flat = P.reshape(-1) if P.flags.c_contiguous else None
         for p0, p1 in zip(edges[:-1], edges[1:]):     # pairs in blocks of about _BLOCK entries
             g = pg[p0:p1]
             na = self.members[self.gptr[g] + pa[p0:p1]]
             nb = self.members[self.gptr[g] + pb[p0:p1]]
             c = cols[_ranges(voff[vptr[g]], clen[g])]
-            A, B = P[np.repeat(na, clen[g]), c], P[np.repeat(nb, clen[g]), c]
+            if flat is not None:        # one gather from the flat array: the same entries, faster
+                A, B = flat.take(np.repeat(na * K, clen[g]) + c), flat.take(np.repeat(nb * K, clen[g]) + c)
+            else:
+                A, B = P[np.repeat(na, clen[g]), c], P[np.repeat(nb, clen[g]), c]
             seg = np.concatenate([[0], np.cumsum(clen[g])[:-1]])
             differ = np.logical_or.reduceat((A <= 0.0) != (B <= 0.0), seg)  # other support: never similar
             if distance == "manhattan":
@@ -278,6 +283,20 @@ def _group_distance(Q: np.ndarray, starts: np.ndarray, distance: str, out: np.nd
             o += g - 1 - i
 
 
+_WORDS: list = [None]
+
+
+def _scope_words(n: int) -> np.ndarray:
+    """Two random 64-bit words per variable (fixed seed) that scopes are hashed by; the
+    last ones drawn are kept (a fit asks for the same variables every round)."""
+    w = _WORDS[0]
+    if w is None or w.shape[1] != n:
+        w = np.random.default_rng(0x5EED).integers(0, 2**63, size=(2, n)).astype(np.uint64)
+        w.setflags(write=False)
+        _WORDS[0] = w
+    return w
+
+
 def _scope_groups(spn: SPN, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(members, gptr)`` of :class:`Pairs`: nodes outside ``skip`` over discrete
     variables only, grouped by identical scope and same-scope height. Scopes are compared
@@ -286,7 +305,7 @@ def _scope_groups(spn: SPN, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     size = np.diff(sp)
     real = np.concatenate([[0], np.cumsum(spn.cardinality[sc] <= 0)])
     nodes = np.flatnonzero(~skip & (size > 0) & (real[sp[1:]] == real[sp[:-1]]))
-    words = np.random.default_rng(0x5EED).integers(0, 2**63, size=(2, max(spn.n_vars, 1))).astype(np.uint64)
+    words = _scope_words(max(spn.n_vars, 1))
     with np.errstate(over="ignore"):
         cs = np.concatenate([np.zeros((2, 1), np.uint64), np.cumsum(words[:, sc], axis=1, dtype=np.uint64)], axis=1)
         hs = cs[:, sp[nodes + 1]] - cs[:, sp[nodes]]
