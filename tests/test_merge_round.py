@@ -52,10 +52,11 @@ def _clusters_by_matrix(pairs: Pairs, eps: float, count: np.ndarray) -> list:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_clusters_are_the_leader_pass_over_each_distance_matrix(seed):
-    """Groups of 2 to 100 members (bit sets up to 64, arrays beyond), tied counts and
-    distances, infinite and NaN ones: the clusters of the matrix loop, in its order."""
+    """Groups of 2 to 300 members (a word per row up to 64, Python integers beyond), tied
+    counts and distances, infinite and NaN ones: the clusters of the matrix loop, in its
+    order."""
     rng = np.random.default_rng(seed)
-    pairs = _pairs(rng, rng.choice([2, 3, 5, 17, 63, 64, 65, 100], size=12))
+    pairs = _pairs(rng, rng.choice([2, 3, 5, 17, 63, 64, 65, 100, 300], size=12))
     count = rng.integers(0, 4, size=int(pairs.members.max()) + 1)
     rnd = object.__new__(_Round)
     rnd.distances = lambda spn: pairs

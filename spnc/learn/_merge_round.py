@@ -126,17 +126,7 @@ class _Round:
                 count = train_rows()
             # a member close to no other leads a cluster of itself: no one else takes it
             free = close.sum(axis=1) > 1
-            order = np.argsort(-count[m], kind="stable")
-            if len(m) <= 64:
-                _leaders_small(m, close, free, order, out)
-                continue
-            for i in order:
-                if not free[i]:
-                    continue
-                mem = np.flatnonzero(free & close[i])
-                free[mem] = False
-                if mem.size > 1:
-                    out.append(m[mem])
+            _leaders(m, close, free, np.argsort(-count[m], kind="stable"), out)
         return out
 
     def keep_best(self, spn: SPN, clusters, count: np.ndarray, Rv) -> np.ndarray:
@@ -302,19 +292,31 @@ def redirect_target(keep: dict, rep: np.ndarray, moved: np.ndarray, n_nodes: int
     return target
 
 
-def _leaders_small(m: np.ndarray, close: np.ndarray, free: np.ndarray, order: np.ndarray, out: list) -> None:
-    """:meth:`_Round.clusters`' leader pass over a group of at most 64 members, with each
-    row of ``close`` and the free members as the bits of one integer: the same clusters."""
-    bit = np.left_shift(np.uint64(1), np.arange(len(m), dtype=np.uint64))
-    rows = np.bitwise_or.reduce(np.where(close, bit, np.uint64(0)), axis=1).tolist()
-    left = int(np.bitwise_or.reduce(np.where(free, bit, np.uint64(0))))
+def _leaders(m: np.ndarray, close: np.ndarray, free: np.ndarray, order: np.ndarray, out: list) -> None:
+    """:meth:`_Round.clusters`' leader pass over one group, with each row of ``close``
+    and the free members as the bits of one Python integer: the same clusters as the
+    pass over the boolean arrays."""
+    if len(m) <= 64:
+        bit = np.left_shift(np.uint64(1), np.arange(len(m), dtype=np.uint64))
+        row = np.bitwise_or.reduce(np.where(close, bit, np.uint64(0)), axis=1).tolist().__getitem__
+    else:                                # rows made as leaders reach them (most never do)
+        packed = np.packbits(close, axis=1, bitorder="little")
+
+        def row(i: int) -> int:
+            return int.from_bytes(packed[i].tobytes(), "little")
+    left = int.from_bytes(np.packbits(free, bitorder="little").tobytes(), "little")
     for i in order.tolist():
         if not left >> i & 1:
             continue
-        mem = left & rows[i]
+        mem = left & row(i)
         left &= ~mem
         if mem & (mem - 1):              # two members or more, in increasing order
-            out.append(m[[k for k in range(len(m)) if mem >> k & 1]])
+            idx = []
+            while mem:
+                low = mem & -mem
+                idx.append(low.bit_length() - 1)
+                mem ^= low
+            out.append(m[idx])
 
 
 def _first_max(key: np.ndarray, starts: np.ndarray, g: np.ndarray) -> np.ndarray:
