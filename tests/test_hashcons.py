@@ -71,3 +71,26 @@ def test_equal_leaves_are_shared_as_hash_consing_every_node_shares_them(leaf):
     spn = spnc.compile(spnc.Sum([spnc.Product([b[0], b[2]]), spnc.Product([b[1], b[3]])], [0.5, 0.5]))
     rep = hash_cons_changed(spn, np.ones(spn.n_nodes, dtype=bool))
     assert np.array_equal(rep, hash_cons(spn)) and (rep != np.arange(spn.n_nodes)).sum() >= 3
+
+
+@pytest.mark.parametrize("split", ["latent", "observed"])
+@pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
+def test_identical_merge_keys_every_node_as_hash_consing_does(split, leaves, monkeypatch):
+    """identical_merge of a model with no earlier one keys every node as changed
+    (columns of numbers for Bernoulli and indicator leaves): the model hash_cons gives,
+    array for array, on learned trees and random DAGs with shared equal leaves."""
+    rng = np.random.default_rng(3)
+    gen = spnc.compile(random_spn(rng, [2] * 7, depth=3, share=0.0, leaf="bernoulli"))
+    X = gen.sample(600, seed=1)
+    card = [2, 2, 3]
+    models = [learned_trees(X)[(split, leaves)]] + [
+        spnc.compile(random_spn(np.random.default_rng(s), card, depth=3, share=0.3, leaf="mixed"), cardinality=card)
+        for s in range(5)]
+    got = [identical_merge(m) for m in models]
+    monkeypatch.setattr(merge_mod, "hash_cons_changed", lambda spn, changed: hash_cons(spn))
+    for a, m in zip(got, models):
+        b = identical_merge(m)
+        assert a.n_nodes == b.n_nodes and np.array_equal(a.kind, b.kind) and np.array_equal(a.child, b.child)
+        assert np.array_equal(a.weight, b.weight)
+        assert all(np.array_equal(a.leaf_tables[k].node, b.leaf_tables[k].node) for k in a.leaf_tables)
+        assert all(a.leaf_tables[k].content_key() == b.leaf_tables[k].content_key() for k in a.leaf_tables)

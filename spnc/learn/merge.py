@@ -49,7 +49,6 @@ from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
 from . import routing as _routing
-from ._graphedit import hash_cons
 from ._hashcons import changed_nodes, hash_cons_changed
 from ._merge_round import _Round, redirect_target
 from ._redirect import redirect
@@ -73,8 +72,10 @@ def _identical_merge(spn: SPN, made_from=None) -> tuple[SPN, np.ndarray | None]:
     it: only the nodes that differ are keyed (:mod:`._hashcons`), the same result."""
     target = np.arange(spn.n_nodes)
     while True:
-        rep = hash_cons(spn) if made_from is None else \
-            hash_cons_changed(spn, changed_nodes(made_from[0], spn, made_from[1]))
+        # every node changed: hash_cons's result, leaves of a column table keyed at once
+        changed = np.ones(spn.n_nodes, dtype=bool) if made_from is None else \
+            changed_nodes(made_from[0], spn, made_from[1])
+        rep = hash_cons_changed(spn, changed)
         moved = np.flatnonzero(rep != np.arange(spn.n_nodes))
         if not moved.size:
             return spn, target
