@@ -133,3 +133,18 @@ def test_leaf_values_are_a_sweeps_bit_for_bit(mode):
     assert leaf_values(tree, leaves[:1], LeafCache(np.where(Xv == 0, np.nan, Xv), mode)) is None
     cl = tree.leaf_tables["cltree"].node
     assert leaf_values(tree, cl, LeafCache(Xv, mode, max_bytes=0)) is None
+
+
+@pytest.mark.parametrize("k", [1, 5, 200])
+def test_a_rounds_validation_values_of_leaves_are_a_sweeps(k, monkeypatch):
+    """A round's validation values of k leaves (read directly up to LEAF_VALUES_MAX,
+    swept beyond; the limit lowered here): the values of a sweep of the whole model."""
+    from spnc.learn import Merge, _merge_round
+    monkeypatch.setattr(_merge_round, "LEAF_VALUES_MAX", 8)
+    X, Xv = merge_data()
+    tree = learned_trees(X)["latent", "univariate"]
+    rnd = _Round(Merge(init=tree, epsilon=0.1), X, Xv, 0.1)
+    leaves = np.flatnonzero(tree.kind >= 2)[:k]
+    want = node_values(tree, Xv, leaves, by_node=True)
+    got = rnd.valid_values(tree, leaves)
+    assert got.shape == want.shape and np.array_equal(got.view(np.int64), want.view(np.int64))
