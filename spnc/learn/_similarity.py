@@ -215,7 +215,7 @@ class Pairs:
         """Group ``g``'s pairs within ``eps`` as a boolean matrix with a true diagonal:
         ``matrix(g) <= eps`` with its diagonal set, made from the pairs alone."""
         s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
-        self._budget(9.0 * s * s, g, "a matrix of its close pairs")      # bool, pair indices
+        self._budget(17.0 * s * s, g, "a matrix of its close pairs")     # bool, pair indices, selections
         i, j = _triu(s)
         c = self.dist[o:o + len(i)] <= eps
         C = np.eye(s, dtype=bool)
@@ -236,13 +236,14 @@ _TRIU: dict = {}
 
 
 def _triu(s: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.triu_indices(s, 1)``, kept for small ``s`` (groups of a size recur)."""
+    """``np.triu_indices(s, 1)`` (as int32), kept for ``s`` up to 128: groups of a size
+    recur every round, and all sizes kept take 2.8 MB at most."""
     t = _TRIU.get(s)
     if t is None:
-        t = np.triu_indices(s, 1)
+        t = tuple(a.astype(np.int32) for a in np.triu_indices(s, 1))
         for a in t:
             a.setflags(write=False)
-        if s <= 256:
+        if s <= 128:
             _TRIU[s] = t
     return t
 
