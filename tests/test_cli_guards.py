@@ -300,6 +300,22 @@ def test_samples_of_a_model_whose_first_name_begins_with_a_hash_read_back(tmp_pa
         np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), m.log_likelihood(m.sample(20, seed=3)), rtol=1e-12)
 
 
+def test_samples_of_a_model_with_names_differing_in_blanks_read_back(tmp_path):
+    """Names 'a' and 'a ' (a DataFrame's header keeps blanks) were written as spnc-eval's
+    header and read back stripped: "column name 'a' appears twice"."""
+    m = spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .8), Gaussian(2, 1., 2.)]), var_names=["a", "a ", "b"])
+    spnc.save(m, tmp_path / "m.h5")
+    for ext in ("csv", "tsv"):
+        s = tmp_path / f"s.{ext}"
+        assert evaluate.main([str(tmp_path / "m.h5"), "--sample", "20", "--seed", "3", "--out", str(s), "-q"]) == 0
+        lines = s.read_text().splitlines()
+        d = "," if ext == "csv" else "\t"
+        order = [2, 1, 0]      # the columns in another order are still matched by name
+        s.write_text("\n".join(d.join(line.split(d)[i] for i in order) for line in lines) + "\n")
+        assert evaluate.main([str(tmp_path / "m.h5"), str(s), "--out-ll", str(tmp_path / "ll.npy"), "-q"]) == 0
+        np.testing.assert_allclose(np.load(tmp_path / "ll.npy"), m.log_likelihood(m.sample(20, seed=3)), rtol=1e-12)
+
+
 def test_a_zarr_store_with_dataset_is_read_as_zarr(tmp_path, monkeypatch):
     """'spnc-learn store.zarr --dataset X' read the store directory as a text file
     ("Is a directory"); only 'store.zarr:X' reached the Zarr reader."""

@@ -151,6 +151,8 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         raise DataError(f"{label}: no data rows (the file is empty)")
     line0, toks0 = first_rec
     first = [t.strip() for t in toks0]
+    if expect is not None and any(n != n.strip() for n in expect) and sorted(toks0) == sorted(expect):
+        first = list(toks0)        # the model's own names, blanks and all, as the tools write them
     commented = _commented_header(lead, first, expect) if header is None else None
     if commented is not None:          # '# a,b,c' as np.savetxt(header=...) writes it
         line0, first, header = commented[0], commented[1], True
@@ -253,8 +255,8 @@ def _is_name(cell: str) -> bool:
 
 
 def _names_of(cells: list[str], names: Sequence[str]) -> bool:
-    """Whether ``cells`` (stripped, as read) are ``names`` in some order."""
-    return len(cells) == len(names) and sorted(cells) == sorted(n.strip() for n in names)
+    """Whether ``cells`` (as read) are ``names``, stripped or exactly, in some order."""
+    return len(cells) == len(names) and sorted(cells) in (sorted(n.strip() for n in names), sorted(names))
 
 
 _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
