@@ -102,5 +102,6 @@ def test_merge_tool_gives_no_ratio_without_sum_weights(tmp_path, capsys):
     assert cli_merge.main(argv) == 0
     out = capsys.readouterr().out
     assert "0.00x" not in out and "no compression ratio (the model has no sum weights)" in out
+    assert "epsilon None" not in out and "no similar merge kept (identical sub-networks merged only)" in out
     assert cli_merge.main(argv + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compression"] is None

@@ -127,7 +127,9 @@ def _run(args: argparse.Namespace) -> int:
         ratio = f"compression {summary['compression']:.2f}x (sum weights)" if summary["compression"] is not None \
             else "no compression ratio (the model has no sum weights)" if not sw0 \
             else "no compression ratio (the merged model has no sum weights)"
-        print(f"epsilon {est.epsilon_}, merge {secs:.2f} s, {ratio}")
+        chosen = f"epsilon {est.epsilon_}" if est.epsilon_ is not None else \
+            "no similar merge kept (identical sub-networks merged only)"
+        print(f"{chosen}, merge {secs:.2f} s, {ratio}")
     io.save(out, args.output)
     if not args.json:
         print(f"wrote {args.output}")
