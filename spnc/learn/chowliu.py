@@ -56,7 +56,9 @@ class ChowLiuTree(DensityEstimator):
 
     # ------------------------------------------------------------------ fit / query
     def fit(self, X, y=None, sample_weight=None) -> "ChowLiuTree":
-        """Learn the tree structure and CPTs from ``X`` (n, n_vars) integer codes."""
+        """Learn the tree structure and CPTs from ``X`` (n, n_vars) integer codes.
+        ``sample_weight`` counts rows (a weight of 2 is a row seen twice), and ``alpha`` is
+        added to those counts: scale the weights to sum to about n, not to 1."""
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)

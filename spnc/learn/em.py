@@ -144,7 +144,8 @@ class EM(DensityEstimator):
         early on it and keep the best model). Returns ``self``. ``X`` may also be a block
         source (HDF5/Zarr dataset, ``"file.h5:/path"``, list of row blocks) or a Dask
         array: each E-step then streams it (:mod:`spnc.learn._em_blocks`). ``X_valid``
-        may be any of these too; it is read into memory once."""
+        may be any of these too; it is read into memory once. ``sample_weight`` counts rows
+        and ``alpha`` is added to the weighted counts, as in :class:`ChowLiuTree`."""
         self._no_target(y)
         self._validate_params()
         with _em_blocks.opened(X, self.init) as X:      # a file opened here is closed, even on errors
