@@ -98,22 +98,12 @@ def _redirect_latent(spn: SPN, rep: np.ndarray, learner, stats) -> tuple[SPN, di
                                  np.ascontiguousarray(spn.roots, dtype=np.int64))
     roots = res[rep[np.asarray(spn.roots, dtype=np.int64)]]
     order, new_id, cptr, ch, w = assemble(kind, ptr, kcnt, kid, kw, roots)
-    deg = np.diff(cptr)
-    ids = np.flatnonzero(kind[order] == SUM)
-    if ids.size:
-        sptr = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(deg[ids], out=sptr[1:])
-        e = _ranges(cptr[ids], deg[ids])
-        w[e] = _normalise(_normalise(w[e], sptr), sptr)      # twice, as rebuild does
     tables = {}
     for t in spn.leaf_tables.values():
         rows = np.flatnonzero(new_id[t.node] >= 0)
         tables[t.name] = _gather(type(t), [new_id[t.node[rows]]], [(t, rows)])
-    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
-    new = SPN.from_arrays(kind[order], cptr, ch, w, tables, spn.cardinality, var_type=spn.var_type,
-                          var_names=spn.var_names, roots=new_id[roots],
-                          root_weights=spn.root_weights if spn.combine == "mixture" else None,
-                          combine=spn.combine, stats=stats, learner=learner, validate=False)
+    new = _new_model(spn, kind[order], cptr, ch, w, np.flatnonzero(kind[order] == SUM), tables, new_id[roots],
+                     learner, stats)
     old = np.flatnonzero((res >= 0) & (rep == np.arange(len(rep))))
     nid = new_id[res[old]]
     on = nid >= 0
@@ -197,12 +187,9 @@ def _assemble(spn, roots, gkind, kids, wts, leaf_obj, rep, res, made, learner, s
     ch = np.asarray([new_id[c] for n in inner for c in kids[n]], dtype=np.int64)
     w = np.ones(len(ch))
     sums = [n for n in inner if gkind[n] == SUM]
+    sum_ids = np.asarray([new_id[n] for n in sums], dtype=np.int64)
     if sums:
-        ids = np.asarray([new_id[n] for n in sums], dtype=np.int64)
-        sptr = np.zeros(len(sums) + 1, dtype=np.int64)
-        np.cumsum(deg[ids], out=sptr[1:])
-        # twice, as rebuild does (its Sum objects, then its arrays): the same bits
-        w[_ranges(cptr[ids], deg[ids])] = _normalise(_normalise(np.asarray([x for n in sums for x in wts[n]]), sptr), sptr)
+        w[_ranges(cptr[sum_ids], deg[sum_ids])] = [x for n in sums for x in wts[n]]
     nid = np.asarray(new_id, dtype=np.int64)
     tables = {}
     made_by_type: dict[type, list[int]] = {}
@@ -221,15 +208,28 @@ def _assemble(spn, roots, gkind, kids, wts, leaf_obj, rep, res, made, learner, s
         tables[t.name] = _gather(lt, ids, parts)
     for lt, extra in made_by_type.items():     # a leaf type the model did not have yet
         tables[lt.name] = lt.from_nodes(nid[extra], [leaf_obj[n] for n in extra])
-    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
-    new = SPN.from_arrays(kind, cptr, ch, w, tables, spn.cardinality, var_type=spn.var_type,
-                          var_names=spn.var_names, roots=[new_id[r] for r in roots],
-                          root_weights=spn.root_weights if spn.combine == "mixture" else None,
-                          combine=spn.combine, stats=stats, learner=learner, validate=False)
+    new = _new_model(spn, kind, cptr, ch, w, sum_ids, tables, [new_id[r] for r in roots], learner, stats)
     if created is not None:
         created.extend(new_id[p] for p in made if new_id[p] >= 0)
     keep = {n: new_id[res[n]] for n in range(len(res)) if res[n] >= 0 and rep[n] == n and new_id[res[n]] >= 0}
     return new, keep
+
+
+def _new_model(spn, kind, cptr, ch, w, sums, tables: dict, roots, learner, stats) -> SPN:
+    """The redirected SPN: the edge weights ``w`` of the new ``sums`` normalised (twice, as
+    rebuild does: its Sum objects, then its arrays; the same bits), the non-empty leaf
+    tables in order of their first node."""
+    if len(sums):
+        deg = np.diff(cptr)[sums]
+        sptr = np.zeros(len(sums) + 1, dtype=np.int64)
+        np.cumsum(deg, out=sptr[1:])
+        e = _ranges(cptr[sums], deg)
+        w[e] = _normalise(_normalise(w[e], sptr), sptr)
+    tables = dict(sorted(((k, t) for k, t in tables.items() if len(t)), key=lambda kv: int(kv[1].node.min())))
+    return SPN.from_arrays(kind, cptr, ch, w, tables, spn.cardinality, var_type=spn.var_type,
+                           var_names=spn.var_names, roots=roots,
+                           root_weights=spn.root_weights if spn.combine == "mixture" else None,
+                           combine=spn.combine, stats=stats, learner=learner, validate=False)
 
 
 def _gather(lt, ids: list[np.ndarray], parts: list[tuple]):
