@@ -155,17 +155,30 @@ def check_same_names(cols: Sequence[str], var_names: Sequence[str], name: str,
                         + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
 
 
+def stored_names(raw, n_cols: int, where: str) -> list[str] | None:
+    """Column names stored with a dataset (its ``columns`` or ``var_names`` attribute,
+    ``raw``), or None without one; a list of the wrong length or with a repeated name is an
+    error, not a reason to take the columns in order."""
+    if raw is None:
+        return None
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
+    if len(names) != n_cols:
+        raise DataError(f"{where}: its column names attribute has {counted(len(names), 'name')} for "
+                        f"{counted(n_cols, 'column')}")
+    check_unique(names, lambda dup, i, j: DataError(f"{where}: column name {dup!r} appears twice in its column "
+                                                    "names attribute"))
+    return names
+
+
 def dataset_order(A: Any, n_cols: int | None, var_names: Sequence[str] | None, name: str) -> np.ndarray | None:
     """The columns of a dataset ``A`` (HDF5, Zarr) in the order of a model's ``var_names``
     when its ``columns``/``var_names`` attribute names them, as the console tools read
     it (None: in order). A name list that is not the model's variables is an error."""
     attrs = getattr(A, "attrs", None)
     raw = None if var_names is None or attrs is None else attrs.get("columns", attrs.get("var_names"))
-    if raw is None:
+    cols = stored_names(raw, n_cols, name)
+    if cols is None:
         return None
-    cols = [c.decode() if isinstance(c, bytes) else str(c) for c in np.atleast_1d(np.asarray(raw)).tolist()]
-    if len(cols) != n_cols or len(set(cols)) != len(cols):
-        raise DataError(f"{name}: its column names attribute must name each of its {n_cols} columns once")
     check_same_names(cols, list(var_names), name, "its column names attribute", "read its rows as an array")
     order = np.array([cols.index(v) for v in var_names], dtype=np.int64)
     return None if np.array_equal(order, np.arange(len(order))) else order

@@ -17,7 +17,8 @@ from .._atomic import atomic_write
 from .._progress import Progress
 from ..errors import DataError
 from . import _data, write_stdout
-from ._table import Table, attr_names
+from ..data import stored_names
+from ._table import Table
 
 
 def streamable(path: str | None, dataset: str | None) -> bool:
@@ -45,7 +46,7 @@ def open_data(path: str, dataset: str | None, block_rows: int) -> tuple[stream.B
         raise DataError(f"{spec}: need a 2-D numeric array, got {A.dtype} {tuple(A.shape)}")
     if A is not None and type(A).__module__.startswith("h5py"):
         try:
-            names = attr_names(A.attrs.get("columns", A.attrs.get("var_names")), src.n_cols, spec)
+            names = stored_names(A.attrs.get("columns", A.attrs.get("var_names")), src.n_cols, spec)
         except DataError:
             src.close()
             raise

@@ -26,8 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from .. import stream
-from .._text import check_unique, counted
+from .._text import check_unique
 from .._warn import warn_user
+from ..data import stored_names
 from ..errors import DataError
 from ._magic import refuse_binary
 
@@ -404,26 +405,12 @@ def _read_hdf5(path: str, dataset: str | None) -> Table:
             ds = f[dataset]
             if ds.dtype.kind not in "iufb" or ds.ndim != 2:
                 raise DataError(f"{path}:{dataset}: need a 2-D numeric dataset, got {ds.dtype} {ds.shape}")
-            names = attr_names(ds.attrs.get("columns", ds.attrs.get("var_names")), ds.shape[1],
+            names = stored_names(ds.attrs.get("columns", ds.attrs.get("var_names")), ds.shape[1],
                                      f"{path}:{dataset}")
             X = np.asarray(ds[()], dtype=np.float64)
     except OSError as e:
         raise DataError(f"{path}: cannot read HDF5 data: {e}") from None
     return Table(X, names, f"{path}:{dataset}")
-
-
-def attr_names(raw, n_cols: int, where: str) -> list[str] | None:
-    """Column names stored with HDF5 data (its ``columns`` or ``var_names`` attribute), or
-    None without one; a list of the wrong length or with a repeated name is an error, not
-    a reason to take the columns in order."""
-    if raw is None:
-        return None
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(np.asarray(raw)).tolist()]
-    if len(names) != n_cols:
-        raise DataError(f"{where}: its column names attribute has {counted(len(names), 'name')} for {counted(n_cols, 'column')}")
-    check_unique(names, lambda dup, i, j: DataError(f"{where}: column name {dup!r} appears twice in its column "
-                                                    "names attribute"))
-    return names
 
 
 def _read_parquet(path: str) -> Table:
