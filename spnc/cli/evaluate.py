@@ -196,18 +196,12 @@ def _run_blocks(model, args: argparse.Namespace) -> dict:
 
 
 def _check_mpe_rows(model, X: np.ndarray, ll: np.ndarray, args: argparse.Namespace, where) -> None:
-    """MPE's evidence check (:func:`spnc._conditional.check_evidence_range`) naming rows of
-    the data file (``where(i)``: row ``i`` of X in the file), not of a chunk (``ll``: log p
-    of X's observed values, unless a query was given)."""
+    """MPE's evidence checks naming rows of the data file (``where(i)``: row ``i`` of X in
+    the file), not of a chunk (``ll``: log p of X's observed values, unless a query was given)."""
     if args.query is not None or args.evidence is not None:
         ll = _chunked(lambda Z: model.log_likelihood(Z, n_threads=args.n_threads), X, args)
     if np.ndim(ll) == 1:        # else the model has several roots, which mpe refuses
-        from .._conditional import check_evidence_range
-        zero = np.flatnonzero(ll == -np.inf)
-        if zero.size:
-            raise DataError(f"{where(int(zero[0]))}: has probability zero under the model; no MPE completion "
-                            "exists")
-        check_evidence_range(model, X, ll, "X", where=where)
+        _refuse_evidence(model, X, ll, where, "X", "has probability zero under the model; no MPE completion exists")
 
 
 def _check_evidence_rows(model, ev: np.ndarray, etab, args: argparse.Namespace) -> None:
@@ -216,11 +210,17 @@ def _check_evidence_rows(model, ev: np.ndarray, etab, args: argparse.Namespace) 
     if model.combine != "single" or not len(ev):
         return              # sample refuses several roots itself
     ll = _chunked(lambda Z: model.log_likelihood(Z, n_threads=args.n_threads), ev, args)
+    _refuse_evidence(model, ev, ll, etab.where, "evidence", "the evidence has probability zero under the model")
+
+
+def _refuse_evidence(model, X: np.ndarray, ll: np.ndarray, where, name: str, zero_msg: str) -> None:
+    """The checks MPE and sampling make of their evidence rows (probability zero, then
+    :func:`spnc._conditional.check_evidence_range`), naming the file's rows by ``where``."""
+    from .._conditional import check_evidence_range
     zero = np.flatnonzero(ll == -np.inf)
     if zero.size:
-        raise DataError(f"{etab.where(int(zero[0]))}: the evidence has probability zero under the model")
-    from .._conditional import check_evidence_range
-    check_evidence_range(model, ev, ll, "evidence", where=etab.where)
+        raise DataError(f"{where(int(zero[0]))}: {zero_msg}")
+    check_evidence_range(model, X, ll, name, where=where)
 
 
 def _chunked(fn, X: np.ndarray, args: argparse.Namespace) -> np.ndarray:
