@@ -10,7 +10,7 @@ import numpy as np
 
 from ._text import counted
 from ._warn import positional_frame
-from .data import (as_data, dataset_order, is_frame, refuse_dask_frame, refuse_polars, refuse_sparse,
+from .data import (as_data, attr_names, dataset_order, is_frame, refuse_dask_frame, refuse_polars, refuse_sparse,
                    unmasked)
 from .errors import DataError, ParameterError
 
@@ -61,9 +61,12 @@ class BlockSource:
     """Rows of a 2-D table in blocks of at most ``block_rows`` rows, in order.
 
     ``n_rows`` (None when unknown until read), ``n_cols``, ``reiterable`` (several passes
-    allowed) and ``blocks()`` yielding ``(row0, block)`` with ``block`` a numpy array."""
+    allowed), ``names`` (the columns' names when the data give them: DataFrame blocks, a
+    dataset's ``columns`` attribute; learners store them as ``var_names``) and ``blocks()``
+    yielding ``(row0, block)`` with ``block`` a numpy array."""
 
     n_rows: int | None = None
+    names: list[str] | None = None
     n_cols: int | None = None
     reiterable: bool = True
     name: str = "X"
@@ -247,9 +250,12 @@ def open_source(X, block_rows: int | None = None, name: str = "X", var_names=Non
 
 def _by_name(src: BlockSource, var_names) -> BlockSource:
     """A dataset whose attribute names its columns gives a model's variables by name
-    (:func:`spnc.data.dataset_order`); the source is closed if that fails."""
+    (:func:`spnc.data.dataset_order`), or, with no model, names the columns for a learner;
+    the source is closed if that fails."""
     try:
         src.order = dataset_order(getattr(src, "A", None), src.n_cols, var_names, src.name)
+        if var_names is None:
+            src.names = attr_names(getattr(src, "A", None), src.name)
     except DataError:
         src.close()
         raise

@@ -90,7 +90,8 @@ def _column_hint(dt) -> str:
 
 def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
             dtype: Any = None, model_names: bool = True) -> tuple[Any, list[str] | None]:
-    """``(array, column names)`` for a DataFrame, ``(X, None)`` for anything else.
+    """``(array, column names)`` for a DataFrame (or a dataset whose ``columns`` attribute
+    names them, see :func:`attr_names`), ``(X, None)`` for anything else.
 
     DataFrame columns must be numeric or boolean (missing values become NaN). With
     ``var_names`` (a model's variables) the columns are taken by name in the model's order;
@@ -108,7 +109,10 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
                             f"df.iloc[[i]] or s.to_frame().T, so that its labels name the variables")
         X = unmasked(X)         # masked cells are missing values, not their data
         refuse_sparse(X, name)
-        return (X if dtype is None else np.asarray(X, dtype=dtype)), None
+        names = attr_names(X, name) if var_names is None and model_names else None
+        if names is not None:
+            storable_names(names, name)
+        return (X if dtype is None else np.asarray(X, dtype=dtype)), names
     cols = [str(c) for c in X.columns]
     check_unique(cols, lambda dup, i, j: DataError(f"{name}: column name {dup!r} appears twice"))
     if list(X.columns) != cols:                  # names are strings from here on (0 -> "0")
@@ -168,6 +172,15 @@ def stored_names(raw, n_cols: int, where: str) -> list[str] | None:
     check_unique(names, lambda dup, i, j: DataError(f"{where}: column name {dup!r} appears twice in its column "
                                                     "names attribute"))
     return names
+
+
+def attr_names(A: Any, name: str = "X") -> list[str] | None:
+    """The column names an HDF5 or Zarr dataset stores in its ``columns`` (or
+    ``var_names``) attribute, as the console tools write them; None for arrays without."""
+    attrs = getattr(A, "attrs", None)
+    if attrs is None or not hasattr(attrs, "get") or len(getattr(A, "shape", ())) != 2:
+        return None
+    return stored_names(attrs.get("columns", attrs.get("var_names")), A.shape[1], name)
 
 
 def dataset_order(A: Any, n_cols: int | None, var_names: Sequence[str] | None, name: str) -> np.ndarray | None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spnc import DataError, ParameterError
-from spnc.learn import EM, LearnSPN
+from spnc.learn import EM, ChowLiuTree, LearnSPN
 from spnc.learn.prometheus import Prometheus
 
 from test_learnspn import planted
@@ -158,3 +158,39 @@ def test_errors_in_a_sample_name_rows_of_x(tmp_path, learner):
     for src in (X, f"{tmp_path / 'x.h5'}:/X"):
         with pytest.raises(DataError, match=r"X\[4321, 3\] = 0.5"):
             learner.fit(src)
+
+
+def _named_h5(tmp_path, X, names):
+    p = tmp_path / "named.h5"
+    with h5py.File(p, "w") as f:
+        f["X"] = X
+        f["X"].attrs["columns"] = names
+    return p
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LearnSPN(random_state=0), lambda: Prometheus(random_state=0), ChowLiuTree,
+    lambda: EM(init=LearnSPN(random_state=0).fit(np.eye(4)[[0, 1, 2, 3] * 5]).spn_, max_iter=2),
+], ids=["LearnSPN", "Prometheus", "ChowLiuTree", "EM"])
+def test_a_dataset_s_columns_attribute_names_the_learned_model(make, tmp_path):
+    """The console tools store an HDF5 dataset's ``columns`` attribute as the learned
+    model's ``var_names``; the Python learners dropped it (a model without names, which
+    then takes a DataFrame by position) for an h5py dataset and for a 'file.h5:/X' spec."""
+    X = (np.random.default_rng(0).random((300, 4)) < 0.4).astype(float)
+    p = _named_h5(tmp_path, X, ["a", "b", "c", "d"])
+    with h5py.File(p, "r") as f:
+        assert make().fit(f["X"]).spn_.var_names == ["a", "b", "c", "d"]
+    assert make().fit(f"{p}:/X").spn_.var_names == ["a", "b", "c", "d"]
+    assert make().fit(X).spn_.var_names is None
+
+
+def test_a_malformed_columns_attribute_is_refused_by_learners(tmp_path):
+    X = (np.random.default_rng(0).random((100, 3)) < 0.4).astype(float)
+    p = _named_h5(tmp_path, X, ["a", "b"])
+    with h5py.File(p, "r") as f, pytest.raises(DataError, match="2 names for 3 columns"):
+        ChowLiuTree().fit(f["X"])
+    with pytest.raises(DataError, match="2 names for 3 columns"):
+        LearnSPN().fit(f"{p}:/X")
+    p = _named_h5(tmp_path, X, ["a", "", "c"])
+    with pytest.raises(DataError, match="cannot name a variable"):
+        LearnSPN().fit(f"{p}:/X")

@@ -1,6 +1,7 @@
 """Chow-Liu tree estimator with a scikit-learn-like interface."""
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
@@ -62,18 +63,24 @@ class ChowLiuTree(DensityEstimator):
         self._no_target(y)
         self._validate_params()
         X, names = as_data(X)
-        if callable(X) or (isinstance(X, (list, Iterator)) and _stream.is_streamed(X)):
-            X = _stream.open_source(X)     # blocks: DataFrame blocks name the variables
-        prog = Progress("chowliu")
-        shape = getattr(X, "shape", ())
-        if len(shape) == 2:
-            prog.update(f"pairwise statistics of {shape[1]} variables over {shape[0]} rows")
-        fit = fit_chow_liu(X, self.cardinality, sample_weight, alpha=self.alpha,
-                           mi_threshold=self.mi_threshold, n_threads=self.n_threads)
+        opened = isinstance(X, (str, os.PathLike)) or callable(X) or \
+            (isinstance(X, (list, Iterator)) and _stream.is_streamed(X))
+        if opened:      # blocks or a file: DataFrame blocks or the dataset's attribute name the variables
+            X = _stream.open_source(X)
+        try:
+            prog = Progress("chowliu")
+            shape = getattr(X, "shape", ())
+            if len(shape) == 2:
+                prog.update(f"pairwise statistics of {shape[1]} variables over {shape[0]} rows")
+            fit = fit_chow_liu(X, self.cardinality, sample_weight, alpha=self.alpha,
+                               mi_threshold=self.mi_threshold, n_threads=self.n_threads)
+        finally:
+            if opened:
+                X.close()
         d = len(fit.cardinality)
         par, cpts = forest_to_tree(fit.parents, fit.cpts)
         leaf = ChowLiuLeaf(np.arange(d), par, cpts)
-        if names is None and getattr(X, "names", None) is not None:    # DataFrame blocks
+        if names is None and getattr(X, "names", None) is not None:    # blocks or a named dataset
             names = X.names
             storable_names(names)
         self.spn_: SPN = _compile(leaf, cardinality=fit.cardinality, var_names=names)
