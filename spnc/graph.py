@@ -66,7 +66,7 @@ class SPN:
             c = self.cardinality
             var_type = np.where(c == 0, VAR_REAL, np.where(c == 2, VAR_BINARY, VAR_CATEGORICAL))
         self.var_type = _v.as_array(var_type, np.uint8, "var_type")
-        self.var_names = _v.as_names(var_names)
+        self.var_names = var_names      # checks the variables too
         self.roots = _v.as_array([N - 1] if roots is None else roots, np.int64, "roots")
         self.root_weights = None if root_weights is None else _v.as_array(root_weights, np.float64, "root_weights")
         if combine not in COMBINE:
@@ -80,7 +80,6 @@ class SPN:
         parent = _v.check_edges(self.kind, self.child_ptr, self.child)
         if len(self.weight) != len(self.child):
             raise StructureError(f"weight has length {len(self.weight)}, expected n_edges = {len(self.child)}")
-        _v.check_variables(self.cardinality, self.var_type, self.var_names)
         self.leaf_slot, self.n_leaves, lptr, lscope = _v.index_leaves(self.kind, self.leaf_tables, self.n_vars)
         sp, sc = _v.derive_scopes(self.kind, self.child_ptr, self.child, lptr, lscope)
         if scope_ptr is not None or scope is not None:
@@ -115,6 +114,17 @@ class SPN:
     @property
     def root(self) -> int:
         return int(self.roots[0])
+
+    @property
+    def var_names(self) -> list[str] | None:
+        """The variables' names (None: unnamed; DataFrames are then taken by position)."""
+        return self._var_names
+
+    @var_names.setter
+    def var_names(self, names: Sequence[str] | None) -> None:
+        names = _v.as_names(names)
+        _v.check_variables(self.cardinality, self.var_type, names)     # one distinct, storable name each
+        self._var_names = names
 
     def node_scope(self, n: int) -> np.ndarray:
         return self.scope[self.scope_ptr[n]:self.scope_ptr[n + 1]]

@@ -172,3 +172,20 @@ def test_estimator_sample_refuses_a_count_that_is_not_whole(n):
     with pytest.raises(ValueError, match="whole number"):       # 1.5 drew 1 row, "3" three
         est.sample(n)
     assert est.sample(np.int64(2), seed=0).shape == (2, 2)
+
+
+def test_assigning_var_names_is_checked_as_on_construction(binary, tmp_path):
+    """``spn.var_names = ...`` took anything: a list of the wrong length or with a repeat
+    then broke DataFrame queries and saving far from the assignment."""
+    spn = ChowLiuTree().fit(binary).spn_
+    for bad, msg in ((["a"], "1 name for 4 variables"), ("abcd", "not one string"),
+                     (["a", "b", "a", "c"], "duplicate names"), (["a", "", "c", "d"], "empty")):
+        with pytest.raises(spnc.StructureError, match=msg):
+            spn.var_names = bad
+        assert spn.var_names is None
+    spn.var_names = [b"w", "x", "y", "z"]         # bytes decoded as on construction
+    assert spn.var_names == ["w", "x", "y", "z"]
+    spnc.save(spn, tmp_path / "m.h5")
+    assert spnc.load(tmp_path / "m.h5").var_names == ["w", "x", "y", "z"]
+    spn.var_names = None
+    assert spn.var_names is None
