@@ -14,10 +14,11 @@ import numpy as np
 
 from . import _budget, _data, _infer
 from . import _validation as _v
-from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._buffers import aligned_empty
+from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._conditional import check_evidence_range, check_mpe_evidence, log_conditional
-from ._sweep import Sweep, cell, check_posterior_range, leaf_states
+from ._selection import select
+from ._sweep import Sweep, cell, check_posterior_range
 from ._text import counted
 from ._warn import positional_frame
 from .data import as_data, frame_column, is_frame, real_array
@@ -283,7 +284,7 @@ class SPN:
         self._need_single_root("mpe")
         ll = np.empty(A.shape[0]) if log_likelihood else None
         rv = np.empty(A.shape[0])
-        filled = self._select(A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
+        filled = select(self, A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
         check_mpe_evidence(self, A, rv, n_threads)
         return self._in_order_of(X, filled), (ll if log_likelihood else rv)
 
@@ -325,7 +326,7 @@ class SPN:
                 check_evidence_range(self, X, ll, "evidence")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-        out = self._select(X, MARGINAL, seed=int(seed) & (2**64 - 1), n_threads=n_threads,
+        out = select(self, X, MARGINAL, seed=int(seed) & (2**64 - 1), n_threads=n_threads,
                            evidence=evidence is not None)
         return out if evidence is None else self._in_order_of(evidence, out)
 
@@ -333,51 +334,6 @@ class SPN:
         if self.combine != "single":
             raise StructureError(f"{what} needs a single-root model; this one has combine={self.combine!r} "
                                  "(add a sum root to mix the members)")
-
-    def _select(self, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool,
-                ll: np.ndarray | None = None, root_value: np.ndarray | None = None) -> np.ndarray:
-        """The completion of ``X`` (MPE or a sample); with ``ll``, also the log-likelihood of
-        each completed row (in the same sweep when every leaf is inline); with
-        ``root_value``, the forward value of the chosen root (the max-product value)."""
-        out = aligned_empty(X.shape)  # every entry is written back, chunk by chunk (rows on lines)
-        sw = Sweep(self, X, mode, n_threads, workspace="select", leaf_matrix=evidence, stage=True)
-        fused = ll is not None and not sw.matrix
-        ll_states = leaf_states(self, MARGINAL)[0] if fused else None
-        acts = sw.acts()
-        none = np.empty((0, 1))
-        rlw = self._root_logw()
-        no_active = np.empty((0, 1), dtype=np.uint8)
-        for r0, r1, XT, L in sw:
-            m = sw.width(r0, r1, XT)
-            # inline leaves fill their variables in the kernel; the others need the flags
-            active = np.zeros((max(self.n_leaves, 1), m), dtype=np.uint8) if sw.matrix else no_active
-            rv = np.empty(m)
-            rw = np.zeros(m)
-            llc = np.empty(m) if fused else None
-            if sw.staged:      # each block is completed in place and written to out
-                _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv,
-                              active, rw, none, none, none, sw.n_threads, sw.ws, acts, None, ll_states, llc,
-                              rows=sw.rows(r0, r1), out_rows=out[r0:r1])
-            else:
-                # XT is this chunk's own transposed copy and the kernel reads a block's missing
-                # entries before it fills them: with inline leaves only, fill it in place
-                outT = XT.copy() if sw.matrix else XT
-                _infer.select(sw.graph, sw.states, XT, L, self.roots, rlw, mode, evidence, seed, r0, rv, active,
-                              rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc)
-                active[:, r1 - r0:] = 0      # padding: nothing to complete
-                for table in sw.matrix:
-                    table.fill(XT, active, outT, mode, seed, r0)
-                _data.transpose_back(outT, out, r0, r1, sw.n_threads)
-            if mode == MAX and np.any(rv[: r1 - r0] == -np.inf):
-                r = r0 + int(np.flatnonzero(rv[: r1 - r0] == -np.inf)[0])
-                raise DataError(f"row {r} has probability zero under the model; no MPE completion exists")
-            if root_value is not None:
-                root_value[r0:r1] = rv[: r1 - r0]
-            if fused:
-                ll[r0:r1] = llc[: r1 - r0]
-        if ll is not None and not fused:
-            ll[:] = self.log_likelihood(out, n_threads=n_threads)
-        return out
 
     def backward(self, X, *, sample_weight=None, node_posteriors: bool = False,
                  leaf_responsibilities: bool = False, n_threads: int | None = None) -> dict:

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 import spnc
+from spnc._selection import select
 from spnc.nodes import Product, Sum
 
 from conftest import all_states, completions, eval_linear, random_spn
@@ -370,5 +371,5 @@ def test_linear_sweep_keeps_values_far_below_its_zero_marker():
     with pytest.raises(spnc.DataError, match="too large"):      # rounding would choose its branches
         spn.mpe(E)
     ll = np.empty(1)        # the max-product sweep itself keeps such values finite
-    spn._select(E, spnc.graph.MAX, seed=0, n_threads=None, evidence=True, ll=ll, root_value=np.empty(1))
+    select(spn, E, spnc.graph.MAX, seed=0, n_threads=None, evidence=True, ll=ll, root_value=np.empty(1))
     assert np.isfinite(ll).all()
