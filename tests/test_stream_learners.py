@@ -194,3 +194,20 @@ def test_a_malformed_columns_attribute_is_refused_by_learners(tmp_path):
     p = _named_h5(tmp_path, X, ["a", "", "c"])
     with pytest.raises(DataError, match="cannot name a variable"):
         LearnSPN().fit(f"{p}:/X")
+
+
+def test_oslrau_fits_a_source_opened_by_the_caller(tmp_path):
+    """OSLRAU.fit refused an opened spnc.stream source ("X holds a ArraySource, not an
+    array of rows"), which the other learners take."""
+    from spnc.learn import OSLRAU
+    from spnc.stream import IterableSource, open_source
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    spec = _h5(tmp_path, X)
+    want = OSLRAU().fit(X).spn_.log_likelihood(X)
+    with open_source(spec) as src:
+        np.testing.assert_array_equal(OSLRAU().fit(src).spn_.log_likelihood(X), want)
+    pd = pytest.importorskip("pandas")
+    blocks = [pd.DataFrame(X[:300], columns=list("abc")), pd.DataFrame(X[300:], columns=list("abc"))]
+    got = OSLRAU().fit(IterableSource(blocks)).spn_
+    assert got.var_names == ["a", "b", "c"]
+    np.testing.assert_array_equal(got.log_likelihood(X), OSLRAU().fit([X[:300], X[300:]]).spn_.log_likelihood(X))

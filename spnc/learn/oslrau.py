@@ -207,6 +207,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                 return self.fit(src.A)
             finally:
                 src.close()
+        if isinstance(X, _stream.ArraySource) and X.order is None:     # opened by the caller
+            return self.fit(X.A)
         self._validate_params()
         for k in ("_overrides", "selection_"):      # a new pass: an earlier select is forgotten
             self.__dict__.pop(k, None)
@@ -231,6 +233,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             _IN_FIT.reset(inside)
         if getattr(learners[0], "_d", None) is None or learners[0]._n_seen == 0:
             raise DataError("fit got no rows: oSLRAU needs at least one point to learn from")
+        if self._names is None and isinstance(X, _stream.BlockSource):    # its DataFrame blocks
+            self._names = X.names
         if self.select is not None:
             race.keep_best()
         return self
@@ -421,7 +425,9 @@ def _blocks(X, step: int, cut: int | None = None):
     """The rows of ``X`` in order: slabs of ``step`` rows of an array or h5py/zarr
     dataset (``step`` and ``cut`` are multiples of the batch size, so slabs change no
     batch; a slab ends at row ``cut``), or the arrays of an iterable of batches."""
-    if hasattr(X, "shape") and hasattr(X, "__getitem__") and len(X.shape) == 2:
+    if isinstance(X, _stream.BlockSource):          # opened by the caller: its own blocks
+        yield from (b for _, b in X.blocks())
+    elif hasattr(X, "shape") and hasattr(X, "__getitem__") and len(X.shape) == 2:
         if X.shape[0] == 0:
             yield np.zeros((0, X.shape[1]))
         bounds = sorted(set(range(0, X.shape[0], step)) | ({cut} if cut and cut < X.shape[0] else set()))
