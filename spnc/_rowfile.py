@@ -110,6 +110,24 @@ def refuse_the_input(file: str, ds: str | None, w: RowWriter) -> None:
                         "output name or dataset)")
 
 
+def refuse_open_for_writing(w: RowWriter) -> None:
+    """Refuse to rewrite an existing HDF5 output that this process holds open for writing
+    (an ``h5py.File`` in mode ``'a'``, ``'r+'`` or ``'w'``): the copy would miss what that
+    handle has not flushed, and what it writes afterwards would go to the replaced file."""
+    if w.ext == ".npy" or not os.path.exists(w.file):
+        return
+    import h5py
+    try:
+        with h5py.File(w.file, "r") as h:     # shares the open file, and its intent, if any
+            writing = h.mode == "r+"
+    except OSError:
+        return          # not HDF5, or locked by another process: the writer says so
+    if writing:
+        raise DataError(f"{w.file}: is open for writing in this process (an h5py.File in mode 'a', 'r+' or "
+                        "'w'); the output would replace the file by a copy, losing what that handle writes: "
+                        "close it or open it read-only, or write the output to another file")
+
+
 def write_blocks(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,
                  dataset: str, var_names=None, empty: tuple = (), query: bool = False) -> int:
     """``fn(block, row0)`` for every block of the source ``X`` written to ``out`` (``.npy``
@@ -123,6 +141,7 @@ def write_blocks(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block
         refuse_the_input(*split_spec(os.fspath(X)), w)
     elif hasattr(getattr(X, "file", None), "filename"):        # an h5py dataset
         refuse_the_input(X.file.filename, X.name, w)
+    refuse_open_for_writing(w)
     src = open_source(X, block_rows, var_names=var_names, query=query)
 
     def write(tmp: str) -> None:

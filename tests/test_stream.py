@@ -292,6 +292,26 @@ def test_output_never_replaces_a_group_or_the_input_by_a_link(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["data.h5"]      # no temporary file left
 
 
+def test_output_into_a_file_open_for_writing_is_refused(tmp_path):
+    # was: the file was replaced by a copy, and what the open handle wrote afterwards was lost
+    X = np.random.default_rng(0).integers(0, 2, size=(20, 2)).astype(float)
+    spn = spnc.compile(spnc.Product([spnc.Bernoulli(0, .5), spnc.Bernoulli(1, .5)]))
+    p = tmp_path / "data.h5"
+    with h5py.File(p, "w") as f:
+        f["X"] = X
+    with h5py.File(p, "a") as f:
+        for src in (f["X"], f"{p}:/X"):
+            with pytest.raises(DataError, match="open for writing in this process"):
+                stream.log_likelihood_to_file(spn, src, f"{p}:/ll")
+        f["after"] = np.arange(3)                # the handle still writes to the file
+    with h5py.File(p) as f:
+        assert sorted(f) == ["X", "after"]
+    with h5py.File(p, "r") as f:                 # open read-only: nothing to lose
+        assert stream.log_likelihood_to_file(spn, f["X"], f"{p}:/ll") == 20
+    with h5py.File(p) as f:
+        assert sorted(f) == ["X", "after", "ll"] and np.allclose(f["ll"][:], spn.log_likelihood(X))
+
+
 def test_a_replaced_output_keeps_its_permissions(tmp_path):
     X = np.zeros((10, 1))
     spn = spnc.compile(spnc.Bernoulli(0, .5))
