@@ -161,6 +161,16 @@ def test_a_huge_std_floor_is_refused_by_name(make):
         make().fit(np.random.default_rng(0).normal(size=(60, 3)))
 
 
+def test_numpy_scalar_parameters_are_checked_without_warnings():
+    # was: RuntimeWarning "overflow encountered in cast" (the bound 1e150 cast to float32)
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Prometheus(min_std=np.float32(0.1), n_clusters=np.int64(2), random_state=0).fit(X)
+    with pytest.raises(ParameterError, match="min_std must be a finite number > 0"):
+        Prometheus(min_std=np.float32(0)).fit(X)
+
+
 def test_n_threads_beyond_a_c_int_says_so():
     with pytest.raises(ParameterError, match=r"n_threads must be a non-zero integer .* not supported\)$"):
         ChowLiuTree(n_threads=2**40).fit(np.zeros((3, 2)))

@@ -98,6 +98,9 @@ def Interval(kind: type, lo=None, hi=None, closed: str = "both") -> Constraint:
     def ok(v) -> bool:
         if not typed(v):
             return False
+        # a Python number: numpy scalars would cast the bound to their type (1e150 to a
+        # float32 overflows, with a RuntimeWarning)
+        v = int(v) if kind is int else float(v)
         if lo is not None and (v < lo or (v == lo and not lo_in)):
             return False
         return hi is None or not (v > hi or (v == hi and not hi_in))
