@@ -171,6 +171,19 @@ def test_numpy_scalar_parameters_are_checked_without_warnings():
         Prometheus(min_std=np.float32(0)).fit(X)
 
 
+def test_numpy_bools_and_strings_are_taken_as_python_ones(binary):
+    # was: "progress must be a bool, got np.False_", "variant must be one of 'soft', 'hard',
+    # 'online', got np.str_('hard')" (as a grid of numpy arrays gives them)
+    init = ChowLiuTree().fit(binary).spn_
+    LearnSPN(progress=np.array([False])[0], data_type=np.array(["discrete"])[0]).fit(binary)
+    EM(init=init, variant=np.str_("hard"), tol=np.float64(-np.inf), max_iter=2).fit(binary)
+    for bad, pattern in ((dict(data_type=True), "data_type must be one of"), (dict(progress=2), "progress must be a bool")):
+        with pytest.raises(ParameterError, match=pattern):
+            LearnSPN(**bad).fit(binary)
+    with pytest.raises(ParameterError, match="tol must be a finite number or -inf, got True"):
+        EM(init=init, tol=True).fit(binary)
+
+
 def test_n_threads_beyond_a_c_int_says_so():
     with pytest.raises(ParameterError, match=r"n_threads must be a non-zero integer .* not supported\)$"):
         ChowLiuTree(n_threads=2**40).fit(np.zeros((3, 2)))

@@ -115,9 +115,20 @@ def Interval(kind: type, lo=None, hi=None, closed: str = "both") -> Constraint:
     return c
 
 
+def _same_kind(v, x) -> bool:
+    """Whether ``v`` may equal the option ``x``: strings only match strings, bools bools and
+    numbers numbers (``True == 1`` is no match), numpy scalars as their Python kind."""
+    for kind in (str, (bool, np.bool_)):
+        if isinstance(x, kind) or isinstance(v, kind):
+            return isinstance(x, kind) and isinstance(v, kind)
+    if isinstance(x, numbers.Number):
+        return isinstance(v, numbers.Number)
+    return type(v) is type(x)
+
+
 def Options(*values) -> Constraint:
-    """One of ``values`` (compared with ``==``; strings only match strings)."""
-    return Constraint(lambda v: any(type(v) is type(x) and v == x for x in values),
+    """One of ``values`` (compared with ``==``, each with values of its kind only)."""
+    return Constraint(lambda v: any(_same_kind(v, x) and v == x for x in values),
                       lambda name: ("one of " if len(values) > 1 else "") + ", ".join(pvalue(x, name) for x in values))
 
 
@@ -125,7 +136,7 @@ def Instance(*classes: type, name: str | None = None) -> Constraint:
     return Constraint(lambda v: isinstance(v, classes), name or " or ".join(c.__name__ for c in classes))
 
 
-BOOL = Constraint(lambda v: isinstance(v, (bool, numbers.Integral)) and v in (0, 1), "a bool")
+BOOL = Constraint(lambda v: isinstance(v, (bool, np.bool_, numbers.Integral)) and v in (0, 1), "a bool")
 CALLABLE = Constraint(callable, "a callable")
 #: seeds reach numpy and the kernels as unsigned 64-bit integers, not C ints
 RANDOM_STATE = Constraint(lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
