@@ -205,6 +205,22 @@ def test_dataset_option_for_data_without_datasets_is_an_error(tmp_path, capsys):
     assert learn.main([str(h5), "-o", str(tmp_path / "o.h5"), "--dataset", "/x", "--valid", str(csv), "-q"]) == 0
 
 
+def test_two_data_files_from_stdin_are_refused_by_every_tool(tmp_path, capsys, monkeypatch):
+    """merge and compose em read the second '-' as an empty file ('<stdin>: no data rows')."""
+    import io
+    import sys
+    from spnc.cli import compose, learn, merge
+    m, out = tmp_path / "m.h5", str(tmp_path / "o.h5")
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])), m)
+    runs = [(learn, ["-", "-o", out, "--valid", "-"]), (merge, [str(m), "-", "--valid", "-", "-o", out]),
+            (compose, ["em", str(m), "-o", out, "--data", "-", "--valid", "-"])]
+    for tool, argv in runs:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"0,1\n1,1\n1,0\n")))
+        assert tool.main(argv) == 2
+        assert "only one data file can be read from standard input (-)" in capsys.readouterr().err
+    assert not (tmp_path / "o.h5").exists()
+
+
 @pytest.mark.parametrize("n, why", [("1e400", "1e400 is too large (at most 1000000000)"),
                                     ("2e9", "2e9 is too large (at most 1000000000)"),
                                     ("2.5", "2.5 is not a whole number"),

@@ -76,6 +76,13 @@ def check_dataset(dataset: str | None, *paths: str | None, flag: str = "--datase
                     f"{where}{' one' if given else ''}; drop {flag}")
 
 
+def check_stdin(*paths: str | None) -> None:
+    """Standard input holds one data file: refuse ``-`` for two of them (the second read
+    found it empty)."""
+    if list(paths).count("-") > 1:
+        raise DataError("only one data file can be read from standard input (-)")
+
+
 def model_rows(model, tab: Table, row0: int = 0, complete: str | None = None) -> np.ndarray:
     """The rows of ``tab`` (in the model's variable order) checked by the model, errors
     pointing at the file, line and column (``row0``: the table's first row in the file).

@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..compose import mixture, product
     from ..io import importers
     check_writable(args.output, inputs=(*args.inputs, args.data, args.valid))
+    _data.check_stdin(args.data, args.valid)
     _data.check_dataset(args.dataset, args.data, args.valid)
     if args.how != "em" and args.valid:
         raise DataError("--valid applies to em only (mix fits its weights on --data)")

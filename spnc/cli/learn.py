@@ -175,8 +175,7 @@ def _check_args(args: argparse.Namespace) -> None:
     if _data.output_format(args.output) not in ("hdf5", "json"):
         raise SpncError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(convert or draw it afterwards with spnc-convert)")
-    if [args.train, args.valid, args.test].count("-") > 1:
-        raise SpncError("only one data file can be read from standard input (-)")
+    _data.check_stdin(args.train, args.valid, args.test)
     _data.check_dataset(args.dataset, args.train, args.valid, args.test)
 
 

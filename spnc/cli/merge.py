@@ -83,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     if _data.output_format(args.output) not in ("hdf5", "json"):
         raise DataError(f"{args.output}: a model is saved as .h5, .hdf5 or .json "
                         "(convert it afterwards with spnc-convert)")
+    _data.check_stdin(args.data, args.valid)
     _data.check_dataset(args.dataset, args.data)
     _data.check_dataset(args.valid_dataset, args.valid, flag="--valid-dataset")
     model = importers.load_any(args.model)     # native or another library's format
