@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._text import check_unique, counted
+from ._text import check_unique, counted, lookalike_hint
 from .errors import DataError
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -156,7 +156,8 @@ def check_same_names(cols: Sequence[str], var_names: Sequence[str], name: str,
     if missing:
         raise DataError(f"{name}: the model's variable{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(map(repr, missing[:5]))} {'are' if len(missing) > 1 else 'is'} not among {what}"
-                        + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else ""))
+                        + (f" (unmatched columns: {', '.join(map(repr, extra[:5]))})" if extra else "")
+                        + lookalike_hint(missing, extra))
 
 
 def stored_names(raw, n_cols: int, where: str) -> list[str] | None:

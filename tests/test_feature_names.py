@@ -4,6 +4,7 @@ a DataFrame warns when queried with a plain array; a named SPN takes arrays by p
 silently (its names are part of the model file, and arrays are its ordinary input)."""
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -212,3 +213,18 @@ def test_a_named_hdf5_dataset_streams_by_name(named, tmp_path):
     np.testing.assert_allclose(em(spec), em(X), rtol=1e-9)
     with pytest.raises(spnc.DataError, match="variable 'c' is not among its column names attribute"):
         spnc.stream.log_likelihood(spn, f"{tmp_path / 'd.h5'}:/Q")
+
+
+def test_names_alike_but_for_their_unicode_form_say_so(tmp_path, capsys):
+    # was: "missing 'café'; unknown 'café'", one name seemingly both missing and unknown
+    import unicodedata
+    nfc, nfd = (unicodedata.normalize(f, "café") for f in ("NFC", "NFD"))
+    model = spnc.compile(spnc.Product([spnc.Bernoulli(0, .3), spnc.Bernoulli(1, .6)]), var_names=[nfc, "x"])
+    hint = r"'café' is spelled with other Unicode characters in the data, 'cafe\\u0301', than in the model"
+    with pytest.raises(spnc.DataError, match=hint):
+        model.log_likelihood(pd.DataFrame([[0, 1]], columns=[nfd, "x"]))
+    m, data = tmp_path / "m.h5", tmp_path / "d.csv"
+    spnc.save(model, m)
+    data.write_text(f"{nfd},x\n0,1\n", encoding="utf-8")
+    assert evaluate.main([str(m), str(data)]) == 2
+    assert re.search(hint, capsys.readouterr().err)

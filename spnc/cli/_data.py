@@ -15,7 +15,7 @@ import numpy as np
 from .. import stream
 from .._atomic import atomic_write
 from .._budget import MAX_INFERRED_STATES
-from .._text import counted
+from .._text import counted, lookalike_hint
 from ..errors import DataError
 from . import write_stdout
 from ._table import MISSING, Table, delimiter_of, read_table  # noqa: F401  (re-exported)
@@ -52,7 +52,8 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
             if extra:
                 parts.append("unknown " + ", ".join(map(repr, extra[:5])) + (" ..." if len(extra) > 5 else ""))
             raise DataError(f"{tab.path}: the header does not match the model's variables ("
-                            + "; ".join(parts) + "); give --by-position to use the columns in order")
+                            + "; ".join(parts) + "); give --by-position to use the columns in order"
+                            + lookalike_hint(missing, extra))
         col = {c: j for j, c in enumerate(names)}
         return tab.take([col[v] for v in vn], vn)
     if tab.X.shape[1] != n_vars:
