@@ -39,8 +39,13 @@ class RowWriter:
 
     def write(self, block: np.ndarray) -> None:
         block = np.asarray(block, dtype=np.float64)
+        if block.ndim == 0:
+            raise DataError(f"{self.file}: rows are written from an array, got a scalar (block at row {self.n})")
         if self.h is None:
             self._start(block.shape[1:])
+        elif block.shape[1:] != self.shape1:     # .npy bytes would misalign, HDF5 would broadcast
+            raise DataError(f"{self.file}: the block at row {self.n} has rows of shape {block.shape[1:]}, the "
+                            f"rows before it {self.shape1}; every row written must have one shape")
         if self.ext == ".npy":
             self.h.write(np.ascontiguousarray(block, dtype="<f8").tobytes())
         else:

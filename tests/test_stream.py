@@ -312,6 +312,18 @@ def test_output_into_a_file_open_for_writing_is_refused(tmp_path):
         assert sorted(f) == ["X", "after", "ll"] and np.allclose(f["ll"][:], spn.log_likelihood(X))
 
 
+def test_map_to_file_refuses_blocks_of_other_row_shapes(tmp_path):
+    # was: a corrupt .npy (its header counting rows of the first shape) and, in HDF5, the
+    # narrower rows broadcast over the dataset's columns, both reported as written
+    X = np.arange(20.0).reshape(10, 2)
+    for out in (tmp_path / "o.npy", f"{tmp_path / 'o.h5'}:/r"):
+        with pytest.raises(DataError, match=r"the block at row 4 has rows of shape \(1,\), the rows before it \(2,\)"):
+            stream.map_to_file(lambda b: b if b[0, 0] == 0 else b[:, :1], X, str(out), block_rows=4)
+    with pytest.raises(DataError, match="rows are written from an array, got a scalar"):
+        stream.map_to_file(lambda b: b.sum(), X, str(tmp_path / "o.npy"), block_rows=4)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_replaced_output_keeps_its_permissions(tmp_path):
     X = np.zeros((10, 1))
     spn = spnc.compile(spnc.Bernoulli(0, .5))
