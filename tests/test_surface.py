@@ -2,6 +2,7 @@
 failed before the fix."""
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import logging
@@ -229,9 +230,12 @@ def test_one_line_errors(model, tmp_path, capsys, case, pattern):
     assert re.search(pattern, err), err
 
 
-def test_utf16_with_bom_is_read(model, tmp_path, capsys):
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-32-be"])
+def test_utf16_and_utf32_with_bom_are_read(model, tmp_path, capsys, encoding):
+    # UTF-32 was read as UTF-16 (its BOM starts with UTF-16's): "'\x000\x00' is not a number"
     text = "a,b,c,d\n" + "\n".join(",".join(map(str, r)) for r in model["X"][:10]) + "\n"
-    (tmp_path / "u.csv").write_bytes(text.encode("utf-16"))
+    bom = {"utf-32-be": codecs.BOM_UTF32_BE}.get(encoding, b"")
+    (tmp_path / "u.csv").write_bytes(bom + text.encode(encoding))
     assert evaluate.main([str(model["model"]), str(tmp_path / "u.csv"), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["log_likelihood"][0]["mean"]
     assert got == pytest.approx(model["spn"].log_likelihood(model["X"][:10]).mean())

@@ -47,8 +47,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dataset", help="dataset name inside HDF5 data files")
     g.add_argument("--delimiter", help="text delimiter: a character, 'tab' or 'space' "
                    "(default ',' or tab for .tsv)")
-    g.add_argument("--encoding", help="text encoding (default UTF-8; UTF-16 with a byte-order mark "
-                   "is recognised)")
+    g.add_argument("--encoding", help="text encoding (default UTF-8; UTF-16 and UTF-32 with a byte-order "
+                   "mark are recognised)")
     hdr = g.add_mutually_exclusive_group()
     hdr.add_argument("--header", dest="header", action="store_const", const=True, default=None,
                      help="the first row is a header (default: only when every cell of it is a name)")

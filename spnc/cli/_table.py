@@ -1,6 +1,6 @@
 """Reading data tables for the console tools, by the rules in docs/cli.md:
 
-* CSV/TSV text (UTF-8, UTF-8 with BOM or UTF-16 with BOM; ``--encoding`` for others), .npy,
+* CSV/TSV text (UTF-8, UTF-8 with BOM, UTF-16 or UTF-32 with BOM; ``--encoding`` for others), .npy,
   HDF5 (``--dataset``), Parquet (pandas + pyarrow), ``-`` = text on stdin;
 * a header is taken only when every cell of the first row is a name (not a number and not a
   missing-value mark), or when ``--header`` says so; ``--no-header`` forces data. A first
@@ -92,6 +92,8 @@ def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
             codecs.lookup(encoding)
         except LookupError:
             raise DataError(f"unknown --encoding {encoding!r}") from None
+    elif raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):   # before UTF-16: FF FE starts both
+        encoding = "utf-32"
     elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         encoding = "utf-16"
     else:
