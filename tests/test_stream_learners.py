@@ -123,6 +123,24 @@ def test_oslrau_reads_a_file_spec(tmp_path):
     assert np.array_equal(a.score_samples(X), b.score_samples(X))
 
 
+def test_oslrau_reads_a_source_opened_by_the_caller(tmp_path):
+    # was: "X holds a ArraySource, not an array of rows" (the other learners took it)
+    from spnc import stream
+    from spnc.learn.oslrau import OSLRAU
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(3).normal(size=(600, 3)) @ np.array([[1, .8, 0], [0, .6, 0], [0, 0, 1.]])
+    spec = _h5(tmp_path, X)
+    with h5py.File(tmp_path / "data.h5", "a") as f:
+        f["X"].attrs["columns"] = ["a", "b", "c"]
+    frames = [pd.DataFrame(X[:200], columns=list("abc")), pd.DataFrame(X[200:, ::-1], columns=list("cba"))]
+    for data, opened in ((spec, stream.open_source(spec, 64)), (frames, stream.open_source(frames))):
+        with opened:
+            got = OSLRAU(random_state=0).fit(opened)
+        want = OSLRAU(random_state=0).fit(data)
+        assert got.spn_.var_names == want.spn_.var_names == ["a", "b", "c"]
+        assert np.array_equal(got.score_samples(X), want.score_samples(X))
+
+
 def test_learnspn_auto_parameters_from_a_one_shot_generator():
     """The default g_factor="auto" fits twice (choice, then final fit); a one-shot generator
     is read once and both fits use its rows, as a list of the same blocks would."""
