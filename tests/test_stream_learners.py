@@ -141,6 +141,16 @@ def test_oslrau_reads_a_source_opened_by_the_caller(tmp_path):
         assert np.array_equal(got.score_samples(X), want.score_samples(X))
 
 
+def test_oslrau_partial_fit_of_a_file_says_how(tmp_path):
+    # was: "X must be numeric (real numbers), got dtype <U..." for a file spec
+    from spnc import stream
+    from spnc.learn.oslrau import OSLRAU
+    spec = _h5(tmp_path, np.random.default_rng(3).normal(size=(300, 3)))
+    for X in (spec, stream.open_source(spec)):
+        with pytest.raises(DataError, match=r"partial_fit takes one batch of rows in memory, .*open_source\(X\)"):
+            OSLRAU().partial_fit(X)
+
+
 def test_learnspn_auto_parameters_from_a_one_shot_generator():
     """The default g_factor="auto" fits twice (choice, then final fit); a one-shot generator
     is read once and both fits use its rows, as a list of the same blocks would."""

@@ -267,6 +267,11 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         learned from (``prequential_ll_``). DataFrame columns are taken by name once the
         model has names (the first DataFrame gives them). ``select`` takes effect in
         :meth:`fit` only; a first ``partial_fit`` with it set is refused."""
+        if isinstance(X, (str, bytes, os.PathLike, _stream.BlockSource)):
+            what = "a block source" if isinstance(X, _stream.BlockSource) else f"a file name ({X!r})"
+            raise DataError(f"partial_fit takes one batch of rows in memory, and X is {what}: fit makes a pass over "
+                            "a file from scratch; to continue learning over one, give its blocks in turn: "
+                            "for _, b in spnc.stream.open_source(X).blocks(): model.partial_fit(b)")
         started = getattr(self, "_d", None) is not None
         if not started and self.select is not None:
             raise ParameterError("select", "OSLRAU: select chooses the settings during fit; partial_fit "
