@@ -237,7 +237,11 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     if A.dtype.kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
     if A.dtype.kind == "O":
-        what = f"a {type(A[()]).__name__}, not an array of rows" if A.ndim == 0 else \
+        obj = A[()] if A.ndim == 0 else None
+        if hasattr(obj, "blocks") and hasattr(obj, "n_cols"):     # a source of spnc.stream.open_source
+            raise DataError(f"{name} is a block source ({type(obj).__name__}); this call needs rows in memory: read "
+                            "them with spnc.stream.load, or use the spnc.stream functions that stream")
+        what = f"a {type(obj).__name__}, not an array of rows" if A.ndim == 0 else \
             "Python objects (dtype object: None, text, big integers, ...)"
         raise DataError(f"{name} holds {what}; pass numbers, with NaN (not None) for missing values")
     if A.dtype.kind not in "biuf":

@@ -45,6 +45,10 @@ def test_text_and_objects_are_refused_by_every_query_and_learner(codes, rows, ma
 def test_a_generator_is_not_a_query_s_rows(codes):
     with pytest.raises(DataError, match="generator, not an array of rows"):
         codes[1].log_likelihood(r for r in [[0, 1, 2, 0]])
+    # was: "X holds a ArraySource, not an array of rows; pass numbers ..."
+    with spnc.stream.open_source(np.array([[0, 1, 2, 0]])) as src:
+        with pytest.raises(DataError, match=r"X is a block source \(ArraySource\); .* spnc.stream.load"):
+            codes[1].log_likelihood(src)
 
 
 @pytest.mark.parametrize("dtype", ["uint64", "UInt64"])
