@@ -122,11 +122,18 @@ def refuse_open_for_writing(w: RowWriter) -> None:
     if w.ext == ".npy" or not os.path.exists(w.file):
         return
     import h5py
-    try:
-        with h5py.File(w.file, "r") as h:     # shares the open file, and its intent, if any
-            writing = h.mode == "r+"
-    except OSError:
-        return          # not HDF5, or locked by another process: the writer says so
+    from ._atomic import same_file
+    target = os.stat(w.file)
+    writing = False
+    for fid in h5py.h5f.get_obj_ids(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE):    # every file open in the process
+        if not fid.get_intent() & h5py.h5f.ACC_RDWR:
+            continue
+        try:        # by the open descriptor: its name may be relative to another directory
+            st = os.fstat(fid.get_vfd_handle())
+            same = (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino)
+        except (OSError, ValueError):       # a driver without a descriptor
+            same = same_file(os.fsdecode(fid.name), w.file)
+        writing = writing or same
     if writing:
         raise DataError(f"{w.file}: is open for writing in this process (an h5py.File in mode 'a', 'r+' or "
                         "'w'); the output would replace the file by a copy, losing what that handle writes: "

@@ -292,7 +292,7 @@ def test_output_never_replaces_a_group_or_the_input_by_a_link(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["data.h5"]      # no temporary file left
 
 
-def test_output_into_a_file_open_for_writing_is_refused(tmp_path):
+def test_output_into_a_file_open_for_writing_is_refused(tmp_path, monkeypatch):
     # was: the file was replaced by a copy, and what the open handle wrote afterwards was lost
     X = np.random.default_rng(0).integers(0, 2, size=(20, 2)).astype(float)
     spn = spnc.compile(spnc.Product([spnc.Bernoulli(0, .5), spnc.Bernoulli(1, .5)]))
@@ -304,6 +304,13 @@ def test_output_into_a_file_open_for_writing_is_refused(tmp_path):
             with pytest.raises(DataError, match="open for writing in this process"):
                 stream.log_likelihood_to_file(spn, src, f"{p}:/ll")
         f["after"] = np.arange(3)                # the handle still writes to the file
+    with h5py.File(p, "a", locking=False), pytest.raises(DataError, match="open for writing"):
+        stream.log_likelihood_to_file(spn, X, f"{p}:/ll")      # opened otherwise than h5py's default
+    monkeypatch.chdir(tmp_path)
+    with h5py.File("data.h5", "a"):                            # by a name relative to another directory
+        monkeypatch.chdir(tmp_path.parent)
+        with pytest.raises(DataError, match="open for writing"):
+            stream.log_likelihood_to_file(spn, X, f"{p}:/ll")
     with h5py.File(p) as f:
         assert sorted(f) == ["X", "after"]
     with h5py.File(p, "r") as f:                 # open read-only: nothing to lose
