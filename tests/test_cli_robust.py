@@ -225,3 +225,15 @@ def test_reader_line_endings_quotes_and_blocks(tmp_path, monkeypatch):
     (tmp_path / "b.csv").write_text("a,b\n" + rows.replace("oops", "1"))
     t = _table.read_table(str(tmp_path / "b.csv"))
     assert t.X.shape == (10, 2) and t.lines.tolist() == list(range(2, 12))
+
+
+def test_digits_joined_by_underscores_are_not_read_as_numbers(tmp_path):
+    """numpy and float() read '3_2' as 32 (Python's digit grouping): a typo or a code in a
+    data file was silently taken as another number."""
+    from spnc.cli import _table
+    (tmp_path / "u.csv").write_text("a,b\n1,0\n3_2,1\n")
+    with pytest.raises(spnc.DataError, match=r"u\.csv: line 3, column 1 \('a'\): '3_2' is not a number "
+                                             r"\(digits joined by '_'"):
+        _table.read_table(str(tmp_path / "u.csv"))
+    (tmp_path / "n.csv").write_text("x_1,x_2\n1,0\n")        # names with '_' stay a header
+    assert _table.read_table(str(tmp_path / "n.csv")).names == ["x_1", "x_2"]

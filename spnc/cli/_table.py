@@ -335,10 +335,11 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
     """One block of cells as float64 (NaN = missing); the first bad cell is an error."""
     width = len(rows[0])
     flat = ["nan" if t.strip() in MISSING else t for toks in rows for t in toks]
-    try:
-        return np.array(flat, dtype=np.float64).reshape(len(rows), width)
-    except ValueError:
-        pass
+    if "_" not in "".join(flat):        # numpy, as Python, reads '3_2' as 32: a typo or a code, not a number
+        try:
+            return np.array(flat, dtype=np.float64).reshape(len(rows), width)
+        except ValueError:
+            pass
     for r, toks in enumerate(rows):               # locate the bad cell
         for c, t in enumerate(toks):
             s = t.strip()
@@ -346,14 +347,17 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
                 continue
             try:
                 float(s)
+                if "_" not in s:
+                    continue
+                hint = " (digits joined by '_' are not read as a number)"
             except ValueError:
                 hint = _delim_hint(s, d) or (
                     " (the first row mixes names and numbers: give --header if it is a header)"
                     if r == 0 and first_block and not names else
                     " (use NaN, ? or an empty cell for missing values)")
-                col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
-                raise DataError(f"{label}: line {lines[r]}, {col}: {s[:40]!r} is not a number{hint}") from None
-    # numpy refused a spelling float() accepts (e.g. '1_000')
+            col = f"column {c + 1}" + (f" ({names[c]!r})" if names else "")
+            raise DataError(f"{label}: line {lines[r]}, {col}: {s[:40]!r} is not a number{hint}")
+    # numpy refused a spelling float() accepts
     return np.array([[float(t) if t.strip() not in MISSING else np.nan for t in toks] for toks in rows])
 
 
