@@ -205,6 +205,26 @@ def test_dataset_option_for_data_without_datasets_is_an_error(tmp_path, capsys):
     assert learn.main([str(h5), "-o", str(tmp_path / "o.h5"), "--dataset", "/x", "--valid", str(csv), "-q"]) == 0
 
 
+def test_text_reading_options_for_data_that_is_not_text_are_an_error(tmp_path, capsys):
+    """--header, --no-header, --delimiter and --encoding were ignored without a word for
+    .npy, HDF5, Parquet or JSON data."""
+    from spnc.cli import learn, merge
+    m, npy, csv = tmp_path / "m.h5", tmp_path / "d.npy", tmp_path / "d.csv"
+    X = np.array([[0, 1], [1, 1], [1, 0], [0, 0]])
+    np.save(npy, X.astype(float))
+    np.savetxt(csv, X, fmt="%d", delimiter=",")
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)])), m)
+    runs = [(evaluate, [str(m), str(npy), "--header"]),
+            (learn, [str(npy), "-o", str(tmp_path / "o.h5"), "--delimiter", ";", "--encoding", "latin-1"]),
+            (merge, [str(m), str(npy), "-o", str(tmp_path / "o.h5"), "--no-header"])]
+    for (tool, argv), flags in zip(runs, ("--header applies", "--delimiter and --encoding apply",
+                                          "--no-header applies")):
+        assert tool.main(argv) == 2
+        assert f"{flags} to text data (CSV, TSV), but {npy} is not text" in capsys.readouterr().err
+    # one text file among the inputs: the options are its own
+    assert learn.main([str(npy), "-o", str(tmp_path / "o.h5"), "--valid", str(csv), "--no-header", "-q"]) == 0
+
+
 def test_two_data_files_from_stdin_are_refused_by_every_tool(tmp_path, capsys, monkeypatch):
     """merge and compose em read the second '-' as an empty file ('<stdin>: no data rows')."""
     import io

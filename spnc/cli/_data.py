@@ -77,6 +77,24 @@ def check_dataset(dataset: str | None, *paths: str | None, flag: str = "--datase
                     f"{where}{' one' if given else ''}; drop {flag}")
 
 
+_NOT_TEXT = (".npy", ".h5", ".hdf5", ".zarr", ".parquet", ".pq", ".json")
+
+
+def check_text_options(args, *paths: str | None) -> None:
+    """Refuse ``--header``/``--no-header``/``--delimiter``/``--encoding`` when no data file
+    they apply to is text (CSV, TSV, stdin): they would be ignored without a word."""
+    given = [f"--{'no-' if args.header is False else ''}header"] if getattr(args, "header", None) is not None else []
+    given += [f"--{k}" for k in ("delimiter", "encoding") if getattr(args, k, None) is not None]
+    files = [p for p in paths if p is not None]
+    if not given or any(p == "-" or not stream.split_spec(p)[0].rstrip("/").lower().endswith(_NOT_TEXT)
+                        for p in files):
+        return
+    raise DataError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to text data (CSV, TSV), "
+                    f"but {', '.join(files) or 'no data file'} {'is' if len(files) == 1 else 'are'} not text "
+                    f"(.npy, HDF5, Zarr, Parquet and JSON data say their own layout); drop "
+                    f"{'it' if len(given) == 1 else 'them'}")
+
+
 def check_stdin(*paths: str | None) -> None:
     """Standard input holds one data file: refuse ``-`` for two of them (the second read
     found it empty)."""

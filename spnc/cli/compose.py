@@ -59,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     check_writable(args.output, inputs=(*args.inputs, args.data, args.valid))
     _data.check_stdin(args.data, args.valid)
     _data.check_dataset(args.dataset, args.data, args.valid)
+    _data.check_text_options(args, args.data, args.valid)
     if args.how != "em" and args.valid:
         raise DataError("--valid applies to em only (mix fits its weights on --data)")
     if args.how == "em" and args.weights:

@@ -99,6 +99,7 @@ def _check_args(args: argparse.Namespace) -> None:
                         "evidence rows (NaN = sampled), not a list of columns")
     inputs = (args.model, args.data, args.evidence if args.sample is not None else None)
     _data.check_dataset(args.dataset, *inputs[1:])
+    _data.check_text_options(args, *inputs[1:])
     if [args.data, inputs[2]].count("-") > 1:
         raise SpncError("only one input can be read from standard input (-)")
     seen: dict[str, str] = {}

@@ -177,6 +177,7 @@ def _check_args(args: argparse.Namespace) -> None:
                         "(convert or draw it afterwards with spnc-convert)")
     _data.check_stdin(args.train, args.valid, args.test)
     _data.check_dataset(args.dataset, args.train, args.valid, args.test)
+    _data.check_text_options(args, args.train, args.valid, args.test)
 
 
 def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
