@@ -391,3 +391,14 @@ def test_semicolon_files_with_decimal_commas_get_the_right_hint(tmp_path, capsys
                         (["--delimiter", ";"], "a decimal comma? numbers are read with a decimal point")):
         assert learn.main([str(tmp_path / "eu.csv"), "-o", str(tmp_path / "m.h5"), "-q"] + extra) == 2
         assert hint in capsys.readouterr().err
+
+
+def test_a_model_from_stdin_is_refused_saying_so(tmp_path, capsys):
+    """'-' as the model said "unknown extension ''" (standard input holds data only)."""
+    from spnc.cli import convert, info, merge
+    csv = tmp_path / "d.csv"
+    csv.write_text("0,1\n1,0\n")
+    for tool, argv in ((evaluate, ["-", str(csv)]), (convert, ["-", str(tmp_path / "m.json")]), (info, ["-"]),
+                       (merge, ["-", str(csv), "-o", str(tmp_path / "o.h5")])):
+        assert tool.main(argv) == 2
+        assert "-: a model is read from its file, not from standard input" in capsys.readouterr().err

@@ -155,6 +155,8 @@ def read_validated_any(path: str | os.PathLike, fmt: str | None = None):
     """A validated spnc file tree from a native file, or from a foreign one (converted,
     with ``source_format`` recorded). Used by ``spnc-convert``."""
     from .. import read_validated, tree_from_model, validate_tree
+    if os.fspath(path) == "-":      # the tools' name for standard input, which holds data only
+        raise FormatError("-: a model is read from its file, not from standard input; give the model's path")
     f = None if fmt in NATIVE else format_for(path, fmt)
     if f is None:
         return read_validated(path, fmt=fmt)
