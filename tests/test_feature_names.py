@@ -228,3 +228,27 @@ def test_names_alike_but_for_their_unicode_form_say_so(tmp_path, capsys):
     data.write_text(f"{nfd},x\n0,1\n", encoding="utf-8")
     assert evaluate.main([str(m), str(data)]) == 2
     assert re.search(hint, capsys.readouterr().err)
+
+
+def test_an_array_x_valid_after_a_dataframe_x_warns_as_a_query_does():
+    """An array X_valid after a DataFrame X was taken by position without a word (the
+    reverse, a DataFrame X_valid after an array X, warned): now both warn, once per fit."""
+    from spnc.learn import EM, Merge, Prometheus, TreeSPN
+    rows = np.random.default_rng(1).integers(0, 2, size=(200, 3)).astype(float)
+    df = pd.DataFrame(rows, columns=["a", "b", "c"])
+    init = LearnSPN(random_state=0).fit(rows).spn_
+    fits = {"LearnSPN": lambda v: LearnSPN(refine="em", random_state=0).fit(df, X_valid=v),
+            "Prometheus": lambda v: Prometheus(random_state=0).fit(df, X_valid=v),
+            "EM": lambda v: EM(init=init, max_iter=2).fit(df, X_valid=v),
+            "Merge": lambda v: Merge(init=init).fit(df, X_valid=v),
+            "TreeSPN": lambda v: TreeSPN(n_trees=2, max_depth=2).fit(df, X_valid=v)}
+    for name, fit in fits.items():
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fit(rows[:50])
+        said = [str(x.message) for x in w if "X_valid does not have valid feature names" in str(x.message)]
+        assert said == [f"X_valid does not have valid feature names, but X has: {name}.fit takes its columns "
+                        "by position"], name
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fit(df[:50])

@@ -294,6 +294,7 @@ class BaggedSPN(DensityEstimator):
         if not self._uses_valid(X.shape[0]):
             X_valid = self._unused_valid(X_valid, f"weights={self.weights!r} and no merge")
         frame_valid = None
+        self._positional_valid(X_valid, names is not None)
         if names is not None and X_valid is not None and is_frame(X_valid):
             frame_valid = X_valid                                # for messages: the frame's cells and names
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names

@@ -186,11 +186,19 @@ class DensityEstimator:
         with one warning (not one per later check of it). After named training rows it
         stays a frame: the named model matches it by name, and its errors name the
         frame's own cells."""
+        self._positional_valid(X_valid, names is not None)
         if not is_frame(X_valid) or names is not None:
             return X_valid
         warn_user(f"X_valid has feature names, but X has none: {type(self).__name__}.fit takes its DataFrame "
                   "columns by position")
         return as_data(X_valid, None, "X_valid", model_names=False)[0]
+
+    def _positional_valid(self, X_valid, named: bool) -> None:
+        """Warn, as a query would, when the training columns have names and ``X_valid`` is an
+        array without them: its columns are taken by position. Said by the outermost fit only."""
+        if named and isinstance(X_valid, (np.ndarray, list, tuple)) and len(_FITTING.get()) <= 1:
+            warn_user(f"X_valid does not have valid feature names, but X has: {type(self).__name__}.fit takes "
+                      "its columns by position")
 
     @staticmethod
     def _check_valid(X_valid, spn: SPN | None = None, n_cols: int | None = None) -> None:

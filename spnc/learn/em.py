@@ -161,6 +161,7 @@ class EM(DensityEstimator):
             raise StructureError("EM needs a single-root or mixture model, not combine='independent'")
         if is_frame(X):     # an unnamed model takes the columns' names; the check matches them by name
             model = with_names(model, as_data(X, model.var_names)[1])
+        self._positional_valid(X_valid, is_frame(X))
         ids = 0         # each kept row's number in the caller's X (for messages); streamed: from 0
         if _stream.is_streamed(X):   # a file, iterable of blocks or Dask array: E-steps block by block
             X, w, wsum = _em_blocks.prepare(self, model, X, sample_weight)

@@ -248,6 +248,7 @@ class Merge(DensityEstimator):
         init = self.init
         if is_frame(X):     # an unnamed model takes the columns' names; the check matches them by name
             init = with_names(init, as_data(X, init.var_names)[1])
+        self._positional_valid(X_valid, is_frame(X))
         frame = X
         X = init._check_X(X)        # (a frame's own coordinates in its errors)
         if X.shape[0] == 0:

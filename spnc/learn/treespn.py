@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
+from ..data import is_frame
 from ..leaves.cltree import ChowLiuLeaf
 from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
 from .base import DensityEstimator
@@ -155,6 +156,7 @@ class TreeSPN(DensityEstimator):
         """Learn the structure on ``X``, then run EM (stopping on ``X_valid`` when given)."""
         self._validate_params()
         self._no_target(y)
+        self._positional_valid(X_valid, is_frame(X))
         split = TreeMixtureSplit(NaiveBayesEM(2, self.n_restarts, self.n_iter), self.n_trees, self.tree_share,
                                  init=self.tree_init, tree_alpha=self.tree_alpha)
         ls = LearnSPN(splitter="gvs", sum_split=split, leaves="chowliu", g_factor=self.g_factor,
