@@ -269,23 +269,26 @@ static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col
  * Accumulates, weighted by wt: edge_acc[e] (sum edges), node_acc[n]; writes leaf_resp
  * (n_leaves, m) and all_post (N, m) rows when given; state_acc (per state of the inline
  * leaves) gets each observed state's weighted posterior. edge_acc holds SPNC_EDGE_LANES
- * partial sums per edge, node_acc the counts of the counted nodes only (see spnc_node_done). */
+ * partial sums per edge, node_acc the counts of the counted nodes only (see spnc_node_done).
+ * Only the n_visit nodes of visit (descending) are swept; the others must have nothing to do
+ * (spnc._visit.backward_visit): in tree-shaped models, most leaves and products. */
 SPNC_CLONES
 static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                           int domain, const double *wt, double *edge_acc, double *node_acc,
-                          double *leaf_resp, double *all_post, double *state_acc)
+                          double *leaf_resp, double *all_post, double *state_acc,
+                          const int32_t *visit, int64_t n_visit)
 {
-    int64_t n;
+    int64_t i;
     int j;
 #ifdef SPNC_X86_512
     const int x512 = SPNC_HAS_512();
 #endif
-    for (n = g->n_nodes - 1; n >= 0; n--) {
+    for (i = 0; i < n_visit; i++) {
+        const int64_t n = visit[i];
         const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
         const int64_t ps = g->pslot[n];
         const double *restrict pn = P + ps * SPNC_B;
         int64_t e;
-        if (spnc_leaf_idle(g, n, leaf_resp, all_post, state_acc)) continue;
         if (g->kind[n] == 0) {
             const double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
             double q[SPNC_B], v[SPNC_B];

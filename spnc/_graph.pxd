@@ -53,6 +53,7 @@ cdef class Graph:
     cdef readonly object spar_ptr_, spar_edge_, spar_node_, pfirst_, pbase_
     cdef GraphC c
     cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone
+    cdef public object visit_cache     # spnc._visit.backward_visit's lists
 
 
 cdef class LeafStates:

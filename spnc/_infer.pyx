@@ -11,6 +11,7 @@ each block stages its own rows, transposed, in the thread's cache.
 """
 import numpy as np
 from spnc._buffers import aligned_empty
+from spnc._visit import backward_visit
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, frexp, log, exp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -235,6 +236,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const int64_t[::1] start = graph.start_
     cdef bint shares = g.shares
     cdef bint gather = g.gather and not shares
+    cdef const int32_t[::1] visit = backward_visit(graph, states.var_, want_leaf, want_all, want_states)
+    cdef const int32_t *vp = &visit[0] if visit.shape[0] else NULL
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W, *T, *P, *Q
@@ -267,7 +270,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         else:
             spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
-                          &state_acc[t, 0] if want_states else NULL)
+                          &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0])
     _plain_record(graph, n_blocks, budget0, budget)
     edges_arr = _lane_totals(lanes_arr)
     if gather:

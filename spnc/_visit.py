@@ -1,0 +1,47 @@
+"""The nodes a pushing backward sweep (``spnc_backward``) has work for.
+
+In a tree-shaped model most nodes have nothing to do in the backward: a leaf or sum whose
+only parent is a product shares that product's posterior slot, so the product passes it
+nothing, and such a leaf adds nothing unless its responsibilities or state counts are asked
+for. The sweep visits only the nodes listed here, in the same (descending) order, so its
+results keep their bits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._kinds import SUM, PRODUCT, LEAF
+
+
+def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want_states: bool) -> np.ndarray:
+    """int32 nodes in descending order: every sum, every product with a child of a slot of
+    its own, every counted node (roots, parentless nodes), and the leaves that write their
+    responsibilities (``want_leaf``) or state counts (``want_states``: inline leaves, ``var``
+    >= 0); every node with ``want_all`` (posteriors written for all). Kept on the graph."""
+    key = (bool(want_leaf), bool(want_all), bool(want_states))
+    cache = graph.visit_cache
+    if cache is None:
+        cache = graph.visit_cache = {}
+    hit = cache.get(key)
+    if hit is not None and (not want_states or hit[0] is var):
+        return hit[1]
+    kind = np.asarray(graph.kind_)
+    N = kind.shape[0]
+    if want_all:
+        need = np.ones(N, dtype=bool)
+    else:
+        ptr = np.asarray(graph.child_ptr_)
+        child = np.asarray(graph.child_)[: ptr[-1]]
+        parent = np.repeat(np.arange(N), np.diff(ptr))
+        own = np.asarray(graph.alias_)[:N][child] == 0
+        pushes = np.bincount(parent[own], minlength=N) > 0
+        need = (kind == SUM) | ((kind == PRODUCT) & pushes) | (np.asarray(graph.counted_)[:N] != 0)
+        if want_leaf:
+            need |= kind >= LEAF
+        if want_states:
+            need |= (kind >= LEAF) & (np.asarray(var)[:N] >= 0)
+    out = np.ascontiguousarray(np.flatnonzero(need)[::-1], dtype=np.int32)
+    if not out.size:
+        out = np.zeros(1, dtype=np.int32)[:0]
+    cache[key] = (var if want_states else None, out)
+    return out

@@ -1,0 +1,94 @@
+"""The pushing backward sweep visits only the nodes with work to do (spnc._visit): its
+results must keep every bit of a sweep over all nodes, on trees and DAGs, single roots and
+mixtures, inline and leaf-matrix leaves, with edge shares and with node values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import _infer, _visit
+from spnc.learn.em import EM
+from spnc.nodes import Product, Sum
+
+from conftest import random_spn
+
+
+def _every_node(graph, var, want_leaf, want_all, want_states):
+    return np.arange(graph.kind_.shape[0] - 1, -1, -1, dtype=np.int32)
+
+
+def _models(seed):
+    rng = np.random.default_rng(seed)
+    card = [2, 3, 2, 4, 2, 2]
+    tree = spnc.compile(random_spn(rng, card, share=0.0), cardinality=card)
+    dag = spnc.compile(random_spn(rng, card, share=0.6), cardinality=card)
+    # Gaussian leaves (leaf matrix) beside Bernoulli ones, a leaf under a sum, two roots
+    a = Product([spnc.Gaussian(0, 0.0, 1.0), Sum([spnc.Bernoulli(1, 0.3), spnc.Bernoulli(1, 0.8)], [0.4, 0.6])])
+    b = Product([spnc.Gaussian(0, 1.0, 2.0), spnc.Bernoulli(1, 0.5)])
+    mix = spnc.compile([Sum([a, b], [0.3, 0.7]), b], cardinality=[0, 2], combine="mixture", root_weights=[0.6, 0.4])
+    return [tree, dag, mix]
+
+
+def _data(spn, rng, n=300):
+    if spn.combine == "single":
+        X = spn.sample(n, seed=int(rng.integers(1 << 30)))
+    else:
+        X = np.column_stack([rng.normal(0.5, 1.5, n), rng.integers(0, 2, n)]).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    return X
+
+
+def _backward(spn, X, shares, gather):
+    spn.__dict__.pop("_compiled", None)
+    g = spnc._sweep.graph_of(spn)
+    if shares is not None:
+        g.shares = shares
+    g.gather = gather
+    return spn.backward(X, node_posteriors=False, leaf_responsibilities=True), \
+        spn.backward(X, node_posteriors=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("shares", [None, True, False])
+def test_visited_nodes_give_the_bits_of_a_sweep_over_all(seed, shares, monkeypatch):
+    rng = np.random.default_rng(seed)
+    for spn in _models(seed):
+        X = _data(spn, rng)
+        got = _backward(spn, X, shares, False)
+        with monkeypatch.context() as m:
+            m.setattr(_infer, "backward_visit", _every_node)
+            want = _backward(spn, X, shares, False)
+        for g, w in zip(got, want):
+            assert g.keys() == w.keys()
+            for k in g:
+                np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_em_state_counts_keep_their_bits(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    spn = _models(seed)[0]
+    X = _data(spn, rng, 500)
+    got = EM(init=spn, max_iter=2, tol=0.0).fit(X).spn_
+    with monkeypatch.context() as m:
+        m.setattr(_infer, "backward_visit", _every_node)
+        want = EM(init=spn, max_iter=2, tol=0.0).fit(X).spn_
+    np.testing.assert_array_equal(got.weight, want.weight)
+    for name, table in got.leaf_tables.items():
+        for a, b in zip(table.content_key(), want.leaf_tables[name].content_key()):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_tree_visits_its_sums_only():
+    # a sum of products of Bernoulli leaves: the products pass nothing to their leaves
+    leaves = [[spnc.Bernoulli(v, 0.2 + 0.1 * k) for v in range(4)] for k in range(3)]
+    spn = spnc.compile(Sum([Product(ls) for ls in leaves], [0.2, 0.3, 0.5]))
+    g = spnc._sweep.graph_of(spn)
+    var = np.full(spn.n_nodes, -1, dtype=np.int32)
+    root = int(spn.roots[0])
+    assert _visit.backward_visit(g, var, False, False, False).tolist() == [root]
+    assert len(_visit.backward_visit(g, var, True, False, False)) == 1 + 12
+    assert len(_visit.backward_visit(g, var, False, True, False)) == spn.n_nodes
+    var[np.asarray(spn.kind) >= 2] = 0
+    assert len(_visit.backward_visit(g, var, False, False, True)) == 1 + 12
