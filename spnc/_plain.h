@@ -105,28 +105,32 @@ static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const
             if (k == 0)
                 for (j = 0; j < SPNC_B; j++) out[j] = 1.0;
         } else {
-            /* the first term starts the sum: 0 + x is x, bit for bit, for the x >= 0 here */
+            /* the first term starts the sum: 0 + x is x, bit for bit, for the x >= 0 here.
+               With T the terms are formed again once the sum is known and stored as shares,
+               (w c) / s rounded as spnc_share rounds them: one store per edge and row
+               instead of a store, a reload and a second store. */
             double s[SPNC_B];
-            double *restrict t = T ? T + g->toff[n] * SPNC_B : NULL;
             for (e = 0; e < k; e++) {
                 const double *restrict c = W + (int64_t)cs[a + e] * SPNC_B;
                 const double w = g->w[a + e];
-                if (t) {
-                    double *restrict te = t + e * SPNC_B;
-                    if (e == 0)
-                        for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] = te[j]; }
-                    else
-                        for (j = 0; j < SPNC_B; j++) { te[j] = w * c[j]; s[j] += te[j]; }
-                } else if (e == 0) {
+                if (e == 0)
                     for (j = 0; j < SPNC_B; j++) s[j] = w * c[j];
-                } else {
+                else
                     for (j = 0; j < SPNC_B; j++) s[j] += w * c[j];
-                }
             }
             if (k == 0)
                 for (j = 0; j < SPNC_B; j++) s[j] = 0.0;
+            if (T) {
+                double *restrict t = T + g->toff[n] * SPNC_B;
+                double inv[SPNC_B];
+                for (j = 0; j < SPNC_B; j++) { const double r = 1.0 / s[j]; inv[j] = s[j] > 0.0 ? r : 0.0; }
+                for (e = 0; e < k; e++) {
+                    const double *restrict c = W + (int64_t)cs[a + e] * SPNC_B;
+                    const double w = g->w[a + e];
+                    for (j = 0; j < SPNC_B; j++) t[e * SPNC_B + j] = (w * c[j]) * inv[j];
+                }
+            }
             for (j = 0; j < SPNC_B; j++) out[j] = s[j];
-            if (t) spnc_share(t, s, k);
         }
     }
 }

@@ -20,9 +20,11 @@ def _graph_of(spn, plain):
                         spn.n_leaves, spn.weight, linear=True, plain=plain)
 
 
-def _queries(spn, X, plain):
+def _queries(spn, X, plain, shares=None):
     spn._compiled = _graph_of(spn, plain)
     assert spn._compiled.plain is plain
+    if shares is not None:      # the backward's forward writes each sum edge's share
+        spn._compiled.shares = shares
     bw = spn.backward(X, leaf_responsibilities=True)
     ll = spn.log_likelihood(X)
     return ll, spn.log_likelihood(X, n_threads=2), bw, spn.mpe(X[np.isfinite(ll)])
@@ -44,8 +46,9 @@ def _models(seed):
     return [small, wide, gauss]
 
 
+@pytest.mark.parametrize("shares", [None, True])
 @pytest.mark.parametrize("seed", range(3))
-def test_plain_and_scaled_sweeps_agree_bit_for_bit(seed):
+def test_plain_and_scaled_sweeps_agree_bit_for_bit(seed, shares):
     rng = np.random.default_rng(seed)
     for spn in _models(seed):
         if spn.n_vars == 3:
@@ -54,8 +57,8 @@ def test_plain_and_scaled_sweeps_agree_bit_for_bit(seed):
         else:
             X = spn.sample(400, seed=seed)
         X[rng.random(X.shape) < 0.2] = np.nan
-        ll_p, ll2_p, bw_p, mpe_p = _queries(spn, X, True)
-        ll_s, ll2_s, bw_s, mpe_s = _queries(spn, X, False)
+        ll_p, ll2_p, bw_p, mpe_p = _queries(spn, X, True, shares)
+        ll_s, ll2_s, bw_s, mpe_s = _queries(spn, X, False, shares)
         assert np.isfinite(ll_s).mean() > 0.5
         np.testing.assert_array_equal(ll_p, ll_s)
         np.testing.assert_array_equal(ll2_p, ll_s)
