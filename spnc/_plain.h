@@ -68,6 +68,58 @@ static void spnc_plain_from_log(double *restrict out, const double *restrict lv)
     }
 }
 
+#ifdef SPNC_X86_512
+/* A sum of K edges (K a constant: the terms stay in registers) and its edges' shares, 8 rows
+ * at a time: the terms w c, their sum s (out), and each share (w c) * (1 / s), 0 where s is
+ * 0, stored once to t. The operations and their order are the generic loop's (no
+ * contraction), so the bits are too; the generic form keeps s in memory and reads every
+ * child twice. */
+#define SPNC_SUM_SHARES512(K)                                                                  \
+__attribute__((target("avx512f"), optimize("fp-contract=off")))                               \
+static void spnc_sum_shares512_##K(double *restrict out, double *restrict t, const double *W,   \
+                                   const int32_t *cs, const double *w)                         \
+{                                                                                              \
+    const double *c[K];                                                                        \
+    __m512d wv[K], te[K];                                                                      \
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();                       \
+    int e, j;                                                                                  \
+    for (e = 0; e < K; e++) { c[e] = W + (int64_t)cs[e] * SPNC_B; wv[e] = _mm512_set1_pd(w[e]); } \
+    for (j = 0; j < SPNC_B; j += 8) {                                                          \
+        __m512d s = te[0] = _mm512_mul_pd(wv[0], _mm512_loadu_pd(c[0] + j));                   \
+        for (e = 1; e < K; e++) {                                                              \
+            te[e] = _mm512_mul_pd(wv[e], _mm512_loadu_pd(c[e] + j));                           \
+            s = _mm512_add_pd(s, te[e]);                                                       \
+        }                                                                                      \
+        const __m512d inv = _mm512_maskz_div_pd(_mm512_cmp_pd_mask(s, zero, _CMP_GT_OQ), one, s); \
+        for (e = 0; e < K; e++) _mm512_storeu_pd(t + e * SPNC_B + j, _mm512_mul_pd(te[e], inv)); \
+        _mm512_storeu_pd(out + j, s);                                                          \
+    }                                                                                          \
+}
+SPNC_SUM_SHARES512(2)
+SPNC_SUM_SHARES512(3)
+SPNC_SUM_SHARES512(4)
+SPNC_SUM_SHARES512(5)
+SPNC_SUM_SHARES512(6)
+SPNC_SUM_SHARES512(7)
+SPNC_SUM_SHARES512(8)
+
+/* spnc_sum_shares512_K for sums of 2-8 edges; 0 for the others (the generic loops). */
+static inline int spnc_sum_shares512(double *out, double *t, const double *W, const int32_t *cs,
+                                     const double *w, int64_t k)
+{
+    switch (k) {
+    case 2: spnc_sum_shares512_2(out, t, W, cs, w); return 1;
+    case 3: spnc_sum_shares512_3(out, t, W, cs, w); return 1;
+    case 4: spnc_sum_shares512_4(out, t, W, cs, w); return 1;
+    case 5: spnc_sum_shares512_5(out, t, W, cs, w); return 1;
+    case 6: spnc_sum_shares512_6(out, t, W, cs, w); return 1;
+    case 7: spnc_sum_shares512_7(out, t, W, cs, w); return 1;
+    case 8: spnc_sum_shares512_8(out, t, W, cs, w); return 1;
+    default: return 0;
+    }
+}
+#endif
+
 SPNC_CLONES __attribute__((optimize("fp-contract=off")))
 static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,
                                const int32_t *ns, double *T)
@@ -77,6 +129,9 @@ static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const
 #endif
     int64_t n, e;
     int j;
+#ifdef SPNC_X86_512
+    const int x512 = T && SPNC_HAS_512();
+#endif
     for (n = 0; n < g->n_nodes; n++) {
         const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
         double *restrict out = W + (int64_t)ns[n] * SPNC_B;
@@ -110,6 +165,10 @@ static void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const
                (w c) / s rounded as spnc_share rounds them: one store per edge and row
                instead of a store, a reload and a second store. */
             double s[SPNC_B];
+#ifdef SPNC_X86_512
+            if (x512 && spnc_sum_shares512(out, T + g->toff[n] * SPNC_B, W, cs + a, g->w + a, k))
+                continue;
+#endif
             for (e = 0; e < k; e++) {
                 const double *restrict c = W + (int64_t)cs[a + e] * SPNC_B;
                 const double w = g->w[a + e];
