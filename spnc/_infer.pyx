@@ -11,9 +11,9 @@ each block stages its own rows, transposed, in the thread's cache.
 """
 import numpy as np
 from spnc._buffers import aligned_empty
-from spnc._visit import backward_visit
+from spnc._visit import backward_visit, edge_lane_totals
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, frexp, log, exp
+from libc.math cimport INFINITY, frexp, log, exp, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -176,10 +176,18 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
 cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] roots, const double[::1] root_logw,
                      double *ll, double *P, const int32_t *pslot, int domain) noexcept nogil:
     """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]) (root values in their forward
-    ``slot``); P[pslot[root_i], j] += the root's share."""
+    ``slot``); P[pslot[root_i], j] += the root's share. A single root with a finite log value
+    takes no exp or log: exp(0) is 1 and log(1) is 0, so its bits are the general path's."""
     cdef Py_ssize_t R = roots.shape[0], i, j
     cdef double mx, s, v
     for j in range(SPNC_B):
+        if R == 1:
+            v = _root_log(W, slot[roots[0]], j, domain) + root_logw[0]
+            if isfinite(v):
+                ll[j] = v
+                if P != NULL:
+                    P[pslot[roots[0]] * SPNC_B + j] += 1.0
+                continue
         mx = -INFINITY
         for i in range(R):
             v = _root_log(W, slot[roots[i]], j, domain) + root_logw[i]
@@ -272,23 +280,16 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0])
     _plain_record(graph, n_blocks, budget0, budget)
-    edges_arr = _lane_totals(lanes_arr)
+    edges_arr = edge_lane_totals(lanes_arr)
     if gather:
         spar = graph.spar_edge_[:g.spar_ptr[N]]
-        edges_arr[:, spar] += _lane_totals(glanes_arr)[:, :spar.shape[0]] * graph.w_[spar]
+        edges_arr[:, spar] += edge_lane_totals(glanes_arr)[:, :spar.shape[0]] * graph.w_[spar]
     cdef double[:, ::1] edges = edges_arr
     with nogil:
         for t in range(n_threads):
             spnc_counts_from_parents(&net, &edges[t, 0], &cnt[t, 0])
     np.asarray(edge_acc)[:n_threads, :E] += edges_arr[:, :E]
     np.asarray(node_acc)[:n_threads, :N] += cnt_arr[:, :N]
-
-
-def _lane_totals(acc):
-    """(threads, 8 k) partial sums -> (threads, k) totals, in a fixed tree (SPNC_EDGE_LANES
-    is 8, checked in _backward.h)."""
-    l = acc.reshape(acc.shape[0], -1, SPNC_EDGE_LANES)
-    return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))
 
 
 cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,

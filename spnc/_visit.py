@@ -1,4 +1,5 @@
-"""The nodes a pushing backward sweep (``spnc_backward``) has work for.
+"""The pushing backward sweep's bookkeeping: the nodes it has work for, and the totals of
+its edge counts' lanes.
 
 In a tree-shaped model most nodes have nothing to do in the backward: a leaf or sum whose
 only parent is a product shares that product's posterior slot, so the product passes it
@@ -45,3 +46,10 @@ def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want
         out = np.zeros(1, dtype=np.int32)[:0]
     cache[key] = (var if want_states else None, out)
     return out
+
+
+def edge_lane_totals(acc: np.ndarray) -> np.ndarray:
+    """(threads, 8 k) partial sums of the backward's edge counts -> (threads, k) totals, in
+    a fixed tree (SPNC_EDGE_LANES is 8, checked in _backward.h)."""
+    l = acc.reshape(acc.shape[0], -1, 8)
+    return ((l[..., 0] + l[..., 1]) + (l[..., 2] + l[..., 3])) + ((l[..., 4] + l[..., 5]) + (l[..., 6] + l[..., 7]))

@@ -92,3 +92,19 @@ def test_a_tree_visits_its_sums_only():
     assert len(_visit.backward_visit(g, var, False, True, False)) == spn.n_nodes
     var[np.asarray(spn.kind) >= 2] = 0
     assert len(_visit.backward_visit(g, var, False, False, True)) == 1 + 12
+
+
+def test_single_root_counts_every_row_of_positive_probability_once():
+    # the single-root path takes each root log value as the row's log-likelihood and
+    # starts its posterior at 1; a row of probability 0 adds nothing
+    spn = spnc.compile(Sum([Product([spnc.Bernoulli(0, 1.0), spnc.Bernoulli(1, 0.3)]),
+                            Product([spnc.Bernoulli(0, 1.0), spnc.Bernoulli(1, 0.6)])], [0.5, 0.5]))
+    X = np.array([[1, 0], [0, 1], [1, 1], [np.nan, 1], [0, np.nan]] * 30, dtype=float)
+    out = spn.backward(X, node_posteriors=True)
+    ll = out["log_likelihood"]
+    assert np.array_equal(np.isinf(ll), (X[:, 0] == 0))
+    np.testing.assert_array_equal(ll[1::5], -np.inf)
+    np.testing.assert_allclose(ll[0], np.log(0.5 * 0.7 + 0.5 * 0.4), rtol=1e-15)
+    root = int(spn.roots[0])
+    assert out["node_counts"][root] == np.isfinite(ll).sum()
+    np.testing.assert_array_equal(out["node_posteriors"][:, root], np.isfinite(ll).astype(float))
