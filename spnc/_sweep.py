@@ -308,7 +308,8 @@ class Sweep:
         XTc, Lc = (np.ascontiguousarray(XT[:, :m]), np.empty((shape[0], m))) if compact else (XT, L)
         for table in self.matrix:
             table.log_prob(XTc, Lc, self.mode, self.n_threads)
-        if compact:
-            L[:, :m] = Lc
-            L[:, m:] = 0.0
+        if compact:             # only the matrix leaves' rows: no kernel reads the others
+            s = np.concatenate([t.slot for t in self.matrix])
+            L[s, :m] = Lc[s]
+            L[s, m:] = 0.0
         return L

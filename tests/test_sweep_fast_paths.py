@@ -12,7 +12,7 @@ import spnc
 from spnc import _graph
 from spnc.nodes import Product, Sum
 
-from conftest import random_spn
+from conftest import learned_trees, merge_data, random_spn
 
 
 def _graph_of(spn, plain):
@@ -329,3 +329,17 @@ def test_sums_of_every_width_give_the_same_shares():
     np.testing.assert_array_equal(out[0]["log_likelihood"], out[1]["log_likelihood"])
     for key in ("edge_counts", "node_counts", "node_posteriors"):
         np.testing.assert_allclose(out[0][key], out[1][key], rtol=1e-13, atol=1e-300)
+
+
+def test_a_small_chunks_matrix_leaves_are_those_of_a_large_one():
+    """A chunk of at most COMPACT_ROWS rows (its matrix leaves evaluated on a compact copy
+    and only their rows copied back): the values and the routing of the same rows swept in
+    a large chunk."""
+    from spnc.learn.routing import node_values, route
+    X, _ = merge_data(n=3000)
+    tree = learned_trees(X[:600])["latent", "chowliu"]
+    rows = X[:700]
+    big = node_values(tree, X, np.arange(tree.n_nodes), by_node=True)[:, :700]
+    small = node_values(tree, rows, np.arange(tree.n_nodes), by_node=True)
+    assert np.array_equal(small.view(np.int64), big.view(np.int64))
+    assert (route(tree, rows) != route(tree, X)[:700]).nnz == 0
