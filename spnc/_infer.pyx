@@ -19,8 +19,8 @@ from libc.string cimport memcpy, memset
 
 from spnc._graph cimport Graph, GraphC, LeafStates, StatesC
 from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
-from spnc._net cimport (spnc_net, Staging, block_net, staged_net, SPNC_B, SPNC_STATE_LANES, SPNC_EDGE_LANES,
-                       spnc_counts_from_parents, spnc_forward_log, spnc_forward_lin,
+from spnc._net cimport (spnc_net, Staging, block_net, chunk_net, staged_net, SPNC_B, SPNC_STATE_LANES, SPNC_EDGE_LANES,
+                       spnc_counts_from_parents, spnc_forward_log, spnc_forward_log_some, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
                        spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
@@ -28,27 +28,6 @@ from spnc._openmp cimport SPNC_OPENMP
 BLOCK = SPNC_B
 STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
 HAVE_OPENMP = bool(SPNC_OPENMP)
-
-
-cdef spnc_net _net(const GraphC *g, const StatesC *s, const double[:, ::1] XT, const double[:, ::1] L,
-                   bint skip) noexcept:
-    """The C view of a sweep over one chunk; ``skip``: inline leaves that only products
-    read are not materialised (forward-only sweeps, whose workspace is the plan's)."""
-    cdef spnc_net c
-    c.n_nodes = g.n_nodes
-    c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
-    c.w = g.w
-    c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
-    c.counted = g.counted
-    c.spar_ptr, c.spar_edge, c.spar_node, c.pfirst, c.pbase = g.spar_ptr, g.spar_edge, g.spar_node, g.pfirst, g.pbase
-    c.skip = s.skip if skip else NULL
-    c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
-    c.lin = s.lin
-    c.XT = &XT[0, 0] if XT.shape[1] else NULL
-    c.L = &L[0, 0]
-    c.m = c.xm = XT.shape[1]
-    c.x0 = 0
-    return c
 
 
 cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads, bint ahead=True):
@@ -144,7 +123,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
     cdef bint copy_all = all_values.shape[0] == N
     cdef bint keep = copy_all or keep_all
-    cdef spnc_net net = _net(g, &states.c, XT, L, not keep)
+    cdef spnc_net net = chunk_net(g, &states.c, XT, L, not keep)
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads)
     cdef spnc_net *nb
@@ -171,6 +150,22 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
     _plain_record(graph, n_blocks, budget0, budget)
+
+
+def forward_some(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
+                 double[:, :, ::1] P, const int32_t[::1] edge_slot, const int32_t[::1] node_slot,
+                 const int64_t[::1] nodes, int mode, int n_threads):
+    """Log-domain values of ``nodes`` (increasing) alone, with :func:`forward`'s per-node code
+    (the same bits): node n's values of block b in ``P[b, node_slot[n]]``, edge e's child
+    in slot ``edge_slot[e]``; the unlisted children of listed nodes hold theirs already."""
+    cdef spnc_net net = chunk_net(&graph.c, &states.c, XT, L, False)
+    cdef Py_ssize_t b
+    if P.shape[2] != SPNC_B or P.shape[0] * SPNC_B > XT.shape[1] or edge_slot.shape[0] < graph.c.n_edges \
+            or node_slot.shape[0] < graph.c.n_nodes:
+        raise ValueError("forward_some: P must be (blocks within XT's columns, slots, BLOCK), a slot per node and edge")
+    for b in prange(P.shape[0] if nodes.shape[0] else 0, nogil=True, num_threads=n_threads, schedule="static"):
+        spnc_forward_log_some(&net, b * SPNC_B, &P[b, 0, 0], mode, &edge_slot[0], &node_slot[0], &nodes[0],
+                              nodes.shape[0])
 
 
 cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] roots, const double[::1] root_logw,
@@ -230,7 +225,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
     up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`."""
     cdef const GraphC *g = &graph.c
-    cdef spnc_net net = _net(g, &states.c, XT, L, True)
+    cdef spnc_net net = chunk_net(g, &states.c, XT, L, True)
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads, False)
     cdef spnc_net *nb
@@ -338,7 +333,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     ``out_XT``."""
     cdef const GraphC *g = &graph.c
     cdef bint sampling = mode != MAX
-    cdef spnc_net net = _net(g, &states.c, XT, L, not sampling)
+    cdef spnc_net net = chunk_net(g, &states.c, XT, L, not sampling)
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads)
     cdef bint staged = rows is not None, unstage = out_rows is not None
@@ -362,7 +357,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef bint want_ll = ll is not None
     cdef spnc_net lnet
     if want_ll:
-        lnet = _net(g, &ll_states.c, out_XT if not staged else XT, L, True)
+        lnet = chunk_net(g, &ll_states.c, out_XT if not staged else XT, L, True)
         lnet.m = net.m
     cdef Py_ssize_t W_arg = max(N, 2 * g.n_slots) * SPNC_B
     cdef double best, v
@@ -415,7 +410,7 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
     ``acts`` as for :func:`select`. ``entry`` (without ``pick_one``): the rows entering each
     root, as bits laid out like ``bits``, instead of every row entering every root."""
     cdef const GraphC *g = &graph.c
-    cdef spnc_net net = _net(g, &states.c, XT, L, True)
+    cdef spnc_net net = chunk_net(g, &states.c, XT, L, True)
     cdef Py_ssize_t R = roots.shape[0], wpb = SPNC_B // 64
     cdef Py_ssize_t n_blocks = (m_valid + SPNC_B - 1) // SPNC_B, b, i, j, t, col0
     cdef Py_ssize_t W_arg = max(g.n_nodes, 2 * g.n_slots) * SPNC_B

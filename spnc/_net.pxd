@@ -1,6 +1,9 @@
 # The C sweeps over one block (_select.h and the headers it includes) as Cython sees them,
-# and the per-block staging of rows that the sweep drivers in _infer.pyx share.
+# and the chunk's C view and per-block staging of rows that the sweep drivers in _infer.pyx
+# share.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+
+from spnc._graph cimport GraphC, StatesC
 
 cdef extern from "_select.h" nogil:
     int SPNC_B
@@ -44,6 +47,8 @@ cdef extern from "_select.h" nogil:
         int64_t x0
     void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
                           const int32_t *ns, double *T, double *arg)
+    void spnc_forward_log_some(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
+                               const int32_t *ns, const int64_t *nodes, int64_t n_list)
     void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
                           double *T)
     void spnc_forward_plain(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
@@ -102,3 +107,24 @@ cdef inline spnc_net *staged_net(Staging *st, spnc_net *net, int t, int which, i
     nb.xm = SPNC_B
     nb.x0 = col0
     return nb
+
+
+cdef inline spnc_net chunk_net(const GraphC *g, const StatesC *s, const double[:, ::1] XT,
+                               const double[:, ::1] L, bint skip) noexcept:
+    """The C view of a sweep over one chunk; ``skip``: inline leaves that only products
+    read are not materialised (forward-only sweeps, whose workspace is the plan's)."""
+    cdef spnc_net c
+    c.n_nodes = g.n_nodes
+    c.kind, c.child_ptr, c.child, c.logw, c.wm, c.we = g.kind, g.child_ptr, g.child, g.logw, g.wm, g.we
+    c.w = g.w
+    c.leaf_slot, c.toff, c.sidx, c.pslot, c.first, c.alias = g.leaf_slot, g.toff, g.sidx, g.pslot, g.first, g.alias
+    c.counted = g.counted
+    c.spar_ptr, c.spar_edge, c.spar_node, c.pfirst, c.pbase = g.spar_ptr, g.spar_edge, g.spar_node, g.pfirst, g.pbase
+    c.skip = s.skip if skip else NULL
+    c.var, c.off, c.logp, c.miss, c.lm, c.le, c.nst, c.best = s.var, s.off, s.logp, s.miss, s.lm, s.le, s.nst, s.best
+    c.lin = s.lin
+    c.XT = &XT[0, 0] if XT.shape[1] else NULL
+    c.L = &L[0, 0]
+    c.m = c.xm = XT.shape[1]
+    c.x0 = 0
+    return c

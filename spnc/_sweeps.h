@@ -282,6 +282,34 @@ static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mod
     }
 }
 
+/* spnc_forward_log of the nodes listed in nodes[0..n_list) alone, in that (increasing)
+ * order: the same per-node code, so the same bits. The listed nodes' children that are not
+ * listed must hold their values in their slots already (matrix leaves among the listed
+ * ones are read from L). */
+SPNC_CLONES
+static void spnc_forward_log_some(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
+                                  const int32_t *ns, const int64_t *nodes, int64_t n_list)
+{
+    int64_t i;
+    for (i = 0; i < n_list; i++) {
+        const int64_t n = nodes[i], a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+        double *out = W + (int64_t)ns[n] * SPNC_B;
+        if (g->kind[n] >= 2) {
+            if (g->var[n] >= 0) {
+                spnc_leaf_log(out, g, n, col0, 1);
+            } else {
+                memcpy(out, g->L + g->leaf_slot[n] * g->m + col0, SPNC_B * sizeof(double));
+            }
+        } else if (g->kind[n] == 1) {
+            spnc_prod_node(out, W, g, a, k, cs, col0);
+        } else if (mode == 0) {
+            spnc_sum_block(out, W, cs + a, g->logw + a, k, NULL);
+        } else {
+            spnc_max_block(out, W, cs + a, g->logw + a, k, NULL);
+        }
+    }
+}
+
 /* Sum-product forward sweep in the linear domain (mantissas then exponents per slot). */
 SPNC_CLONES
 static void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs,

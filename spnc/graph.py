@@ -28,7 +28,7 @@ from .nodes import Node
 
 #: per-model caches that a reparameterised copy must not share
 _PARAM_CACHES = frozenset({"_compiled", "_leafcache", "_decisive_leaves", "_observed_sums", "_leaf_states",
-                            "_observed_route"})
+                            "_observed_route", "_changed_from"})
 
 
 class SPN:

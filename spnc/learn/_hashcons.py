@@ -13,6 +13,7 @@ the leaves of its table), giving every node the first node of its key, as
 from __future__ import annotations
 
 import heapq
+import weakref
 
 import numpy as np
 
@@ -27,7 +28,17 @@ def changed_nodes(old: SPN, new: SPN, target: np.ndarray) -> np.ndarray:
     ``old`` (``target``: old node -> new node, -1 dropped), and of their ancestors. A copy
     has one old node, its kind, parameters and children's images, each child the image of
     one old node. ``old`` must have no two nodes of one key (:func:`._graphedit.hash_cons`,
-    or only representatives of its classes mapped one to one)."""
+    or only representatives of its classes mapped one to one). The last answer is kept on
+    ``new`` for the same ``old`` and ``target`` objects (merging asks twice)."""
+    hit = new.__dict__.get("_changed_from")
+    if hit is not None and hit[0]() is old and hit[1] is target:
+        return hit[2].copy()
+    mark = _changed_nodes(old, new, target)
+    new.__dict__["_changed_from"] = (weakref.ref(old), target, mark.copy())
+    return mark
+
+
+def _changed_nodes(old: SPN, new: SPN, target: np.ndarray) -> np.ndarray:
     M = new.n_nodes
     target = np.asarray(target, dtype=np.int64)
     valid = np.flatnonzero(target >= 0)

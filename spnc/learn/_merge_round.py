@@ -17,6 +17,7 @@ from . import routing as _routing
 from ._carry import Routing, subnetwork
 from ._graphedit import descendants, rebuild, replace_by_leaves
 from ._leafcache import LeafCache, leaf_values
+from ._nodevalues import NodeValues
 from ._redirect import redirect
 from ._refit import hard_refit, local_refit
 from ._routing import sums_over_nodes, union_runs
@@ -51,6 +52,9 @@ class _Round:
         self.vcache = self.vcache0 if Xv is None or self.vcache0.complete else \
             LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt, checked_by=seen)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
+        # every node's values kept from model to model: validation rows, indicator evidence
+        self.vstore = None if Xv is None else NodeValues(self.vcache0, n_threads=nt, max_bytes=OTHER_LEAF_BYTES)
+        self.estore = None
         self._dist = None
         self._vroute = (None, None)     # (model, its validation routing)
         self._troute = (None, None)     # (model, its training routing, routed or carried over)
@@ -78,16 +82,29 @@ class _Round:
         ``n`` becoming ``target[n]`` (-1: dropped; None: unknown, routed when asked)."""
         if self._troute[0] is old and target is not None:
             self._troute = (new, self._troute[1].carry(target, new.n_nodes))
+        self.link(old, new, target)
 
-    def valid_values(self, spn: SPN, nodes) -> np.ndarray:
+    def link(self, old: SPN, new: SPN, target: np.ndarray | None) -> None:
+        """Record that ``new`` was made from ``old`` (as in :meth:`carry`) for the kept node
+        values (:class:`._nodevalues.NodeValues`)."""
+        for store in (self.vstore, self.estore):
+            if store is not None:
+                store.link(old, new, target)
+
+    def valid_values(self, spn: SPN, nodes, kept: bool = True) -> np.ndarray:
         """``log S_n`` of the validation rows for ``nodes``, shape (len(nodes), n_rows).
-        (Not kept: the callers ask for different nodes, and every node's values at once
-        cost more than the passes they save, measured on O-SPNs and L-SPNs alike.) Nodes
-        over a small part of the model are evaluated on that part alone
-        (:func:`._carry.subnetwork`: the same values), leaves by :func:`._leafcache.leaf_values`."""
+        Leaves by :func:`._leafcache.leaf_values`; with ``kept``, every node's values of
+        ``spn`` kept, only the nodes changed since the model it was made from computed
+        (:class:`._nodevalues.NodeValues`; the same values); else (an intermediate model
+        asked once) nodes over a small part of the model evaluated on that part alone
+        (:func:`._carry.subnetwork`: the same values) or a sweep."""
         nodes = np.asarray(nodes, dtype=np.int64)
         if 0 < nodes.size <= LEAF_VALUES_MAX and np.all(spn.kind[nodes] >= 2):
             V = leaf_values(spn, nodes, self.vcache0)
+            if V is not None:
+                return V
+        if kept and nodes.size and self.vstore is not None:
+            V = self.vstore.values(spn, nodes)
             if V is not None:
                 return V
         mark = descendants(spn, nodes)
@@ -108,7 +125,8 @@ class _Round:
             self.evidence = indicator_evidence(spn)
             self.ecache = LeafCache(self.evidence[0], MARGINAL, max_bytes=OTHER_LEAF_BYTES, n_threads=self.nt1,
                                     evidence_off=self.evidence[1])
-        P, off = scope_marginals(spn, self.nt, self.evidence, self.ecache)
+            self.estore = NodeValues(self.ecache, n_threads=self.nt1, max_bytes=OTHER_LEAF_BYTES)
+        P, off = scope_marginals(spn, self.nt, self.evidence, self.ecache, self.estore)
         skip = np.zeros(spn.n_nodes, dtype=bool)
         ind = spn.leaf_tables.get("indicator")
         if ind is not None:
@@ -209,7 +227,7 @@ class _Round:
         if R is None:
             R = _routing.route(spn, self.X, n_threads=self.nt, cache=self.cache)
         Rv = self.valid_routing(spn)
-        Lv = self.valid_values(spn, cand)
+        Lv = self.valid_values(spn, cand, kept=False)
         made: dict[int, tuple] = {}
         for j, n in enumerate(cand):
             rows, vrows = _routing.rows_of(R, n), _routing.rows_of(Rv, n)
@@ -282,6 +300,7 @@ class _Round:
         if D is not None and R is not None:
             self._troute = (new, R)
         self.made_from = None if target is None else (spn, target)
+        self.link(spn, new, target)
         return new, int(moved.size)
 
 

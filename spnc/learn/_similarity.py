@@ -60,20 +60,23 @@ def node_marginals(spn: SPN, n_threads: int | None = None, evidence=None,
     return np.exp(L[:, :K]), off
 
 
-def scope_marginals(spn: SPN, n_threads: int | None, evidence, cache) -> tuple[np.ndarray, np.ndarray]:
+def scope_marginals(spn: SPN, n_threads: int | None, evidence, cache, store=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`node_marginals` where only the columns of each node's own scope variables are
     set (the others are undefined): all :class:`Pairs` reads. The same values there, one
-    ``exp`` per entry read rather than per node and column."""
+    ``exp`` per entry read rather than per node and column. ``store``: a
+    :class:`._nodevalues.NodeValues` of the evidence rows (the same values, kept)."""
     from .routing import node_values
     E, off = evidence
     N, K = spn.n_nodes, int(off[-1])
-    L = node_values(spn, E, np.arange(N), n_threads=n_threads, cache=cache, by_node=True)
     sp, sc = spn.scope_ptr, spn.scope
     card = off[sc + 1] - off[sc]
     rows = np.repeat(np.repeat(np.arange(N), np.diff(sp)), card)
     cols = _ranges(off[sc], card)
+    L = None if store is None else store.column_values(spn, rows, cols)
+    if L is None:
+        L = node_values(spn, E, np.arange(N), n_threads=n_threads, cache=cache, by_node=True)[rows, cols]
     P = np.empty((N, K))
-    P[rows, cols] = np.exp(L[rows, cols])
+    P[rows, cols] = np.exp(L)
     return P, off
 
 

@@ -70,7 +70,7 @@ def _identical_merge(spn: SPN, made_from=None) -> tuple[SPN, np.ndarray | None]:
     Fig. 3(a) simplification made nodes, which have no old node). ``made_from``: (a model
     without identical sub-networks, its node -> ``spn``'s node), when ``spn`` was made from
     it: only the nodes that differ are keyed (:mod:`._hashcons`), the same result."""
-    target = np.arange(spn.n_nodes)
+    target, first = np.arange(spn.n_nodes), True
     while True:
         # every node changed: hash_cons's result, leaves of a column table keyed at once
         changed = np.ones(spn.n_nodes, dtype=bool) if made_from is None else \
@@ -83,7 +83,10 @@ def _identical_merge(spn: SPN, made_from=None) -> tuple[SPN, np.ndarray | None]:
         new, keep = redirect(spn, rep, obs_var=_routing.observed_sums(spn), learner=spn.learner, stats={},
                              created=made)
         step = redirect_target(keep, rep, moved, spn.n_nodes)
-        target = None if target is None or made else np.where(target >= 0, step[np.maximum(target, 0)], -1)
+        # (the first step itself, not an equal copy: changed_nodes keeps its answer per object)
+        target = None if target is None or made else step if first else \
+            np.where(target >= 0, step[np.maximum(target, 0)], -1)
+        first = False
         made_from = None if made else (spn, step)
         spn = new
 
