@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spnc
-from spnc.learn import Merge, merge as merge_mod
+from spnc.learn import Merge, _hashcons, merge as merge_mod
 from spnc.learn._graphedit import hash_cons
 from spnc.learn._hashcons import changed_nodes, hash_cons_changed
 from spnc.learn._merge_round import redirect_target
@@ -15,8 +15,11 @@ from spnc.learn.merge import identical_merge
 from conftest import learned_trees, random_spn
 
 
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_after_redirecting_random_nodes_it_equals_hash_consing_every_node(seed):
+def test_after_redirecting_random_nodes_it_equals_hash_consing_every_node(seed, fast, monkeypatch):
+    """(``fast``: the check that no changed node has another's key tried at once.)"""
+    monkeypatch.setattr(_hashcons, "_DISTINCT_MIN", 0 if fast else 1 << 40)
     rng = np.random.default_rng(seed)
     card = [2, 2, 3, 2]
     old = identical_merge(spnc.compile(random_spn(rng, card, depth=3, share=0.3, leaf="bernoulli"),
@@ -38,9 +41,11 @@ def test_after_redirecting_random_nodes_it_equals_hash_consing_every_node(seed):
     assert not same.any() and np.array_equal(hash_cons_changed(old, same), np.arange(old.n_nodes))
 
 
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("split", ["latent", "observed"])
 @pytest.mark.parametrize("leaves", ["univariate", "chowliu"])
-def test_every_identical_merge_of_a_fit_equals_hash_consing_every_node(split, leaves, monkeypatch):
+def test_every_identical_merge_of_a_fit_equals_hash_consing_every_node(split, leaves, fast, monkeypatch):
+    monkeypatch.setattr(_hashcons, "_DISTINCT_MIN", 0 if fast else 1 << 40)
     rng = np.random.default_rng(0)
     gen = spnc.compile(random_spn(rng, [2] * 7, depth=3, share=0.0, leaf="bernoulli"))
     X = gen.sample(900, seed=0)
@@ -94,3 +99,20 @@ def test_identical_merge_keys_every_node_as_hash_consing_does(split, leaves, mon
         assert np.array_equal(a.weight, b.weight)
         assert all(np.array_equal(a.leaf_tables[k].node, b.leaf_tables[k].node) for k in a.leaf_tables)
         assert all(a.leaf_tables[k].content_key() == b.leaf_tables[k].content_key() for k in a.leaf_tables)
+
+
+def test_a_changed_node_with_an_unchanged_nodes_key_is_not_called_distinct(monkeypatch):
+    """Two sums of one key (one changed) share a hash: the check decides nothing and the
+    nodes are keyed one by one (the changed one merged into the other); with other
+    weights the check proves the keys distinct."""
+    from spnc.graph import SPN
+    monkeypatch.setattr(_hashcons, "_DISTINCT_MIN", 0)
+    leaves = spnc.compile(spnc.Sum([spnc.Bernoulli(0, 0.3), spnc.Bernoulli(0, 0.6)], [0.5, 0.5]))
+    for w, merged in (([0.4, 0.6], True), ([0.6, 0.4], False)):
+        spn = SPN.from_arrays(np.array([2, 2, 0, 0, 0], dtype=np.uint8), np.array([0, 0, 0, 2, 4, 6]),
+                              np.array([0, 1, 0, 1, 2, 3]), np.array([0.4, 0.6] + w + [0.5, 0.5]),
+                              {"bernoulli": leaves.leaf_tables["bernoulli"]}, leaves.cardinality)
+        changed = np.array([False, False, False, True, True])
+        assert _hashcons._distinct(spn, np.arange(5), changed & (spn.kind < 2)) is not merged
+        rep = hash_cons_changed(spn, changed)
+        assert np.array_equal(rep, hash_cons(spn)) and bool(rep[3] == 2) is merged

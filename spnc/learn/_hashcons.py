@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from .._validation import scope_index
-from ..graph import SPN
+from ..graph import SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys, node_key
 
@@ -87,6 +87,11 @@ def _changed_nodes(old: SPN, new: SPN, target: np.ndarray) -> np.ndarray:
         mark[parent[up]] = True
 
 
+#: changed inner nodes from which a check that none has another's key (one array pass,
+#: about 0.4 ms on 2,700 nodes) is tried before keying them one by one (~4 us each)
+_DISTINCT_MIN = 64
+
+
 def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
     """:func:`._graphedit.hash_cons` of ``spn`` whose nodes outside ``changed`` (closed
     upwards, :func:`changed_nodes`) have distinct keys."""
@@ -131,6 +136,9 @@ def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
                 rep[n] = r
                 if not todo[n]:
                     touch(n)
+    inner = todo & (kind < 2)
+    if not heap and np.count_nonzero(inner) >= _DISTINCT_MIN and _distinct(spn, rep, inner):
+        return rep                       # no changed inner node has another's key
     heap.extend(np.flatnonzero(todo & (kind < 2)).tolist())
     heapq.heapify(heap)
     seen: dict = {}
@@ -162,6 +170,46 @@ def hash_cons_changed(spn: SPN, changed: np.ndarray) -> np.ndarray:
         if rep[n] != n:
             touch(n)
     return rep
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 words (wrapping)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _distinct(spn: SPN, rep: np.ndarray, cand: np.ndarray) -> bool:
+    """True when :func:`._graphedit.node_key` (children by ``rep``) provably gives no node
+    of ``cand`` an int (a sum over one node) or the key of another inner node: every sum
+    over distinct children, and a 64-bit hash of each inner node's key (kind, sorted
+    children, a sum's weights bit for bit in that order) shared by no other. False
+    decides nothing."""
+    if not cand.any():
+        return True
+    kind, ptr = spn.kind, spn.child_ptr
+    N, deg = spn.n_nodes, np.diff(ptr)
+    par = np.repeat(np.arange(N), deg)
+    c = rep[spn.child].astype(np.int64)
+    wb = np.where(kind[par] == SUM, spn.weight.view(np.uint64), np.uint64(0))
+    o = np.lexsort((wb, c, par))                  # each node's edges stay in its range
+    p, c, wb = par[o], c[o], wb[o]
+    # a sum over one node keys as that node; repeated children are merged into one key
+    # (any sum's, which then may equal a changed node's)
+    sums = kind == SUM
+    if (deg[cand & sums] < 2).any() or (sums[p[1:]] & (p[1:] == p[:-1]) & (c[1:] == c[:-1])).any():
+        return False
+    pos = np.arange(len(p)) - ptr[p]
+    h = _mix(_mix(c.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) ^ wb) + _mix(pos.astype(np.uint64) + np.uint64(1))
+    inner = np.flatnonzero((kind < 2) & (deg > 0))
+    H = np.zeros(N, dtype=np.uint64)
+    H[inner] = np.add.reduceat(_mix(h), ptr[inner]) if len(h) else 0
+    H = _mix(H ^ (kind.astype(np.uint64) << np.uint64(40)) ^ deg.astype(np.uint64))
+    inner = np.flatnonzero(kind < 2)
+    o = np.argsort(H[inner], kind="stable")
+    hs, nodes = H[inner][o], inner[o]
+    same = np.flatnonzero(hs[1:] == hs[:-1])
+    return not (cand[nodes[same]] | cand[nodes[same + 1]]).any()
 
 
 def _columns(t) -> list[np.ndarray] | None:
