@@ -71,6 +71,36 @@ def test_clusters_are_the_leader_pass_over_each_distance_matrix(seed):
         assert len(want) or eps == 0.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_of_one_close_pair_cluster_that_pair(seed):
+    """Few close pairs (most groups with none, one or two; NaN and infinite distances):
+    the pair found in one pass over the groups is the one of triu order, and the
+    clusters are the matrix loop's, in its order."""
+    rng = np.random.default_rng(seed)
+    pairs = _pairs(rng, rng.choice([2, 3, 5, 17, 63, 64, 65, 100, 300], size=40))
+    pairs.dist = rng.choice([np.inf, np.nan, 1.0], size=len(pairs.dist))
+    for g in range(len(pairs.gptr) - 1):
+        k = pairs.pptr[g + 1] - pairs.pptr[g]
+        at = pairs.pptr[g] + rng.choice(k, size=min(k, rng.choice([0, 1, 1, 2])), replace=False)
+        pairs.dist[at] = rng.choice([0.0, 0.01], size=len(at))
+    pairs.gmin = np.fmin.reduceat(pairs.dist, pairs.pptr[:-1])
+    count = rng.integers(0, 4, size=int(pairs.members.max()) + 1)
+    rnd = object.__new__(_Round)
+    rnd.distances = lambda spn: pairs
+    groups = np.arange(len(pairs.gptr) - 1)
+    for eps in (0.0, 0.01):
+        i, j = pairs.single_pairs(groups, eps)
+        for g in groups:
+            o, s = pairs.pptr[g], pairs.gptr[g + 1] - pairs.gptr[g]
+            c = np.flatnonzero(pairs.dist[o:o + s * (s - 1) // 2] <= eps)
+            ti, tj = np.triu_indices(s, 1)
+            assert (i[g], j[g]) == ((ti[c[0]], tj[c[0]]) if len(c) == 1 else (-1, -1))
+        assert (i >= 0).sum() >= 3
+        got = rnd.clusters(None, eps, lambda: count)
+        want = _clusters_by_matrix(pairs, eps, count)
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def _keep_best_by_products(Rv, clusters, count, Lv) -> np.ndarray:
     M = np.concatenate(clusters)
     size = np.array([len(c) for c in clusters])

@@ -138,14 +138,24 @@ class _Round:
     def clusters(self, spn: SPN, eps: float, train_rows) -> list[np.ndarray]:
         """Clusters of nodes to merge; ``train_rows()`` gives the rows reaching each node
         (called only when some pair is within ``eps``), which orders the leaders."""
-        count = None
-        out = []
+        out: list = []
         pairs = self.distances(spn)
-        for g in np.flatnonzero(pairs.gmin <= eps):
+        groups = np.flatnonzero(pairs.gmin <= eps)
+        if not groups.size:
+            return out
+        count = train_rows()
+        one_i, one_j = pairs.single_pairs(groups, eps)
+        single = groups[one_i >= 0]
+        if single.size:         # the memory check of the largest matrix those groups skip
+            size = pairs.gptr[single + 1] - pairs.gptr[single]
+            g = int(single[np.argmax(size)])
+            pairs._budget(17.0 * float(size.max()) ** 2, g, "a matrix of its close pairs")
+        for g, i, j in zip(groups.tolist(), one_i.tolist(), one_j.tolist()):
             m = pairs.members[pairs.gptr[g]:pairs.gptr[g + 1]]
+            if i >= 0:          # one close pair: its two members are the group's one cluster
+                out.append(m[[i, j]])
+                continue
             close = pairs.close(g, eps)
-            if count is None:
-                count = train_rows()
             # a member close to no other leads a cluster of itself: no one else takes it
             free = close.sum(axis=1) > 1
             _leaders(m, close, free, np.argsort(-count[m], kind="stable"), out)

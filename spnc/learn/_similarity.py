@@ -226,6 +226,29 @@ class Pairs:
         C[j[c], i[c]] = True
         return C
 
+    def single_pairs(self, groups: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``groups``: the members (local indices ``i < j``) of its one pair
+        within ``eps``, or -1 when it has none or several; all groups in one pass. (Such a
+        group's only cluster is that pair, whatever the leaders' order.)"""
+        a, k = self.pptr[groups], self.pptr[groups + 1] - self.pptr[groups]
+        c = self.dist[_ranges(a, k)] <= eps
+        owner = np.repeat(np.arange(len(groups)), k)
+        one = np.bincount(owner[c], minlength=len(groups)) == 1
+        i = np.full(len(groups), -1, dtype=np.int64)
+        j = i.copy()
+        pos = np.flatnonzero(c)
+        pos = pos[one[owner[pos]]]
+        g = owner[pos]
+        q = pos - (np.cumsum(k) - k)[g]                  # the pair's place in triu order
+        n = (self.gptr[groups + 1] - self.gptr[groups])[g]
+        r = ((2 * n - 1 - np.sqrt((2 * n - 1) ** 2 - 8 * q)) // 2).astype(np.int64)
+        for _ in range(2):                               # exact in integers: row r holds q
+            first = r * n - r * (r + 1) // 2
+            r = np.where(first > q, r - 1, np.where(first + n - 1 - r <= q, r + 1, r))
+        first = r * n - r * (r + 1) // 2
+        i[g], j[g] = r, q - first + r + 1
+        return i, j
+
     def matrix(self, g: int) -> np.ndarray:
         """Group ``g``'s distance matrix, with an infinite diagonal."""
         s, o = int(self.gptr[g + 1] - self.gptr[g]), int(self.pptr[g])
