@@ -360,3 +360,16 @@ def test_transposed_rows_keep_chunks_only_within_their_budget():
         assert np.array_equal(a, want) and np.array_equal(b, want)
         assert (a is b) == (rows is big)
     assert not small._kept and big._kept
+
+
+def test_a_route_in_small_chunks_is_the_route_in_one():
+    """The leaf matrix's budget per chunk (merging routes its training rows in chunks
+    whose matrix stays in the caches) changes no row's path and no edge count."""
+    from conftest import learned_trees, merge_data
+    X, _ = merge_data(n=3000)
+    tree = learned_trees(X[:600])["latent", "chowliu"]
+    ea, eb = np.zeros(tree.n_edges), np.zeros(tree.n_edges)
+    a = route(tree, X, edge_counts=ea)
+    b = route(tree, X, edge_counts=eb, chunk_values=2000)
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert np.array_equal(ea, eb)

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from .. import _infer
 from .._kinds import MAX
-from .._sweep import Sweep
+from .._sweep import CHUNK_VALUES, Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
@@ -44,7 +44,7 @@ from ._routing import bits_to_csc, copy_runs, observed_route, state_masks
 
 
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None,
-          cache=None) -> sp.csc_matrix:
+          cache=None, chunk_values: int = CHUNK_VALUES) -> sp.csc_matrix:
     """Boolean ``(n_rows, n_nodes)`` sparse matrix: ``[r, n]`` is set when row ``r`` of
     ``X`` reaches node ``n`` under hard assignment (see the module notes). Column ``n``'s
     indices are the rows of node ``n``, in increasing order. Works on any single-root or
@@ -55,7 +55,8 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     forward keeps only the live nodes' values and each sum's arg-max edge, the top-down
     pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes.
     ``cache``: a :class:`._leafcache.LeafCache` of ``X`` in max mode (used when it
-    applies), which keeps leaf values from earlier passes."""
+    applies), which keeps leaf values from earlier passes. ``chunk_values``: the leaf
+    matrix's budget per chunk (:class:`spnc._sweep.Sweep`'s ``budget``)."""
     mine = cache is not None and cache.checked(spn, X)
     X = X if mine else spn._check_X(X)
     if not decisive_leaves(spn).any() and (cache.complete if mine else not np.isnan(X).any()):
@@ -67,7 +68,8 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
         lv = cache if mine and cache.serves(MAX) and cache.usable(spn, X) else None
     n = X.shape[0]
     N = spn.n_nodes
-    sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv, transposed=cache.rows if mine else None)
+    sw = Sweep(spn, X, MAX, n_threads, workspace="select", leaf_values=lv, transposed=cache.rows if mine else None,
+               budget=chunk_values)
     nt = sw.n_threads
     acts = sw.acts()
     edge = np.zeros((nt, max(spn.n_edges, 1)))
