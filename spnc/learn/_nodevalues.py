@@ -7,7 +7,7 @@ model (:func:`._hashcons.changed_nodes`: same kind and parameters, children the 
 the old node's children, all of them unchanged copies too) has its values bit for bit: the
 log-domain sweep computes a node from its children's values alone. :class:`NodeValues`
 keeps every node's values of the last models it was asked about, gives an unchanged copy
-the old node's row and computes only the other nodes (:func:`spnc._infer.forward_some`,
+the old node's slot and computes only the other nodes (:func:`spnc._infer.forward_some`,
 the sweep's own per-node code).
 """
 from __future__ import annotations
@@ -17,11 +17,9 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import _infer
-from .._buffers import aligned_empty
 from .._kinds import MARGINAL
 from .._sweep import graph_of, leaf_states, transposed_chunk
 from ..graph import SPN
-from ..leaves.base import _ranges
 from ._hashcons import changed_nodes
 
 _B = _infer.BLOCK
@@ -36,7 +34,7 @@ class NodeValues:
     (:meth:`link`) computes its changed nodes alone, in place: each node has a slot of the
     store, one block of rows per slab. The slots take at most ``max_bytes`` (beyond, the
     kept models are dropped; a model too large for a third of them gets None from
-    :meth:`rows` and the caller sweeps)."""
+    :meth:`slots_of` and the caller sweeps)."""
 
     def __init__(self, cache, *, n_threads: int = 1, max_bytes: int = 256 << 20, keep: int = 4):
         self.cache, self.n_threads, self.keep = cache, int(n_threads), int(keep)
