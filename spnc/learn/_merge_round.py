@@ -56,9 +56,7 @@ class _Round:
         self.vcache = self.vcache0 if Xv is None or self.vcache0.complete else \
             LeafCache(Xv, MAX, max_bytes=OTHER_LEAF_BYTES, n_threads=nt, checked_by=seen)
         self.evidence, self.ecache, self.nt1 = None, None, nt     # indicator evidence of the marginals
-        # every node's values kept from model to model: validation rows, indicator evidence
-        self.vstore = None if Xv is None else NodeValues(self.vcache0, n_threads=nt, max_bytes=OTHER_LEAF_BYTES)
-        self.estore = None
+        self.estore = None              # every node's values on the evidence, kept (NodeValues)
         self._dist = None
         self._vroute = (None, None)     # (model, its validation routing)
         self._troute = (None, None)     # (model, its training routing, routed or carried over)
@@ -91,25 +89,21 @@ class _Round:
 
     def link(self, old: SPN, new: SPN, target: np.ndarray | None) -> None:
         """Record that ``new`` was made from ``old`` (as in :meth:`carry`) for the kept node
-        values (:class:`._nodevalues.NodeValues`)."""
-        for store in (self.vstore, self.estore):
-            if store is not None:
-                store.link(old, new, target)
+        values of the marginals (:class:`._nodevalues.NodeValues`)."""
+        if self.estore is not None:
+            self.estore.link(old, new, target)
 
-    def valid_values(self, spn: SPN, nodes, kept: bool = True) -> np.ndarray:
+    def valid_values(self, spn: SPN, nodes) -> np.ndarray:
         """``log S_n`` of the validation rows for ``nodes``, shape (len(nodes), n_rows).
-        Leaves by :func:`._leafcache.leaf_values`; with ``kept``, every node's values of
-        ``spn`` kept, only the nodes changed since the model it was made from computed
-        (:class:`._nodevalues.NodeValues`; the same values); else (an intermediate model
-        asked once) nodes over a small part of the model evaluated on that part alone
-        (:func:`._carry.subnetwork`: the same values) or a sweep."""
+        (Not kept: the callers ask for different nodes, and every node's values at once
+        cost more than the passes they save, measured on O-SPNs and L-SPNs alike; so did
+        :class:`._nodevalues.NodeValues` on the validation rows, jester's L-SPNs 6 and 36
+        ms a fit slower.) Nodes over a small part of the model are evaluated on that part
+        alone (:func:`._carry.subnetwork`: the same values), leaves by
+        :func:`._leafcache.leaf_values`."""
         nodes = np.asarray(nodes, dtype=np.int64)
         if 0 < nodes.size <= LEAF_VALUES_MAX and np.all(spn.kind[nodes] >= 2):
             V = leaf_values(spn, nodes, self.vcache0)
-            if V is not None:
-                return V
-        if kept and nodes.size and self.vstore is not None:
-            V = self.vstore.values(spn, nodes)
             if V is not None:
                 return V
         mark = descendants(spn, nodes)
@@ -242,7 +236,7 @@ class _Round:
         if R is None:
             R = _routing.route(spn, self.X, n_threads=self.nt, cache=self.cache)
         Rv = self.valid_routing(spn)
-        Lv = self.valid_values(spn, cand, kept=False)
+        Lv = self.valid_values(spn, cand)
         made: dict[int, tuple] = {}
         for j, n in enumerate(cand):
             rows, vrows = _routing.rows_of(R, n), _routing.rows_of(Rv, n)
