@@ -1,4 +1,5 @@
 """Build spnc's Cython extensions; OpenMP is added only when the compiler can link it."""
+import glob
 import os
 import sys
 import tempfile
@@ -80,8 +81,12 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+# the C headers the kernels include: an edit to one alone must rebuild (setuptools compares
+# the .so with its sources and these, not with what the C file includes)
+HEADERS = sorted(glob.glob("spnc/**/*.h", recursive=True))
+
 extensions = [
-    Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=["spnc"])
+    Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=["spnc"], depends=HEADERS)
     for name, _ in MODULES
     if os.path.exists(name.replace(".", "/") + ".pyx")
 ]
