@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._sources import is_streamed
 from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
@@ -196,7 +197,8 @@ class DensityEstimator:
     def _positional_valid(self, X_valid, named: bool) -> None:
         """Warn, as a query would, when the training columns have names and ``X_valid`` is an
         array without them: its columns are taken by position. Said by the outermost fit only."""
-        if named and isinstance(X_valid, (np.ndarray, list, tuple)) and len(_FITTING.get()) <= 1:
+        rows = isinstance(X_valid, np.ndarray) or (isinstance(X_valid, (list, tuple)) and not is_streamed(X_valid))
+        if named and rows and len(_FITTING.get()) <= 1:       # (a list of blocks: DataFrame blocks have names)
             warn_user(f"X_valid does not have valid feature names, but X has: {type(self).__name__}.fit takes "
                       "its columns by position")
 
