@@ -72,6 +72,21 @@ def test_mpe_and_routing_match_numpy_selection_on_sums_of_every_width(seed, miss
     np.testing.assert_array_equal(ec, want_ec)
 
 
+@pytest.mark.parametrize("step", [1, 7, 9, 64])
+def test_mpe_fills_missing_rows_at_every_position_of_a_block(step):
+    """The most probable states are written by row masks (eight masked stores where the CPU
+    has AVX-512): missing entries at every step-th row, a partial last block included."""
+    rng = np.random.default_rng(step)
+    spn = _model(rng)
+    X = rng.integers(0, 2, size=(200, 6)).astype(float)
+    for v in range(6):
+        X[(np.arange(200) + v) % step == 0, v] = np.nan
+    want, value, _, _ = _reference(spn, X)
+    filled, mp = spn.mpe(X, n_threads=1)
+    np.testing.assert_array_equal(filled, want)
+    np.testing.assert_allclose(mp, value, rtol=1e-13, atol=0)
+
+
 def _wide_model(rng: np.random.Generator, n_vars: int) -> spnc.SPN:
     """Binary variables in pairs, four 9-edge sums per pair, and a 3-edge root over
     products that take one sum of every pair."""
