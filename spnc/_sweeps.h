@@ -154,8 +154,10 @@ static inline void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int
         for (v = 0; v < n_vars; v += 8) __builtin_prefetch(X + j * rs + v, 0, 2);
 }
 
-/* Add (log domain) leaf c's log-values for rows col0.. to s, or (put) write them there. */
-static SPNC_INLINE void spnc_leaf_log(double *restrict s, const spnc_net *g, int64_t c, int64_t col0, int put)
+/* Add (log domain) leaf c's log-values for rows col0.. to s, or (put) write them there; with
+ * base, write base + them (a product's first two children at once: no copy of the first). */
+static SPNC_INLINE void spnc_leaf_log_to(double *restrict s, const double *restrict base, const spnc_net *g,
+                                         int64_t c, int64_t col0, int put)
 {
     const double *restrict x = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict lp = g->logp + g->off[c];
@@ -167,7 +169,7 @@ static SPNC_INLINE void spnc_leaf_log(double *restrict s, const spnc_net *g, int
             double v = x[j];
             double y = v == 1.0 ? a1 : a0;
             y = v == v ? y : miss;
-            s[j] = put ? y : s[j] + y;
+            s[j] = base ? base[j] + y : (put ? y : s[j] + y);
         }
     } else {
         for (j = 0; j < SPNC_B; j++) {
@@ -175,9 +177,14 @@ static SPNC_INLINE void spnc_leaf_log(double *restrict s, const spnc_net *g, int
             int32_t st = (int32_t)(v == v ? v : 0.0);
             double y = lp[st];
             y = v == v ? y : miss;
-            s[j] = put ? y : s[j] + y;
+            s[j] = base ? base[j] + y : (put ? y : s[j] + y);
         }
     }
+}
+
+static SPNC_INLINE void spnc_leaf_log(double *restrict s, const spnc_net *g, int64_t c, int64_t col0, int put)
+{
+    spnc_leaf_log_to(s, NULL, g, c, col0, put);
 }
 
 /* Multiply (linear domain) leaf c's values into (m, x); missing -> 1 = 0.5 * 2^1. */
@@ -214,8 +221,21 @@ static SPNC_INLINE void spnc_prod_node(double *restrict out, const double *restr
     int64_t e;
     int j;
     /* straight into out, which is no child's slot (plan_slots allocates a node's slot before
-       it frees its children's); the first child starts the sum (0 + x is x) */
-    for (e = 0; e < k; e++) {
+       it frees its children's); the first child starts the sum (0 + x is x). A first child
+       in a slot is added to the second at once: its copy alone was a call to memcpy. */
+    e = 0;
+    if (k >= 2 && g->var[g->child[a]] < 0) {
+        const double *restrict v0 = W + (int64_t)cs[a] * SPNC_B;
+        const int64_t c1 = g->child[a + 1];
+        if (g->var[c1] >= 0) {
+            spnc_leaf_log_to(out, v0, g, c1, col0, 0);
+        } else {
+            const double *restrict v1 = W + (int64_t)cs[a + 1] * SPNC_B;
+            for (j = 0; j < SPNC_B; j++) out[j] = v0[j] + v1[j];
+        }
+        e = 2;
+    }
+    for (; e < k; e++) {
         int64_t c = g->child[a + e];
         if (g->var[c] >= 0) {
             spnc_leaf_log(out, g, c, col0, e == 0);

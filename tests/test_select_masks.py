@@ -87,6 +87,23 @@ def test_mpe_fills_missing_rows_at_every_position_of_a_block(step):
     np.testing.assert_allclose(mp, value, rtol=1e-13, atol=0)
 
 
+def test_mpe_on_products_whose_first_children_are_sums_or_leaves():
+    """Products starting with a sum then a sum, a sum then a leaf, a leaf then a sum (the
+    max-product forward adds a first child in a slot to the second at once)."""
+    rng = np.random.default_rng(5)
+    B = lambda v: spnc.Bernoulli(v, float(rng.uniform(0.1, 0.9)))  # noqa: E731
+    pair = lambda v: Sum([Product([B(v), B(v + 1)]) for _ in range(3)], rng.dirichlet(np.ones(3)))  # noqa: E731
+    prods = [Product([pair(0), pair(2), B(4)]), Product([pair(0), B(2), B(3), B(4)]),
+             Product([B(0), B(1), pair(2), B(4)]), Product([pair(0), B(4), pair(2)])]
+    spn = spnc.compile(Sum(prods, rng.dirichlet(np.ones(4))))
+    X = rng.integers(0, 2, size=(300, 5)).astype(float)
+    X[rng.random(X.shape) < 0.4] = np.nan
+    want, value, _, _ = _reference(spn, X)
+    filled, mp = spn.mpe(X, n_threads=1)
+    np.testing.assert_array_equal(filled, want)
+    np.testing.assert_allclose(mp, value, rtol=1e-13, atol=0)
+
+
 def _wide_model(rng: np.random.Generator, n_vars: int) -> spnc.SPN:
     """Binary variables in pairs, four 9-edge sums per pair, and a 3-edge root over
     products that take one sum of every pair."""
