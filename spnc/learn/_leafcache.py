@@ -198,6 +198,17 @@ class LeafCache:
             sub.log_prob(np.ascontiguousarray(self.X[rows].T), V, self.mode, self.n_threads)
         return V
 
+    def kept_rows(self, spn, slots: np.ndarray) -> np.ndarray | None:
+        """The rows of ``V`` holding ``spn``'s matrix leaves at leaf ``slots``; None when
+        one of them is not kept (or some tables are evaluated on every pass)."""
+        lay = self._layout(spn)
+        if lay is None or lay[2]:
+            return None
+        row = np.full(spn.n_leaves, -1, dtype=np.int64)
+        row[lay[0]] = lay[1]
+        r = row[slots]
+        return None if np.any(r < 0) else r
+
     def serves(self, mode: int) -> bool:
         """True when values in ``mode`` are this cache's (on complete rows a leaf's
         max-product value is its log-likelihood)."""
@@ -231,7 +242,6 @@ def leaf_values(spn, nodes: np.ndarray, cache: LeafCache) -> np.ndarray | None:
     at[nodes] = np.arange(len(nodes))
     if not np.array_equal(at[nodes], np.arange(len(nodes))):       # a node asked twice
         return None
-    lay = None
     for t in spn.leaf_tables.values():
         mine = np.flatnonzero(at[t.node] >= 0) if len(t) else np.zeros(0, dtype=np.int64)
         if not mine.size:
@@ -239,13 +249,8 @@ def leaf_values(spn, nodes: np.ndarray, cache: LeafCache) -> np.ndarray | None:
         pos = at[t.node[mine]]
         st = t.state_log_probs(spn.cardinality)
         if st is None:
-            lay = cache._layout(spn) if lay is None else lay
-            if lay is None or lay[2]:
-                return None
-            row = np.full(spn.n_leaves, -1, dtype=np.int64)
-            row[lay[0]] = lay[1]
-            r = row[t.slot[mine]]
-            if np.any(r < 0):
+            r = cache.kept_rows(spn, t.slot[mine])
+            if r is None:
                 return None
             out[pos] = cache.V[r]
             continue

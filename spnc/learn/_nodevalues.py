@@ -153,13 +153,8 @@ class NodeValues:
         need = np.flatnonzero(miss & mat)
         if need.size:
             cache = self.cache
-            lay = cache._layout(spn) if cache.serves(MARGINAL) else None
-            if lay is None or lay[2]:
-                return None
-            row = np.full(spn.n_leaves, -1, dtype=np.int64)
-            row[lay[0]] = lay[1]
-            src = row[spn.leaf_slot[need]]
-            if np.any(src < 0):
+            src = cache.kept_rows(spn, spn.leaf_slot[need]) if cache.serves(MARGINAL) else None
+            if src is None:
                 return None
             s = self._alloc(need.size)
             V = np.empty((need.size, self.nb * _B))
