@@ -62,14 +62,18 @@ def match_columns(tab: Table, var_names: Sequence[str] | None, n_vars: int,
     return tab
 
 
+def _file_of(path: str) -> str:
+    """The lower-cased file (or Zarr store) of a data argument, without ``:/dataset``."""
+    return stream.split_spec(path)[0].rstrip("/").lower()
+
+
 def check_dataset(dataset: str | None, *paths: str | None, flag: str = "--dataset") -> None:
     """Refuse ``--dataset`` when no data file it applies to has datasets (HDF5 or Zarr):
     it would be ignored without a word (docs/cli.md: nothing is guessed silently)."""
     if not dataset:
         return
     given = [p for p in paths if p is not None]
-    if any(p != "-" and stream.split_spec(p)[0].rstrip("/").lower().endswith((".h5", ".hdf5", ".zarr"))
-           for p in given):
+    if any(p != "-" and _file_of(p).endswith((".h5", ".hdf5", ".zarr")) for p in given):
         return
     where = "no data file is given" if not given else \
         f"{', '.join('stdin' if p == '-' else p for p in given)} {'is' if len(given) == 1 else 'are'} not"
@@ -86,8 +90,7 @@ def check_text_options(args, *paths: str | None) -> None:
     given = [f"--{'no-' if args.header is False else ''}header"] if getattr(args, "header", None) is not None else []
     given += [f"--{k}" for k in ("delimiter", "encoding") if getattr(args, k, None) is not None]
     files = [p for p in paths if p is not None]
-    if not given or any(p == "-" or not stream.split_spec(p)[0].rstrip("/").lower().endswith(_NOT_TEXT)
-                        for p in files):
+    if not given or any(p == "-" or not _file_of(p).endswith(_NOT_TEXT) for p in files):
         return
     raise DataError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to text data (CSV, TSV), "
                     f"but {', '.join(files) or 'no data file'} {'is' if len(files) == 1 else 'are'} not text "
