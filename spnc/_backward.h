@@ -152,31 +152,66 @@ static inline void spnc_push512(double *restrict pc, int first, const double *re
 #define SPNC_STATE_LANES 4
 
 #ifdef SPNC_X86_512
-/* The two states' lanes of spnc_leaf_post in 8-row vectors with masked adds, each state's
- * 8 lanes folded to 4 (lane i + lane i + 4) before they are added to sa (state s0's 4 lanes,
- * then s1's when two), which the generic form does in the same order (bits equal). */
+/* The state counts of leaves visit[0..k) (inline, <= 8 states, one posterior pn: the leaf
+ * children of a product, 2-5 in a LearnSPN model), with pn * wt formed once and kept in
+ * registers. A pair of states is summed in 8-row vectors, each state's 8 lanes folded to 4
+ * (lane i + lane i + 4) before they are added to its partial sums; the generic form of
+ * spnc_leaf_post adds in the same order (bits equal). */
 __attribute__((target("avx512f")))
-static void spnc_state_lanes512(const double *pn, const double *wt, const double *x, double s0, double s1,
-                                double *sa, int two)
+static void spnc_state_run512(const spnc_net *g, const int32_t *visit, int64_t k, int64_t col0,
+                              const double *pn, const double *wt, double *state_acc)
 {
-    const __m512d c0 = _mm512_set1_pd(s0), c1 = _mm512_set1_pd(s1);
-    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    __m512d v[SPNC_B / 8];
+    int64_t i;
     int j;
-    for (j = 0; j < SPNC_B; j += 8) {
-        const __m512d v = _mm512_mul_pd(_mm512_loadu_pd(pn + j), _mm512_loadu_pd(wt + j));
-        const __m512d xv = _mm512_loadu_pd(x + j);
-        a0 = _mm512_mask_add_pd(a0, _mm512_cmp_pd_mask(xv, c0, _CMP_EQ_OQ), a0, v);
-        a1 = _mm512_mask_add_pd(a1, _mm512_cmp_pd_mask(xv, c1, _CMP_EQ_OQ), a1, v);
+    for (j = 0; j < SPNC_B / 8; j++) v[j] = _mm512_mul_pd(_mm512_loadu_pd(pn + 8 * j), _mm512_loadu_pd(wt + 8 * j));
+    for (i = 0; i < k; i++) {
+        const int64_t n = visit[i];
+        const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
+        double *restrict sa = state_acc + g->off[n] * SPNC_STATE_LANES;
+        int32_t st = 0;
+        if (g->nst[n] == 2) {
+            /* x in {0, 1}: a1 + v x and a0 + (v - v x) add v or +0, as the masked adds do;
+               a missing x makes a1 NaN, and the block is then counted with masks below */
+            __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+            for (j = 0; j < SPNC_B / 8; j++) {
+                const __m512d xv = _mm512_loadu_pd(x + 8 * j);
+                a1 = _mm512_fmadd_pd(v[j], xv, a1);
+                a0 = _mm512_add_pd(a0, _mm512_fnmadd_pd(v[j], xv, v[j]));
+            }
+            if (!_mm512_cmp_pd_mask(a1, a1, _CMP_UNORD_Q)) {
+                const __m512d f = _mm512_add_pd(_mm512_shuffle_f64x2(a0, a1, 0x44), _mm512_shuffle_f64x2(a0, a1, 0xEE));
+                _mm512_storeu_pd(sa, _mm512_add_pd(_mm512_loadu_pd(sa), f));
+                continue;
+            }
+        }
+        for (; st < g->nst[n]; st += 2) {
+            const __m512d c0 = _mm512_set1_pd((double)st), c1 = _mm512_set1_pd((double)(st + 1));
+            __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+            for (j = 0; j < SPNC_B / 8; j++) {
+                const __m512d xv = _mm512_loadu_pd(x + 8 * j);
+                a0 = _mm512_mask_add_pd(a0, _mm512_cmp_pd_mask(xv, c0, _CMP_EQ_OQ), a0, v[j]);
+                a1 = _mm512_mask_add_pd(a1, _mm512_cmp_pd_mask(xv, c1, _CMP_EQ_OQ), a1, v[j]);
+            }
+            const __m512d f = _mm512_add_pd(_mm512_shuffle_f64x2(a0, a1, 0x44), _mm512_shuffle_f64x2(a0, a1, 0xEE));
+            if (st + 1 < g->nst[n])
+                _mm512_storeu_pd(sa + st * SPNC_STATE_LANES, _mm512_add_pd(_mm512_loadu_pd(sa + st * SPNC_STATE_LANES), f));
+            else
+                _mm256_storeu_pd(sa + st * SPNC_STATE_LANES,
+                                 _mm256_add_pd(_mm256_loadu_pd(sa + st * SPNC_STATE_LANES), _mm512_castpd512_pd256(f)));
+        }
     }
-    /* [a0 lanes 0-3 | a1 lanes 0-3] + [a0 lanes 4-7 | a1 lanes 4-7] */
-    const __m512d f = _mm512_add_pd(_mm512_shuffle_f64x2(a0, a1, 0x44), _mm512_shuffle_f64x2(a0, a1, 0xEE));
-    if (two)
-        _mm512_storeu_pd(sa, _mm512_add_pd(_mm512_loadu_pd(sa), f));
-    else
-        _mm256_storeu_pd(sa, _mm256_add_pd(_mm256_loadu_pd(sa), _mm512_castpd512_pd256(f)));
 }
 
 #endif
+
+/* Node n of a backward sweep with state counts (state_acc) and nothing else asked of leaves:
+ * an inline leaf of <= 8 states whose count is not summed on its own, so the leaves of a run
+ * that shares its slot (see spnc_state_run512) need nothing but their state counts. */
+static SPNC_INLINE int spnc_state_leaf(const spnc_net *g, int64_t n)
+{
+    return g->kind[n] >= 2 && g->var[n] >= 0 && g->nst[n] <= 8 && !g->counted[n];
+}
 
 /* Leaf n's share of the backward pass: its posterior pn to leaf_resp, and with state_acc
  * (inline discrete leaves) its weighted posterior to the count of each observed state.
@@ -194,14 +229,14 @@ static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col
         const int32_t ns = g->nst[n];
         if (ns <= 8) {   /* two states per pass over the rows (both at once when binary) */
             int32_t st;
-            for (st = 0; st < ns; st += 2) {
 #ifdef SPNC_X86_512
-                if (SPNC_HAS_512()) {
-                    spnc_state_lanes512(pn, wt, x, (double)st, (double)(st + 1), sa + st * SPNC_STATE_LANES,
-                                        st + 1 < ns);
-                    continue;
-                }
+            if (SPNC_HAS_512()) {
+                const int32_t one = (int32_t)n;
+                spnc_state_run512(g, &one, 1, col0, pn, wt, state_acc);
+                return;
+            }
 #endif
+            for (st = 0; st < ns; st += 2) {
                 /* 8 rows as two 4-row vectors (generic vectors of 8 are scalar code on AVX2), folded to 4 lanes */
                 const spnc_vd s0 = spnc_splat((double)st), s1 = spnc_splat((double)(st + 1));
                 const spnc_vd zero = spnc_splat(0.0);
@@ -317,6 +352,15 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
         } else if (g->kind[n] == 1) {
             spnc_push_product(g, n, P, pn, g->first);
         } else {
+#ifdef SPNC_X86_512
+            if (x512 && state_acc && !leaf_resp && !all_post && spnc_state_leaf(g, n)) {
+                int64_t r = 1;
+                while (i + r < n_visit && g->pslot[visit[i + r]] == ps && spnc_state_leaf(g, visit[i + r])) r++;
+                spnc_state_run512(g, visit + i, r, col0, pn, wt, state_acc);
+                i += r - 1;
+                continue;
+            }
+#endif
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
         spnc_node_done(g, n, col0, pn, wt, node_acc, all_post);

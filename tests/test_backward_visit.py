@@ -8,6 +8,7 @@ import pytest
 
 import spnc
 from spnc import _infer, _visit
+from spnc.learn import _em_pass
 from spnc.learn.em import EM
 from spnc.nodes import Product, Sum
 
@@ -108,3 +109,45 @@ def test_single_root_counts_every_row_of_positive_probability_once():
     root = int(spn.roots[0])
     assert out["node_counts"][root] == np.isfinite(ll).sum()
     np.testing.assert_array_equal(out["node_posteriors"][:, root], np.isfinite(ll).astype(float))
+
+
+def _reference_state_counts(spn, X, w):
+    """Each inline discrete leaf's weighted posterior per observed state, from the node
+    posteriors of a backward pass, in the layout the E-step adds (spnc.learn._em_pass)."""
+    post = spn.backward(X, sample_weight=w, node_posteriors=True)["node_posteriors"]
+    out = {}
+    for name, table in spn.leaf_tables.items():
+        if name == "bernoulli":
+            ptr = np.arange(len(table) + 1) * 2
+        elif name == "categorical":
+            ptr = np.asarray(table.params["prob_ptr"])
+        else:
+            continue
+        c = np.zeros(ptr[-1])
+        for i, (n, v) in enumerate(zip(table.node, table.var)):
+            for s in range(ptr[i + 1] - ptr[i]):
+                c[ptr[i] + s] = np.sum(post[:, n] * w * (X[:, v] == s))
+        out[name] = c
+    return out
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.002, 0.2])
+@pytest.mark.parametrize("need_R", [False, True])
+def test_em_state_counts_equal_the_posteriors_sums(missing, need_R):
+    # binary leaves of a run under one product count without masks where a 64-row block
+    # has no missing value and with them where it has; categorical leaves always with masks;
+    # with responsibilities asked for too (need_R), each leaf counts on its own
+    rng = np.random.default_rng(7)
+    card = [2, 3, 2, 4, 2, 2, 2, 2]
+    spn = spnc.compile(random_spn(rng, card, share=0.0), cardinality=card)
+    X = spn.sample(700, seed=3)
+    X[rng.random(X.shape) < missing] = np.nan
+    w = rng.uniform(0.5, 2.0, len(X))
+    acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
+    for _ in _em_pass._chunk_passes(spn, X, w, False, 1, acc, need_R=need_R, count_states=True):
+        pass
+    want = _reference_state_counts(spn, X, w)
+    assert want and set(want) <= set(acc["spans"])
+    for name, c in want.items():
+        a, b = acc["spans"][name]
+        np.testing.assert_allclose(acc["states"][a:b], c, rtol=1e-12, atol=1e-12, err_msg=name)
