@@ -221,7 +221,7 @@ static SPNC_INLINE int spnc_state_leaf(const spnc_net *g, int64_t n)
 static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col0, const double *restrict pn,
                                        const double *restrict wt, double *leaf_resp, double *state_acc)
 {
-    int j, i;
+    int j;
     if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
     if (state_acc && g->var[n] >= 0) {
         const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
