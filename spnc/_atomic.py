@@ -65,14 +65,41 @@ def _new_file_mode(path: str) -> int:
         return 0o666 & ~um
 
 
+def refuse_open_for_writing(path: str | os.PathLike, error: type[Exception] = SpncError) -> None:
+    """Refuse to replace an existing file that this process holds open for writing through
+    h5py (an ``h5py.File`` in mode ``'a'``, ``'r+'`` or ``'w'``): the new file would miss
+    what that handle has not flushed, and what it writes afterwards would be lost with the
+    old file."""
+    import sys
+    path = os.fspath(path)
+    if "h5py" not in sys.modules or not os.path.exists(path):
+        return                  # no h5py handle can be open
+    import h5py
+    target = os.stat(path)
+    for fid in h5py.h5f.get_obj_ids(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE):    # every file open in the process
+        if not fid.get_intent() & h5py.h5f.ACC_RDWR:
+            continue
+        try:        # by the open descriptor: its name may be relative to another directory
+            st = os.fstat(fid.get_vfd_handle())
+            same = (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino)
+        except (OSError, ValueError):       # a driver without a descriptor
+            same = same_file(os.fsdecode(fid.name), path)
+        if same:
+            raise error(f"{path}: is open for writing in this process (an h5py.File in mode 'a', 'r+' or "
+                        "'w'); replacing it would lose what that handle writes: close it or open it "
+                        "read-only, or write to another file")
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` for a temp file next to ``path``, fsync it and rename it over
-    ``path``. On any failure or signal the temp file is removed and ``path`` is untouched."""
+    ``path``. On any failure or signal the temp file is removed and ``path`` is untouched.
+    A file this process holds open for writing is refused (:func:`refuse_open_for_writing`)."""
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     if os.path.exists(path) and not os.access(path, os.W_OK):
         # the rename would replace a file its owner protected, where open() would refuse
         raise PermissionError(errno.EACCES, "the file is read-only; spnc does not replace it", path)
+    refuse_open_for_writing(path)
     with signals_as_exceptions():
         try:
             fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TMP_SUFFIX, dir=d)

@@ -116,28 +116,11 @@ def refuse_the_input(file: str, ds: str | None, w: RowWriter) -> None:
 
 
 def refuse_open_for_writing(w: RowWriter) -> None:
-    """Refuse to rewrite an existing HDF5 output that this process holds open for writing
-    (an ``h5py.File`` in mode ``'a'``, ``'r+'`` or ``'w'``): the copy would miss what that
-    handle has not flushed, and what it writes afterwards would go to the replaced file."""
-    if w.ext == ".npy" or not os.path.exists(w.file):
-        return
-    import h5py
-    from ._atomic import same_file
-    target = os.stat(w.file)
-    writing = False
-    for fid in h5py.h5f.get_obj_ids(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE):    # every file open in the process
-        if not fid.get_intent() & h5py.h5f.ACC_RDWR:
-            continue
-        try:        # by the open descriptor: its name may be relative to another directory
-            st = os.fstat(fid.get_vfd_handle())
-            same = (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino)
-        except (OSError, ValueError):       # a driver without a descriptor
-            same = same_file(os.fsdecode(fid.name), w.file)
-        writing = writing or same
-    if writing:
-        raise DataError(f"{w.file}: is open for writing in this process (an h5py.File in mode 'a', 'r+' or "
-                        "'w'); the output would replace the file by a copy, losing what that handle writes: "
-                        "close it or open it read-only, or write the output to another file")
+    """Refuse, before any work, an HDF5 output that this process holds open for writing
+    (:func:`spnc._atomic.refuse_open_for_writing`)."""
+    if w.ext != ".npy":
+        from ._atomic import refuse_open_for_writing as refuse
+        refuse(w.file, DataError)
 
 
 def write_blocks(fn: Callable[[np.ndarray, int], np.ndarray], X, out: str, block_rows: int | None,

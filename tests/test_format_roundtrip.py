@@ -343,3 +343,23 @@ def test_save_does_not_replace_a_read_only_file(tmp_path, monkeypatch):
     with pytest.raises(PermissionError, match="read-only"):
         sio.save(m_learner(), p)
     assert p.read_bytes() == before
+
+
+def test_save_over_a_file_open_for_writing_is_refused(tmp_path):
+    # was: the file was replaced, and what the open handle wrote afterwards went to the
+    # old, unlinked file and was lost
+    import h5py
+    from spnc.errors import SpncError
+    p = tmp_path / "model.h5"
+    sio.save(m_mixed(), p)
+    with h5py.File(p, "a") as f:
+        with pytest.raises(SpncError, match="open for writing in this process"):
+            sio.save(m_learner(), p)
+        f.attrs["note"] = np.int64(7)           # the handle still writes to the file
+    with h5py.File(p, "a") as f:
+        assert f.attrs["note"] == 7
+        del f.attrs["note"]
+    assert sio.load(p).learner == {}           # m_mixed's, not m_learner's
+    with h5py.File(p, "r"):
+        sio.save(m_learner(), p)               # open read-only: nothing to lose
+    assert sio.load(p).learner["name"] == "oslrau"
