@@ -130,3 +130,65 @@ def test_history_has_a_training_value_for_every_validation_value(variant):
     X = (rng.random((500, 6)) < 0.9).astype(float)
     em = EM(init=spn, max_iter=10, patience=2, variant=variant).fit(X, X_valid=spn.sample(300, seed=1))
     assert em.n_iter_ < 10 and len(em.history_["train"]) == len(em.history_["valid"]) == em.n_iter_ + 1
+
+
+def _one_step_reference(root, X, w, alpha, hard):
+    """One EM step of a mixture of products of (categorical, Bernoulli, Gaussian) leaves,
+    by hand: responsibilities (hard: the max-product branch), weighted counts over the
+    observed values of each variable, alpha on every sum edge and discrete state."""
+    from scipy.stats import norm
+    comps = [c.children for c in root.children]
+    def logp(cat, ber, g, mode_missing):
+        v = np.zeros(len(X))
+        for col, lp in ((0, lambda x: np.log(cat.probs[x.astype(int)])),
+                        (1, lambda x: np.log(np.where(x == 1, ber.p, 1 - ber.p))),
+                        (2, lambda x: norm.logpdf(x, g.mean, g.std))):
+            o = ~np.isnan(X[:, col])
+            v[o] += lp(X[o, col])
+            if mode_missing:     # max-product: a missing variable takes its leaf's mode
+                v[~o] += (np.log(cat.probs.max()), np.log(max(ber.p, 1 - ber.p)),
+                          norm.logpdf(0, 0, g.std))[col]
+        return v
+    L = np.column_stack([np.log(wk) + logp(*c, hard) for wk, c in zip(root.weights, comps)])
+    R = np.eye(L.shape[1])[L.argmax(1)] if hard else np.exp(L - np.logaddexp.reduce(L, 1)[:, None])
+    R = R * w[:, None]
+    weights = (R.sum(0) + alpha) / (R.sum() + L.shape[1] * alpha)
+    leaves = []
+    for k in range(L.shape[1]):
+        o = [~np.isnan(X[:, j]) for j in range(3)]
+        c = np.bincount(X[o[0], 0].astype(int), weights=R[o[0], k], minlength=3) + alpha
+        b = np.bincount(X[o[1], 1].astype(int), weights=R[o[1], k], minlength=2) + alpha
+        r, x = R[o[2], k], X[o[2], 2]
+        m = r @ x / r.sum()
+        leaves.append((c / c.sum(), b[1] / b.sum(), m, np.sqrt(r @ (x - m) ** 2 / r.sum())))
+    return weights, leaves
+
+
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+@pytest.mark.parametrize("alpha", [0.0, 0.7])
+def test_one_step_equals_the_m_step_by_hand(variant, alpha):
+    """Weights with zeros, missing values in every column, mixed leaf types: one pass
+    gives the hand-made M-step, and ``history_["train"][0]`` is the weighted mean of the
+    objective (log-likelihood; hard EM: the max-product value)."""
+    rng = np.random.default_rng(0)
+    root = Sum([Product([spnc.Categorical(0, rng.dirichlet(np.ones(3))), spnc.Bernoulli(1, float(rng.uniform(.2, .8))),
+                         spnc.Gaussian(2, float(rng.normal()), float(rng.uniform(.5, 2)))]) for _ in range(3)],
+               rng.dirichlet(np.ones(3)))
+    spn = spnc.compile(root)
+    n = 40
+    X = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 2, n), rng.normal(0, 1.5, n)]).astype(float)
+    X[rng.random(X.shape) < 0.25] = np.nan
+    w = rng.uniform(0, 3, n)
+    w[:5] = 0.0
+    em = EM(init=spn, max_iter=1, alpha=alpha, variant=variant, weight_floor=0.0, tol=-np.inf,
+            check_leaves=False).fit(X, sample_weight=w)
+    weights, leaves = _one_step_reference(root, X, w, alpha, variant == "hard")
+    got = em.spn_.to_nodes()
+    np.testing.assert_allclose(got.weights, weights, rtol=1e-12)
+    for c, (cat, p, mean, std) in zip(got.children, leaves):
+        np.testing.assert_allclose(c.children[0].probs, cat, rtol=1e-12)
+        assert c.children[1].p == pytest.approx(p, rel=1e-12)
+        assert (c.children[2].mean, c.children[2].std) == pytest.approx((mean, std), rel=1e-12, abs=1e-14)
+    mode = spnc.graph.MAX if variant == "hard" else spnc.graph.MARGINAL
+    start = w @ spn.node_log_values(X, mode=mode)[:, -1] / w.sum()
+    assert em.history_["train"][0] == pytest.approx(start, rel=1e-12)

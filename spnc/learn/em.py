@@ -60,7 +60,8 @@ class EM(DensityEstimator):
     init : the starting model (a compiled :class:`spnc.SPN`, from any learner or file);
         it is not modified.
     max_iter : passes over the data (epochs for ``variant="online"``).
-    tol : stop when the mean training log-likelihood improves by less than this.
+    tol : stop when the mean training objective (see ``history_``) improves by less
+        than this.
     variant : ``"soft"`` (posterior responsibilities), ``"hard"`` (each row follows its
         max-product induced tree; monotone in the max-product objective) or ``"online"``
         (stepwise EM over mini-batches: running statistics mixed with step
@@ -84,8 +85,10 @@ class EM(DensityEstimator):
 
     Attributes after :meth:`fit`: ``spn_`` (a new :class:`spnc.SPN`; the input is untouched),
     ``history_`` (dict of ``train`` / ``valid`` mean log-likelihoods, one entry per pass, the
-    first being the initial model), ``n_iter_``, ``rejected_`` (leaf updates refused by
-    Eq. 12, summed over passes), ``n_features_in_``. A DataFrame ``X`` is matched to a named
+    first being the initial model; for ``variant="hard"`` the ``train`` entries are its
+    objective, the mean max-product value, a lower bound of the log-likelihood),
+    ``n_iter_``, ``rejected_`` (leaf updates refused by Eq. 12, summed over passes),
+    ``n_features_in_``. A DataFrame ``X`` is matched to a named
     ``init`` by column name; an unnamed ``init`` takes the columns' names in ``spn_``.
 
     Examples
