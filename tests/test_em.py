@@ -337,6 +337,25 @@ def test_eq12_on_tables_refit_through_weighted_fit(monkeypatch):
     assert em.rejected_ >= 1 and em.rejected_ == sum(same)
 
 
+@pytest.mark.parametrize("variant", ["soft", "hard"])
+def test_eq12_keeps_the_smoothing_of_tables_refit_through_weighted_fit(variant):
+    """With alpha > 0 a Chow-Liu leaf's refit is its MAP fit, whose plain likelihood is
+    below the maximum-likelihood start's: Eq. 12 compares them with the prior included
+    (as for the leaves with streaming statistics), so the smoothed tables are kept."""
+    from spnc.chowliu import fit_chow_liu, forest_to_tree
+    from spnc.learn import ChowLiuTree
+    X = data_for("cltree", n=800)[:, :3]
+    start = ChowLiuTree(alpha=0.0).fit(X).spn_
+    assert np.all(start.leaf_tables["cltree"].params["cpt"] > 0)     # no -inf in the old score
+    em = EM(init=start, max_iter=1, tol=-np.inf, alpha=1.0, variant=variant).fit(X)
+    assert em.rejected_ == 0
+    fit = fit_chow_liu(X, start.cardinality, alpha=1.0)
+    want = spnc.compile(spnc.ChowLiuLeaf([0, 1, 2], *forest_to_tree(fit.parents, fit.cpts)),
+                        cardinality=start.cardinality)
+    allx = np.array(np.meshgrid(*[range(k) for k in start.cardinality], indexing="ij"), dtype=float).reshape(3, -1).T
+    np.testing.assert_allclose(em.spn_.log_likelihood(allx), want.log_likelihood(allx), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kind", ["gaussian", "mvgaussian"])
 def test_recentred_moments_equal_moments_at_the_new_centre(kind):
     spn = MODELS[kind](4)

@@ -16,9 +16,10 @@ from ..leaves import base as _lb
 _CACHE_VALUES = 1 << 18
 
 
-def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray) -> np.ndarray:
-    """sum_r resp[r, i] log phi_i(x_r) for each leaf i of ``table`` (Eq. 12), in row blocks."""
-    out = np.zeros(len(table))
+def _table_scores(table: _lb.LeafType, X: np.ndarray, resp: np.ndarray, alpha: float = 0.0) -> np.ndarray:
+    """sum_r resp[r, i] log phi_i(x_r) for each leaf i of ``table`` (Eq. 12), in row blocks,
+    plus the table's log-prior of pseudo-count ``alpha`` (what its weighted fit maximises)."""
+    out = np.array(table.log_prior(float(alpha)), dtype=np.float64)
     step = 4096
     slot = table.slot
     for r0 in range(0, X.shape[0], step):

@@ -10,8 +10,9 @@ times the number of nodes or leaves.
 
 The M-step sets sum weights by Eq. 6 (with optional Dirichlet pseudo-counts and a floor,
 solved exactly as a constrained maximum, so EM stays monotone) and refits every leaf by
-its weighted maximum likelihood (Eq. 10). A leaf update that lowers the leaf's weighted
-log-likelihood (Eq. 12) is discarded.
+its weighted maximum likelihood (Eq. 10; with ``alpha``, the MAP fit). A leaf update that
+lowers the leaf's weighted log-likelihood, plus its log-prior when ``alpha`` > 0 (Eq. 12),
+is discarded.
 
 Leaf statistics belong to each leaf type: a table whose ``em_stats()`` returns a
 :class:`spnc.leaves.base.LeafStats` is reduced block by block; any other (Chow-Liu trees,
@@ -415,8 +416,8 @@ class EM(DensityEstimator):
             new.validate(spn.cardinality)
             ok = ~frozen
             if self.check_leaves:
-                old_s = _table_scores(table, X, resp)
-                ok &= _table_scores(new, X, resp) >= old_s - _EQ12_RTOL * np.abs(old_s)
+                old_s = _table_scores(table, X, resp, self.alpha)
+                ok &= _table_scores(new, X, resp, self.alpha) >= old_s - _EQ12_RTOL * np.abs(old_s)
         self.rejected_ += int(np.sum(~ok & ~frozen))
         if ok.all():
             return new

@@ -231,6 +231,12 @@ class LeafType(abc.ABC):
         weight of each row of ``X`` (full-width, n x n_vars) for leaf ``i``."""
         raise NotImplementedError(f"leaf type {self.name!r} has no weighted fit")
 
+    def log_prior(self, alpha: float) -> np.ndarray:
+        """Per leaf, the log-prior (up to a constant) that :meth:`weighted_fit` with
+        pseudo-count ``alpha`` maximises together with the weighted log-likelihood: EM's
+        Eq. 12 check compares old and new parameters by the sum. Default: none (zeros)."""
+        return np.zeros(len(self))
+
     def check_data(self, X: np.ndarray, cardinality: np.ndarray) -> None:
         """Raise DataError for values outside the support of this leaf type's variables
         (``X``: the query's rows, float64 (n, n_vars), NaN = missing, already checked for

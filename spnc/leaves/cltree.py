@@ -310,6 +310,15 @@ class CLTreeLeafType(LeafType):
         return P.var_ptr, P.gvar.astype(np.int64), out
 
     # ---------------------------------------------------------------- learning
+    def log_prior(self, alpha: float) -> np.ndarray:
+        """``alpha`` times the sum of the log CPT entries of each leaf: the pseudo-counts
+        that make :meth:`weighted_fit`'s tables ``(count + alpha) / row total``."""
+        cpt, ptr = self.params["cpt"], self.params["cpt_ptr"]
+        if not len(self.node) or alpha == 0:
+            return np.zeros(len(self.node))
+        with np.errstate(divide="ignore"):
+            return np.add.reduceat(alpha * np.log(cpt), ptr[:-1])
+
     def weighted_fit(self, X, resp, *, alpha: float = 0.0, mi_threshold: float = 0.0,
                      structure: bool = True, n_threads: int | None = None, **_):
         """Weighted ML refit of every leaf: structure and CPTs (``structure=True``, the
