@@ -30,7 +30,8 @@ class TreeMixtureSplit(InstanceSplitter):
     variables, initialised as a mixture: the rows are split into ``n_trees`` groups
     (``init="clusters"``: naive-Bayes hard EM; ``"random"``: a random partition) and each
     tree is fitted to one group with Dirichlet smoothing ``tree_alpha`` (None: the
-    learner's ``alpha``). The trees share ``tree_share`` of the sum's weight, in proportion
+    learner's ``alpha``; at least 1e-3, so that every tree gives every row of the slice
+    some probability). The trees share ``tree_share`` of the sum's weight, in proportion
     to their groups."""
 
     def __init__(self, inner: InstanceSplitter, n_trees: int = 5, tree_share: float = 0.5, n_iter: int = 10,
@@ -84,8 +85,8 @@ class TreeSPN(DensityEstimator):
     The paper's independence thresholds p = 0.1, 0.01, 0.001 are ``g_factor`` 1.353,
     3.317, 5.414 (:func:`g_factor_for`). The initial trees are fitted to their groups
     with smoothing ``tree_alpha`` (default 10 per CPT entry; None: the learner's
-    ``alpha``), so the starting model is under-fitted and EM, stopped on validation,
-    decides how far the trees sharpen. With many trees per sum node on large sets EM can
+    ``alpha``; values below 1e-3 are raised to it), so the starting model is under-fitted
+    and EM, stopped on validation, decides how far the trees sharpen. With many trees per sum node on large sets EM can
     still lower the validation log-likelihood from the first pass (the trees are fitted
     to the rows they are then made responsible for); EM then returns the start.
     ``tree_alpha`` and ``em_alpha`` (EM's pseudo-count) are best chosen on validation
