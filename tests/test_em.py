@@ -356,6 +356,18 @@ def test_eq12_keeps_the_smoothing_of_tables_refit_through_weighted_fit(variant):
     np.testing.assert_allclose(em.spn_.log_likelihood(allx), want.log_likelihood(allx), rtol=1e-12)
 
 
+@pytest.mark.parametrize("variant", ["soft", "hard", "online"])
+def test_a_start_below_the_std_floor_is_lifted_to_it(variant):
+    """A Gaussian leaf whose starting std is below ``min_std`` (a model from a file or
+    another learner) is outside the floored M-step's range: Eq. 12 must not keep it there
+    because the spike fits its rows better."""
+    spn = spnc.compile(Sum([spnc.Gaussian(0, 0.0, 1e-4), spnc.Gaussian(0, 5.0, 1.0)], [0.5, 0.5]))
+    X = np.r_[np.zeros(20), np.random.default_rng(0).normal(5, 1, 20)][:, None]
+    em = EM(init=spn, max_iter=2, min_std=1e-3, variant=variant, random_state=0).fit(X)
+    assert em.rejected_ == 0
+    assert np.all(em.spn_.leaf_tables["gaussian"].params["std"] >= 1e-3)
+
+
 @pytest.mark.parametrize("kind", ["gaussian", "mvgaussian"])
 def test_recentred_moments_equal_moments_at_the_new_centre(kind):
     spn = MODELS[kind](4)

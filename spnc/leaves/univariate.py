@@ -433,8 +433,9 @@ class _GaussianStats(LeafStats):
         return s["center"] + np.where(bad, delta, 0.0) if bad.any() else None
 
     def score(self, params, s):
-        """Weighted log-likelihood of each leaf's rows, without squaring the std (which
-        over- or underflows at extreme scales): -inf where it is below every float."""
+        """Weighted log-likelihood of each leaf's rows, without squaring the std (which over-
+        or underflows at extreme scales): -inf where it is below every float or below
+        ``min_std`` (a start below the floor the M-step keeps must not hold its leaf there)."""
         w, std = s["w"], params["std"]
         k = w > 0
         m = np.divide(s["sd"], w, out=np.zeros_like(w), where=k)
@@ -443,7 +444,7 @@ class _GaussianStats(LeafStats):
             t = (params["mean"] - s["center"] - m) / std
             quad = spread / std / std + w * (t * t)
         out = -0.5 * w * (_LOG2PI + 2.0 * np.log(std)) - 0.5 * quad
-        return np.where(k, out, 0.0)
+        return np.where(k, np.where(std < self.min_std, -np.inf, out), 0.0)
 
 
 _LOG2PI = float(np.log(2.0 * np.pi))
