@@ -234,3 +234,33 @@ def test_spnc_load_of_a_foreign_file_says_how_to_read_it(name, fmt):
     with pytest.raises(spnc.FormatError, match=f"the name says {fmt}.*importers.load"):
         spnc.load(DATA / name)
     assert importers.load(DATA / name).n_nodes > 0
+
+
+@pytest.mark.parametrize("name, fmt", [("deeprob_clt.deeprob.json", "deeprob-json"),
+                                       ("spflow_cltree.spflow.json", "spflow-json")])
+def test_chow_liu_root_with_two_priors_is_refused(name, fmt):
+    # Both libraries store the root's prior once per parent state and evaluate the root with
+    # the last scope variable as its parent; two different priors were read as the first
+    # one, a model neither library computes.
+    doc = json.loads((DATA / name).read_text())
+    stack, leaf = [doc], None
+    while leaf is None:
+        o = stack.pop()
+        if isinstance(o, dict):
+            body = o.get("params", o.get("CLTree"))
+            if isinstance(body, dict) and "tree" in body:
+                leaf = body
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    r = leaf["tree"].index(-1)
+    if fmt == "deeprob-json":
+        blk = leaf["params"][r]
+        blk[1] = blk[1][::-1]
+    else:
+        blk = leaf["log_factors"][r]
+        blk[0][1], blk[1][1] = blk[1][1], blk[0][1]
+    fine = importers.format_for("x", fmt).loads((DATA / name).read_bytes(), fmt)
+    assert fine.n_nodes > 0
+    with pytest.raises(spnc.FormatError, match=rf"\[{r}\] is the root's block.*same for both parent states"):
+        importers.format_for("x", fmt).loads(json.dumps(doc).encode(), fmt)

@@ -348,7 +348,8 @@ def binary_tree_leaf(tree: Any, factors: Any, n: int, names: tuple[str, str],
     """A binary Chow-Liu leaf's ``{"parents", "cpts"}`` from a parent list (scope positions,
     -1 for the one root) and ``n`` 2 x 2 blocks of log-probabilities. With
     ``factor_by_parent`` block ``[i][l][k]`` is ``log P(x_i = k | parent = l)``, else
-    ``[i][k][l]``; the root's block holds its prior in the first parent row."""
+    ``[i][k][l]``. The root's block holds its prior in both parent rows (the libraries look
+    it up with the last scope variable as "parent"): different rows are refused."""
     tname, fname = names
     if not isinstance(tree, list) or len(tree) != n:
         raise FormatError(f"{tname} must list one parent per scope variable ({n})")
@@ -376,6 +377,9 @@ def binary_tree_leaf(tree: Any, factors: Any, n: int, names: tuple[str, str],
             c = c.T                                   # rows: parent state, columns: x_i
         if not np.all(np.isfinite(c)):
             raise FormatError(f"{fname}[{i}] holds log-probabilities too large to be probabilities")
+        if par[i] == -1 and not np.array_equal(c[0], c[1]):
+            raise FormatError(f"{fname}[{i}] is the root's block, whose prior must be the same for "
+                              f"both parent states; got {c[0].tolist()} and {c[1].tolist()}")
         cpts.append(c[:1] if par[i] == -1 else c)
     return {"parents": par, "cpts": cpts}
 
