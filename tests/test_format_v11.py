@@ -132,3 +132,47 @@ def test_fallback_is_used_only_by_readers_that_lack_the_type(tmp_path, vendor_ty
     spec.loader.exec_module(rr)
     np.testing.assert_allclose(rr.Model(tmp_path / "fb.h5").log_likelihood(X),
                                with_fb.log_likelihood(X), rtol=1e-12)
+
+
+def _poisson_doc(tmp_path, name: str, kind, ptr, child, weight, roots: dict) -> Path:
+    """A 1.1 file over one binary variable: node 0 Cat(0.25, 0.75), node 1 an unknown
+    optional leaf type whose fallback is node 0."""
+    n = len(kind)
+    d = {"format": "spnc-model", "format_version": [1, 1, 0], "required_features": [],
+         "optional_features": ["leaf:x_acme_poisson"], "content_hash": "sha256:" + "0" * 64,
+         "variables": {"type": [0], "cardinality": [2]},
+         "nodes": {"@kind_names": ["sum", "product", "bernoulli", "categorical", "gaussian", "mvgaussian",
+                                   "cltree", "indicator"] + [""] * 192 + ["x_acme_poisson"],
+                   "kind": kind, "scope_ptr": list(range(n + 1)), "scope": [0] * n},
+         "edges": {"ptr": ptr, "child": child, "weight": weight}, "roots": roots,
+         "leaves": {"categorical": {"node": [0], "prob": [0.25, 0.75], "prob_ptr": [0, 2]},
+                    "x_acme_poisson": {"node": {"dtype": "i8", "data": [1]},
+                                       "rate": {"dtype": "f8", "data": [1.5]}}},
+         "fallback": {"node": [1], "target": [0]}}
+    p = tmp_path / name
+    p.write_text(json.dumps(d))
+    d["content_hash"] = content_hash(jsonio.read_tree(p, sio.DEFAULT_LIMITS))
+    p.write_text(json.dumps(d))
+    return p
+
+
+def test_fallback_onto_a_sibling_or_another_root(tmp_path):
+    """§10.2: a sum over an unknown node and its own fallback target, or mixture roots that
+    are both, is a valid file; redirecting made the target a repeated child (or root) and
+    spnc refused the file with 'child 0 is listed twice'."""
+    X = np.array([[0.0], [1.0], [np.nan]])
+    want = np.log([0.25, 0.75, 1.0])
+    p = _poisson_doc(tmp_path, "sum.json", [3, 200, 0], [0, 0, 0, 2], [1, 0], [0.4, 0.6],
+                     {"@combine": "single", "node": [2]})
+    m = sio.load(p)
+    assert m.n_nodes == 2 and m.weight.tolist() == [1.0]
+    np.testing.assert_allclose(m.log_likelihood(X), want, rtol=1e-15)
+    p = _poisson_doc(tmp_path, "mix.json", [3, 200], [0, 0, 0], [], [],
+                     {"@combine": "mixture", "node": [1, 0], "weight": [0.4, 0.6]})
+    m = sio.load(p)
+    assert m.n_nodes == 1 and m.root_weights.tolist() == [1.0]
+    np.testing.assert_allclose(m.log_likelihood(X), want, rtol=1e-15)
+    p = _poisson_doc(tmp_path, "indep.json", [3, 200], [0, 0, 0], [], [],
+                     {"@combine": "independent", "node": [1, 0]})
+    with pytest.raises(spnc.FormatError, match="two roots fall back to node 0"):
+        sio.load(p)

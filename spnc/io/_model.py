@@ -169,9 +169,10 @@ def model_from_validated(v: Validated) -> Any:
     ptr, child, weight = (edges.members[k] for k in ("ptr", "child", "weight"))
     root_ids, tables = roots.members["node"], v.tables
     scope_ptr, scope = nodes.members["scope_ptr"], nodes.members["scope"]
+    root_w = roots.members.get("weight")
     if v.fallback is not None:
-        kind, ptr, child, weight, root_ids, tables, scope_ptr, scope, keep = _apply_fallback(
-            v, kind, ptr, child, weight, root_ids, scope_ptr, scope)
+        kind, ptr, child, weight, root_ids, root_w, tables, scope_ptr, scope, keep = _apply_fallback(
+            v, kind, ptr, child, weight, root_ids, root_w, roots.attrs["combine"], scope_ptr, scope)
         if keep is not None and (stats or learner.get("arrays")):
             warnings.warn("fallback nodes replaced optional leaf types: learner statistics "
                           "are dropped from the loaded model", stacklevel=3)
@@ -181,7 +182,7 @@ def model_from_validated(v: Validated) -> Any:
             kind, ptr, child.astype(np.int32), weight, tables, var.members["cardinality"],
             var_type=var.members["type"], var_names=var.members.get("name"),
             scope_ptr=scope_ptr, scope=scope,
-            roots=root_ids, root_weights=roots.members.get("weight"),
+            roots=root_ids, root_weights=root_w,
             combine=roots.attrs["combine"], stats=stats, learner=learner, validate=True)
     except SpncError as e:
         raise FormatError(f"/: {e}") from None
@@ -189,7 +190,7 @@ def model_from_validated(v: Validated) -> Any:
         raise FormatError(f"/: invalid model: {e}") from None
 
 
-def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, scope_ptr, scope):
+def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, root_w, combine, scope_ptr, scope):
     """Redirect edges and roots from nodes of unknown types to their fallback targets, then
     keep the nodes reachable from the roots (renumbered in order, so children still come
     first). Returns the reduced arrays and the kept-node mask (None if nothing changed)."""
@@ -199,9 +200,11 @@ def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, scope_ptr, sc
     unknown = ~np.isin(kind, sorted(known))
     redirect[unknown] = v.fallback[unknown]
     child, roots = redirect[child], redirect[roots]
+    ptr, child, weight = _merge_repeated_children(ptr, child, weight)
+    roots, root_w = _merge_repeated_roots(roots, root_w, combine)
     mark = _reach(N, ptr, child, roots)
     if mark.all():
-        return kind, ptr, child, weight, roots, v.tables, scope_ptr, scope, None
+        return kind, ptr, child, weight, roots, root_w, v.tables, scope_ptr, scope, None
     new_id = np.cumsum(mark) - 1
     deg = np.diff(ptr)[mark]
     ekeep = np.repeat(mark, np.diff(ptr))
@@ -215,8 +218,51 @@ def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, scope_ptr, sc
         rows = np.flatnonzero(mark[t.node])
         tables[name] = type(t).from_arrays(new_id[t.node[rows]], [t.scopes[i] for i in rows],
                                            _subset_rows(t.to_arrays(), rows, len(t)))
-    return (kind[mark], nptr, new_id[child[ekeep]],
-            weight[ekeep], new_id[roots], tables, sptr, scope[np.repeat(mark, slen)], mark)
+    return (kind[mark], nptr, new_id[child[ekeep]], weight[ekeep], new_id[roots], root_w,
+            tables, sptr, scope[np.repeat(mark, slen)], mark)
+
+
+def _merge_repeated_children(ptr, child, weight):
+    """A sum that had a fallback node and its target as children now lists the target twice:
+    one edge with the weights added is the same mixture. (Products cannot: the two have the
+    same scope.)"""
+    parent = np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr))
+    order = np.lexsort((child, parent))
+    dup = np.zeros(child.size, dtype=bool)
+    same = (parent[order][1:] == parent[order][:-1]) & (child[order][1:] == child[order][:-1])
+    dup[order[1:][same]] = True
+    if not dup.any():
+        return ptr, child, weight
+    weight = weight.astype(np.float64, copy=True)
+    keep = np.ones(child.size, dtype=bool)
+    first: dict[tuple[int, int], int] = {}
+    for e in np.flatnonzero(np.isin(parent, parent[dup])):     # stored order
+        key = (int(parent[e]), int(child[e]))
+        if key in first:
+            weight[first[key]] += weight[e]
+            keep[e] = False
+        else:
+            first[key] = int(e)
+    nptr = np.zeros_like(ptr)
+    np.cumsum(np.bincount(parent[keep], minlength=ptr.size - 1), out=nptr[1:])
+    return nptr, child[keep], weight[keep]
+
+
+def _merge_repeated_roots(roots, root_w, combine):
+    """Roots that fall back to one node: a mixture adds their weights; independent roots
+    would need one node evaluated twice, which spnc does not represent."""
+    uniq, first, inv = np.unique(roots, return_index=True, return_inverse=True)
+    if uniq.size == roots.size:
+        return roots, root_w
+    if combine != "mixture":
+        r = int(uniq[np.bincount(inv) > 1][0])
+        raise FormatError(f"/fallback: two roots fall back to node {r}; spnc cannot evaluate one node "
+                          f"as two {combine} roots")
+    pos = np.sort(first)
+    w = np.zeros(pos.size)
+    slot = np.searchsorted(pos, first[inv])
+    np.add.at(w, slot, np.asarray(root_w, dtype=np.float64))
+    return roots[pos], w
 
 
 def _subset_rows(arrays: dict[str, np.ndarray], rows: np.ndarray, L: int) -> dict:
