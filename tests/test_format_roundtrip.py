@@ -187,6 +187,27 @@ def test_byteswapped_input_saves_identically(tmp_path):
     assert np.array_equal(back.stats["count"], np.linspace(0, 1, m.n_nodes))
 
 
+
+@pytest.mark.parametrize("ext", ["h5", "json"])
+def test_stats_of_unportable_dtypes_are_refused_by_name(tmp_path, ext):
+    # float16, complex, bytes or object arrays crashed the save with a bare
+    # ValueError('cannot hash dtype ...'); a numpy array of str is a list of str
+    m = m_mixed()
+    for bad in (np.array([1.0], dtype=np.float16), np.array([1j]), np.array([b"a"]),
+                np.array([1, "a"], dtype=object), [1, "a"]):
+        m.stats = {"odd": bad}
+        with pytest.raises(FormatError, match=r"stats\['odd'\]: arrays of dtype .* cannot be stored"):
+            sio.save(m, tmp_path / f"m.{ext}")
+        m.learner = {"name": "me", "arrays": {"odd": bad}}
+        m.stats = {}
+        with pytest.raises(FormatError, match=r"learner arrays\['odd'\]: arrays of dtype"):
+            sio.save(m, tmp_path / f"m.{ext}")
+        m.learner = {}
+    m.stats = {"names": np.array(["a", "bé"])}
+    sio.save(m, tmp_path / f"m.{ext}")
+    assert sio.load(tmp_path / f"m.{ext}").stats["names"] == ["a", "bé"]
+
+
 def test_hdf5_layout_is_portable(tmp_path):
     """Only standard HDF5 types, little-endian, 1-D; filters only on large datasets."""
     import h5py

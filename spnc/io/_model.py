@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import FormatError, SpncError
 from ..leaves import base as leaf_base
 from ._hash import content_hash
-from ._spec import BUILTIN_LEAVES, FORMAT, VERSION, Group
+from ._spec import BUILTIN_LEAVES, FORMAT, VERSION, Group, dtype_code
 from ._validate import Validated, _reach
 
 
@@ -148,6 +148,11 @@ def _free_array(v: Any, what: str) -> Any:
         a = a.astype(np.uint8)
     if a.ndim != 1:
         raise FormatError(f"{what}: only 1-D arrays can be stored, got shape {a.shape}")
+    if a.dtype.kind == "U" and isinstance(v, np.ndarray):     # not a list of mixed items
+        return [str(s) for s in a]
+    if dtype_code(a.dtype) is None:
+        raise FormatError(f"{what}: arrays of dtype {a.dtype} cannot be stored; use one of "
+                          "u1 u2 u4 u8 i1 i2 i4 i8 f4 f8, or a list of str")
     return a
 
 
