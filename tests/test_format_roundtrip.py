@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -384,3 +386,24 @@ def test_save_over_a_file_open_for_writing_is_refused(tmp_path):
     with h5py.File(p, "r"):
         sio.save(m_learner(), p)               # open read-only: nothing to lose
     assert sio.load(p).learner["name"] == "oslrau"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and RLIMIT_AS")
+def test_json_models_load_under_an_address_space_limit():
+    # reading a JSON model asked for max_json_bytes + 1 = 4 GiB in one read(), so under
+    # `ulimit -v` every JSON model (and a foreign one, 256 MiB) failed with "file structure
+    # is too large or too deep"
+    code = textwrap.dedent("""
+        import os, resource, sys
+        import spnc
+        from spnc.io import importers
+        used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        cap = used + (1 << 30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        print(spnc.load(sys.argv[1]).n_nodes, importers.load(sys.argv[2]).n_nodes)
+    """)
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT / "formats" / "examples" / "mixed.json"),
+                        str(ROOT / "tests" / "data" / "peers" / "deeprob_clt.deeprob.json")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-600:]
+    assert r.stdout.split() == ["7", "39"]

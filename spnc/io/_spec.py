@@ -191,3 +191,18 @@ def _attr_equal(x: Any, y: Any) -> bool:
     x, y = np.asarray(x), np.asarray(y)
     return (x.dtype.newbyteorder("=") == y.dtype.newbyteorder("=") and x.shape == y.shape
             and x.tobytes() == y.astype(x.dtype).tobytes())
+
+
+def read_at_most(f: Any, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of the binary file ``f``, read in pieces: a single
+    ``f.read(limit + 1)`` allocates that much at once (4 GiB for a JSON model), which fails
+    under an address-space limit (``ulimit -v``) even for a tiny file."""
+    parts: list[bytes] = []
+    total = 0
+    while total <= limit:
+        b = f.read(min(1 << 24, limit + 1 - total))
+        if not b:
+            break
+        parts.append(b)
+        total += len(b)
+    return b"".join(parts)

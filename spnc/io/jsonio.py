@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import FormatError
 from ._spec import (DEFAULT_LIMITS, FIXED, GROUP_ATTRS, LEAF_DTYPES, PORTABLE, ROOT_ATTRS,
-                    ROOT_ORDER, Group, Limits, err, leaf_param_dtype, norm_attr, np_dtype)
+                    ROOT_ORDER, Group, Limits, err, leaf_param_dtype, norm_attr, np_dtype, read_at_most)
 from ._validate import parse_json_strict
 from .hdf5 import atomic_write
 
@@ -307,5 +307,5 @@ def read_tree(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Group
     if size > limits.max_json_bytes:
         raise err(os.fspath(path), f"JSON file of {size} bytes is larger than the limit")
     with open(path, "rb") as f:
-        data = f.read(limits.max_json_bytes + 1)
+        data = read_at_most(f, limits.max_json_bytes)
     return loads_tree(data, limits, path=os.fspath(path))

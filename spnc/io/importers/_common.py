@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import FormatError, SpncError
 from ...graph import SPN, SUM, PRODUCT
 from ... import leaves as L
+from .._spec import read_at_most
 
 #: files larger than this are refused before reading
 MAX_BYTES = 256 << 20
@@ -38,7 +39,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     if size > MAX_BYTES:
         raise FormatError(f"{os.fspath(path)}: {size} bytes is larger than the {MAX_BYTES}-byte limit")
     with open(path, "rb") as f:
-        return f.read(MAX_BYTES + 1)
+        return read_at_most(f, MAX_BYTES)
 
 
 def decode(data: bytes | str, where: str) -> str:
