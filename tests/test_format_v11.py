@@ -47,6 +47,11 @@ def doc() -> dict:
     (lambda d: (d.__setitem__("format_version", [1, 4, 0]), d["nodes"].__setitem__("label", ["a"]),
                 d.__setitem__("notes", {"x": 1})), True),                           # newer minor
     (lambda d: d.__setitem__("format_version", [1, 0, 0]), False),                  # hash in 1.0
+    (lambda d: d["roots"].__setitem__("weight", [1.0]), False),                     # G6: weight only
+    (lambda d: d["roots"].__setitem__("@combine", "mixture"), False),               # ... and needed
+    (lambda d: d["roots"].update({"@combine": "mixture", "weight": [1.0]}), True),  # with a mixture
+    (lambda d: d["roots"].__setitem__("node", [6, 5]), False),                      # single: one root
+    (lambda d: d["roots"].update({"@combine": "independent", "node": [6, 5]}), True),
     (lambda d: (d.__setitem__("format_version", [1, 0, 0]), d.pop("content_hash")), True),
 ])
 def test_schema_agrees_with_spec(validator, edit, ok):
