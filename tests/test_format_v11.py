@@ -52,6 +52,9 @@ def doc() -> dict:
     (lambda d: d["roots"].update({"@combine": "mixture", "weight": [1.0]}), True),  # with a mixture
     (lambda d: d["roots"].__setitem__("node", [6, 5]), False),                      # single: one root
     (lambda d: d["roots"].update({"@combine": "independent", "node": [6, 5]}), True),
+    (lambda d: d.__setitem__("stats", {"count": {"dtype": "f8", "data": [2.0] * 7}}), True),   # P11
+    (lambda d: d.__setitem__("stats", {"count": {"dtype": "f8", "data": [-1.0] * 7}}), False),
+    (lambda d: d.__setitem__("stats", {"count": {"dtype": "i8", "data": [1] * 7}}), False),
     (lambda d: (d.__setitem__("format_version", [1, 0, 0]), d.pop("content_hash")), True),
 ])
 def test_schema_agrees_with_spec(validator, edit, ok):
