@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +75,23 @@ def test_json_numbers(tmp_path):
     back = sio.validate_tree(jsonio.loads_tree(text)).tree
     assert sio.trees_equal(back, sio.validate_tree(t).tree)
 
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ('"smoker"', '"smo\\ud800ker"', "/variables/name[0]"),
+    ('"@combine": "single"', '"@combine": "sin\\udfffgle"', "/roots@combine"),
+    ('"created": "', '"created": "\\ud83d', "/@created"),
+])
+def test_json_strings_with_unpaired_surrogates_are_refused_by_path(tmp_path, old, new, where):
+    # a JSON escape such as \ud800 is no UTF-8 text (§2); it failed later as
+    # "damaged file (UnicodeEncodeError: ...)", naming no place in the file
+    text = (EX / "mixed.json").read_text()
+    assert old in text
+    (tmp_path / "m.json").write_text(text.replace(old, new, 1))
+    with pytest.raises(spnc.FormatError, match=re.escape(where) + ": string .* unpaired surrogate"):
+        sio.load(tmp_path / "m.json")
+    ok = jsonio.loads_tree(text.replace('"smoker"', '"\\ud83d\\ude00"', 1))     # a pair is fine
+    assert ok.members["variables"].members["name"][0] == "\U0001F600"
 
 class _XGauss(Gaussian):
     __slots__ = ()

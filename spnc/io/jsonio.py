@@ -177,6 +177,16 @@ def _real(x: Any, path: str) -> float:
         raise err(path, "holds numbers that do not fit in a double") from None
 
 
+def _texts(vals: list, path: str) -> None:
+    """JSON escapes can spell unpaired surrogates (``"\\ud800"``), which are not UTF-8 text (§2)."""
+    for i, x in enumerate(vals):
+        try:
+            x.encode("utf-8")
+        except UnicodeEncodeError:
+            where = path if len(vals) == 1 else f"{path}[{i}]"
+            raise err(where, f"string {x!r} holds an unpaired surrogate escape: not UTF-8 text") from None
+
+
 def _array(v: Any, code: str, path: str, scalar: bool = False) -> Any:
     """Decode a JSON array (or one value if ``scalar``) of dtype ``code``."""
     if scalar:
@@ -188,6 +198,7 @@ def _array(v: Any, code: str, path: str, scalar: bool = False) -> Any:
     if code == "str":
         if not all(isinstance(x, str) for x in vals):
             raise err(path, "must hold strings")
+        _texts(vals, path)
         return vals[0] if scalar else list(vals)
     if code[0] in "iu":
         ints = [_int(x, path) for x in vals]
@@ -231,6 +242,7 @@ def _attr(v: Any, path: str, fixed: str | None) -> Any:
             return _typed(v, path, True)
         raise err(path, "attribute values are strings, arrays of strings or typed numbers")
     if isinstance(v, str):
+        _texts([v], path)
         return v
     if isinstance(v, list):
         if any(isinstance(x, (list, dict)) for x in v):
@@ -238,6 +250,7 @@ def _attr(v: Any, path: str, fixed: str | None) -> Any:
         if fixed == "version":
             return _array(v, "u4", path)
         if all(isinstance(x, str) for x in v):
+            _texts(v, path)
             return list(v)
         if fixed is not None:
             raise err(path, "must be an array of strings")
