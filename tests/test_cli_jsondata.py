@@ -98,3 +98,18 @@ def test_binary_files_read_as_text_are_named(model, tmp_path, capsys):
             assert f"{name}: {why}" in err, err
     (d / "p.csv").write_text("PAR1,b\n1,2\n")          # text that merely starts like Parquet
     assert learn.main([str(d / "p.csv"), "-o", str(d / "p.h5"), "-q"]) == 0
+
+
+def test_data_hint_does_not_parse_a_json_file_refused_for_its_size(tmp_path, monkeypatch):
+    # the hint for a data file given as the model re-read and parsed the whole JSON file even
+    # when it had been refused for being beyond the size limit (gigabytes of JSON records)
+    p = tmp_path / "rows.json"
+    p.write_text(json.dumps({"rows": [[0, 1]] * 5000}))
+    parsed = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda s, *a, **k: (parsed.append(len(s)), real(s, *a, **k))[1])
+    with pytest.raises(spnc.FormatError, match="larger than the limit"):
+        spnc.io.load(p, limits=spnc.io.Limits(max_json_bytes=1000))
+    assert parsed == []
+    with pytest.raises(spnc.FormatError, match="a data file given as the model"):
+        spnc.io.load(p)

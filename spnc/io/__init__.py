@@ -72,7 +72,7 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
     except FormatError as e:
         msg = str(e)
         msg = msg if msg.startswith(name) else f"{name}: {msg}"
-        raise FormatError(msg + (_foreign_hint(path, fmt) or _data_hint(path, kind))) from None
+        raise FormatError(msg + (_foreign_hint(path, fmt) or _data_hint(path, kind, limits))) from None
     except (RecursionError, MemoryError):
         raise FormatError(f"{name}: file structure is too large or too deep") from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:    # not the file's fault
@@ -92,9 +92,10 @@ def _foreign_hint(path: str | os.PathLike, fmt: str | None) -> str:
 _DATA_EXT = (".csv", ".tsv", ".tab", ".txt", ".data", ".npy", ".parquet", ".pq", ".zarr")
 
 
-def _data_hint(path: str | os.PathLike, kind: str | None) -> str:
+def _data_hint(path: str | os.PathLike, kind: str | None, limits: Limits = DEFAULT_LIMITS) -> str:
     """For a data file given where a model is expected (arguments swapped, a dataset
-    spec): say so, rather than only what the model format misses."""
+    spec): say so, rather than only what the model format misses. A JSON file beyond the
+    size limit is not read (it was refused for its size)."""
     import re
     name = os.fspath(path)
     why = None
@@ -110,6 +111,8 @@ def _data_hint(path: str | os.PathLike, kind: str | None) -> str:
     elif kind == "json":
         try:
             import json
+            if os.path.getsize(name) > limits.max_json_bytes:
+                return ""
             with open(name, "rb") as f:
                 top = json.loads(f.read())
             why = None if not isinstance(top, dict) or "format" in top else \
