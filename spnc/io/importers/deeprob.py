@@ -22,7 +22,8 @@ import numpy as np
 
 from ...errors import FormatError
 from ...graph import SPN
-from ._common import Builder, MAX_NODES, binary_tree_leaf, integer, mapping, parse_json, real, reals, unsupported, walk
+from ._common import Builder, MAX_NODES, integer, mapping, parse_json, real, reals, unsupported, walk
+from ._cltree import binary_tree_leaf
 from . import _variables
 
 NAME = "deeprob-json"

@@ -18,7 +18,8 @@ import numpy as np
 
 from ...errors import FormatError
 from ...graph import SPN
-from ._common import MAX_NODES, Builder, binary_tree_leaf, integer, mapping, parse_json, real, reals, tree_size, unsupported, walk
+from ._common import MAX_NODES, Builder, integer, mapping, parse_json, real, reals, tree_size, unsupported, walk
+from ._cltree import binary_tree_leaf
 from . import _variables
 
 JSON = "spflow-json"
