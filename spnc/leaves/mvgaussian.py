@@ -9,7 +9,8 @@ from .._kinds import MAX_REAL
 from . import _kernels as K
 from ..nodes import Leaf
 from .base import LeafStats, LeafType, _err, overflow_units, register_leaf, warn_kept
-from .univariate import _MOVES, _weight_units
+from ._univariate_stats import _MOVES
+from .univariate import _weight_units
 
 
 def floored_cov(cov, min_var: float) -> np.ndarray:
