@@ -263,3 +263,22 @@ def test_every_name_list_names_its_first_repeat_at_both_places(tmp_path, capsys)
         f["variables/name"] = np.array([n.encode() for n in names], dtype="S1")
     with pytest.raises(spnc.FormatError, match=r"/variables/name\[3\] = 'y' repeats /variables/name\[1\]"):
         spnc.load(tmp_path / "m.h5")
+
+
+def test_indicators_of_a_variable_with_2_31_states():
+    # an indicator's state table spans its variable's states: for 2^31 - 1 states the sweep
+    # asked numpy for 16 GiB (MemoryError, or the process killed). Such tables now go to
+    # the leaf matrix, with the same answers.
+    from spnc import Indicator
+    from spnc._kinds import MARGINAL
+    from spnc._sweep import leaf_states
+    wide = spnc.compile(Sum([Indicator(0, 0), Indicator(0, 2**23 - 1)], [0.25, 0.75]), cardinality=[2**23])
+    assert [t.name for t in leaf_states(wide, MARGINAL)[1]] == ["indicator"]
+    narrow = spnc.compile(Sum([Indicator(0, 0), Indicator(0, 9)], [0.25, 0.75]), cardinality=[10])
+    assert leaf_states(narrow, MARGINAL)[1] == []
+    top = 2**31 - 2
+    spn = spnc.compile(Sum([Indicator(0, 0), Indicator(0, top)], [0.25, 0.75]), cardinality=[top + 1])
+    X = np.array([[0.0], [float(top)], [5.0], [np.nan]])
+    np.testing.assert_allclose(spn.log_likelihood(X), [np.log(0.25), np.log(0.75), -np.inf, 0.0], rtol=1e-15)
+    assert spn.mpe(X[3:])[0].tolist() == [[float(top)]]
+    assert set(spn.sample(200, seed=0)[:, 0]) == {0.0, float(top)}

@@ -11,6 +11,8 @@ from .._kinds import MAX_REAL
 from ._univariate_stats import _BernoulliStats, _CategoricalStats, _GaussianStats, _NoStats
 from .base import LeafType, _err, register_leaf
 
+#: most states of all indicator tables swept inline (8 MiB of log-probabilities)
+_INLINE_STATES = 1 << 20
 
 # ---------------------------------------------------------------- tables
 
@@ -288,7 +290,12 @@ class IndicatorLeaves(_UnivariateTable):
             raise _err(self, i, f"value {v[i]} is not a state of variable {self.var[i]} (0..{card[i] - 1})")
 
     def state_log_probs(self, cardinality):
+        """One state table per leaf, over all its variable's states; None (the leaf matrix)
+        when the tables would hold more than ``_INLINE_STATES`` states (an indicator of a
+        2^31-state variable would need 16 GiB)."""
         k = cardinality[self.var].astype(np.int64)
+        if k.sum() > _INLINE_STATES:
+            return None
         ptr = np.zeros(len(k) + 1, dtype=np.int64)
         np.cumsum(k, out=ptr[1:])
         logp = np.full(ptr[-1], -np.inf)
