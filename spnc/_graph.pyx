@@ -42,10 +42,12 @@ cdef class Graph:
     ``logw`` float64[E] (0 on product edges), ``leaf_slot`` int64[N] (-1 for internal nodes),
     ``keep`` the nodes (roots) whose forward values must survive the sweep. ``plain``:
     linear sum-product sweeps try plain doubles first (``False`` keeps them scaled, to test
-    that both agree)."""
+    that both agree). ``Graph()`` without arguments is an empty shell for :meth:`reweighted`."""
 
-    def __cinit__(self, kind, child_ptr, child, logw, leaf_slot, keep, Py_ssize_t n_leaves,
-                  weight=None, linear=None, plain=True):
+    def __cinit__(self, kind=None, child_ptr=None, child=None, logw=None, leaf_slot=None, keep=None,
+                  Py_ssize_t n_leaves=0, weight=None, linear=None, plain=True):
+        if kind is None:
+            return
         self.kind_ = np.ascontiguousarray(kind, dtype=np.uint8)
         self.child_ptr_ = np.ascontiguousarray(child_ptr, dtype=np.int64)
         self.child_ = np.ascontiguousarray(child, dtype=np.int32)
@@ -59,29 +61,53 @@ cdef class Graph:
         self.child_slot_ = np.ascontiguousarray(slot[self.child_]) if self.c.n_edges else np.zeros(1, np.int32)
         self.c.n_slots = n_slots
         self.ident_ = np.arange(max(self.c.n_nodes, 1), dtype=np.int32)
-        w = np.exp(self.logw_) if weight is None else np.asarray(weight, dtype=np.float64)
-        self.w_ = np.ascontiguousarray(w if self.c.n_edges else np.ones(1), dtype=np.float64)
-        self.wm_, self.we_ = split_pow2(self.w_)
+        self._set_weights(self.logw_, np.exp(self.logw_) if weight is None else weight)
         self.c.plain = bool(plain)
         self.c.linear = choose_linear(self.kind_, self.child_ptr_, self.child_) if linear is None else bool(linear)
-        cdef const double[::1] wm = self.wm_
-        cdef const double[::1] we = self.we_
         cdef const uint8_t[::1] k = self.kind_
         cdef const int64_t[::1] p = self.child_ptr_
         cdef const int32_t[::1] c = self.child_ if self.c.n_edges else np.zeros(1, np.int32)
-        cdef const double[::1] lw = self.logw_ if self.c.n_edges else np.zeros(1)
         cdef const int64_t[::1] ls = self.leaf_slot_
         cdef const int32_t[::1] cs = self.child_slot_
         cdef const int32_t[::1] ns = self.node_slot_
         cdef const int32_t[::1] idn = self.ident_
-        self.c.kind, self.c.child_ptr, self.c.child, self.c.logw = &k[0], &p[0], &c[0], &lw[0]
+        self.c.kind, self.c.child_ptr, self.c.child = &k[0], &p[0], &c[0]
         self.c.leaf_slot, self.c.child_slot, self.c.node_slot, self.c.ident = &ls[0], &cs[0], &ns[0], &idn[0]
-        cdef const double[::1] wp = self.w_
-        self.c.wm, self.c.we, self.c.w = &wm[0], &we[0], &wp[0]
-        if not self.c.n_edges:  # keep the 1-element placeholders alive
-            self.child_, self.logw_ = c.base, lw.base
+        if not self.c.n_edges:  # keep the 1-element placeholder alive
+            self.child_ = c.base
 
         self._plan_backward(keep)
+
+    def _set_weights(self, logw, w):
+        """Point the kernels at new edge weights (log, plain, and as mantissa * 2^exponent)."""
+        self.logw_ = np.ascontiguousarray(logw if self.c.n_edges else np.zeros(1), dtype=np.float64)
+        self.w_ = np.ascontiguousarray(w if self.c.n_edges else np.ones(1), dtype=np.float64)
+        self.wm_, self.we_ = split_pow2(self.w_)
+        cdef const double[::1] lw = self.logw_
+        cdef const double[::1] wp = self.w_
+        cdef const double[::1] wm = self.wm_
+        cdef const double[::1] we = self.we_
+        self.c.logw, self.c.w, self.c.wm, self.c.we = &lw[0], &wp[0], &wm[0], &we[0]
+
+    def reweighted(self, logw, weight) -> "Graph":
+        """The same structure with new edge weights (EM's M-step): the workspace and
+        backward plans are shared, not redone. Sweeps try plain doubles again, as on a
+        new compile."""
+        if len(logw) != self.c.n_edges or len(weight) != self.c.n_edges:
+            raise ValueError(f"reweighted: {self.c.n_edges} edge weights needed, got {len(logw)} and {len(weight)}")
+        cdef Graph g = Graph()
+        g.c = self.c
+        (g.kind_, g.child_ptr_, g.child_, g.leaf_slot_, g.child_slot_, g.node_slot_, g.ident_) = (
+            self.kind_, self.child_ptr_, self.child_, self.leaf_slot_, self.child_slot_, self.node_slot_, self.ident_)
+        (g.toff_, g.sidx_, g.pslot_, g.first_, g.alias_, g.start_, g.prod_only_, g.group_, g.counted_) = (
+            self.toff_, self.sidx_, self.pslot_, self.first_, self.alias_, self.start_, self.prod_only_, self.group_,
+            self.counted_)
+        g.spar_ptr_, g.spar_edge_, g.spar_node_, g.pfirst_, g.pbase_ = (
+            self.spar_ptr_, self.spar_edge_, self.spar_node_, self.pfirst_, self.pbase_)
+        g._set_weights(logw, weight)
+        g.c.plain = True
+        g.visit_cache = self.visit_cache
+        return g
 
     def _plan_backward(self, keep):
         n_edges = self.c.n_edges

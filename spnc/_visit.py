@@ -24,7 +24,7 @@ def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want
     if cache is None:
         cache = graph.visit_cache = {}
     hit = cache.get(key)
-    if hit is not None and (not want_states or hit[0] is var):
+    if hit is not None and (not want_states or hit[0] is var or np.array_equal(hit[0], var)):
         return hit[1]
     kind = np.asarray(graph.kind_)
     N = kind.shape[0]

@@ -166,12 +166,13 @@ class SPN:
             t.slot = old.slot
         parent = np.repeat(np.arange(self.n_nodes), np.diff(self.child_ptr))
         _v.check_weights(self.kind, self.child_ptr, new.weight, parent)
-        _v.check_leaf_parameters(new.leaf_tables, self.cardinality)
-        _v.check_roots(self.roots, self.combine, new.root_weights, self.n_nodes, self.scope_ptr, self.scope,
-                       self.child_ptr, self.child)
+        _v.check_leaf_parameters(new.leaf_tables, self.cardinality, known=self.leaf_tables)
+        _v.check_root_weights(self.roots, self.combine, new.root_weights)   # roots and scopes as before
         new.logw = np.log(new.weight, where=new.weight > 0, out=np.full(len(new.weight), -np.inf))
         new.logw[self.kind[parent] == PRODUCT] = 0.0
         new.logw.setflags(write=False)
+        if "_compiled" in self.__dict__:    # the structure's plans carry over
+            new._compiled = self._compiled.reweighted(new.logw, new.weight)
         return new
 
     def copy(self) -> "SPN":
