@@ -251,6 +251,17 @@ def check_stored_scopes(sp: np.ndarray, sc: np.ndarray, given_ptr, given, nm: Na
                          "(completeness or decomposability)")
 
 
+def check_root_weights(roots: np.ndarray, combine: str, root_weights, nm: Names = ARRAYS,
+                       tol: float = WEIGHT_TOL) -> None:
+    """A mixture of roots has one finite, non-negative weight per root, adding up to 1."""
+    if combine == "mixture":
+        rw = root_weights
+        if rw is None or len(rw) != len(roots):
+            raise nm.structure(f"{nm.roots}: combine='mixture' needs one root weight per root")
+        if np.any(~np.isfinite(rw) | (rw < 0)) or abs(rw.sum() - 1.0) > tol:
+            raise nm.structure(f"{nm.roots}: mixture root weights must be finite, non-negative and add up to 1")
+
+
 def check_roots(roots: np.ndarray, combine: str, root_weights, n_nodes: int, sp: np.ndarray, sc: np.ndarray,
                 ptr: np.ndarray, child: np.ndarray, nm: Names = ARRAYS, tol: float = WEIGHT_TOL) -> None:
     """Roots are distinct nodes, as many as ``combine`` needs, mixture weights normalised,
@@ -267,12 +278,7 @@ def check_roots(roots: np.ndarray, combine: str, root_weights, n_nodes: int, sp:
         raise nm.structure(f"{nm.roots}: a root is listed twice")
     if combine == "single" and len(r) != 1:
         raise nm.structure(f"{nm.roots}: combine='single' needs exactly one root, got {len(r)}")
-    if combine == "mixture":
-        rw = root_weights
-        if rw is None or len(rw) != len(r):
-            raise nm.structure(f"{nm.roots}: combine='mixture' needs one root weight per root")
-        if np.any(~np.isfinite(rw) | (rw < 0)) or abs(rw.sum() - 1.0) > tol:
-            raise nm.structure(f"{nm.roots}: mixture root weights must be finite, non-negative and add up to 1")
+    check_root_weights(r, combine, root_weights, nm, tol)
     if combine != "independent":
         s0 = sc[sp[r[0]]:sp[r[0] + 1]]
         for x in r[1:]:
@@ -356,11 +362,13 @@ def index_leaves(kind: np.ndarray, tables: dict, n_vars: int) -> tuple[np.ndarra
     return slot, offset, lptr, lscope
 
 
-def check_leaf_parameters(tables: dict, cardinality: np.ndarray) -> None:
+def check_leaf_parameters(tables: dict, cardinality: np.ndarray, known: dict | None = None) -> None:
     """Discrete leaf types sit on discrete variables, the others on real ones, and every
-    table's own parameter check passes."""
+    table's own parameter check passes. A table sharing its scopes with the table of the
+    same name in ``known`` (checked before, same variables) skips the variable check."""
     for name, table in tables.items():
-        if len(table):
+        old = known.get(name) if known else None
+        if len(table) and (old is None or old.scopes is not table.scopes):
             vars_ = np.concatenate(table.scopes)
             card = cardinality[vars_]
             if table.discrete and np.any(card == 0):

@@ -27,13 +27,13 @@ import time
 import numpy as np
 
 from .. import stream as _stream
-from .._kinds import SUM
+from .._kinds import MARGINAL, SUM
 from ..chowliu import check_weights
 from . import _em_blocks
 from ._em_mstep import _copy_private, _mix, align_steps, constrained_weights  # noqa: F401  (tests reach them here)
 from ._em_pass import _chunk_passes, _table_scores  # noqa: F401  (tests reach them here)
 from .._progress import Progress
-from .._sweep import check_posterior_range, row_number
+from .._sweep import check_posterior_range, leaf_states, row_number
 from .._threads import effective_n_threads
 from ..data import as_data, is_frame, with_names
 from ..errors import DataError, ParameterError, StructureError
@@ -333,9 +333,8 @@ class EM(DensityEstimator):
         acc = {"edge": np.zeros(spn.n_edges), "node": np.zeros(spn.n_nodes)}
         obj = 0.0
         # soft EM: discrete leaves with state tables are counted inside the backward kernel
-        by_states = set() if hard or not stats else \
-            {k for k, h in handlers.items() if hasattr(h, "add_state_counts")
-             and spn.leaf_tables[k].state_log_probs(spn.cardinality) is not None}
+        inline = leaf_states(spn, MARGINAL)[2] if not hard and stats else {}   # tables swept inline
+        by_states = {k for k, h in handlers.items() if hasattr(h, "add_state_counts") and k in inline}
         need_R = stats and any(k not in by_states for k in handlers)
         for r0, XT, R, rw, ll in _chunk_passes(spn, X, w, hard, nt, acc, need_R, bool(by_states)):
             at = rows[r0:] if isinstance(rows, np.ndarray) else rows + r0

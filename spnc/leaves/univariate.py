@@ -42,9 +42,10 @@ class _UnivariateTable(LeafType):
         return new
 
     def _check_scopes(self) -> None:
-        for i, s in enumerate(self.scopes):
-            if s.size != 1:
-                raise _err(self, i, f"scope must hold exactly one variable, got {s.tolist()}")
+        bad = np.flatnonzero(np.array([s.size for s in self.scopes], dtype=np.int64) != 1)
+        if bad.size:
+            i = int(bad[0])
+            raise _err(self, i, f"scope must hold exactly one variable, got {self.scopes[i].tolist()}")
 
     def _check_param(self, name: str, n: int | None = None) -> np.ndarray:
         a = self.params.get(name)
