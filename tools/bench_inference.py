@@ -3,13 +3,15 @@
 
 Prints rows/s and edge-evaluations/s (and per core, next to the exp and multiply-add rates
 of one core measured in the same run) for log-likelihood, marginals (30 % missing), MPE,
-the backward pass, one EM iteration and sampling, on 1 and 2 threads (always both rows),
+the backward pass, one EM iteration (E-step and M-step on a model as an M-step returns
+it, so what is derived from its parameters is rebuilt, as in EM's fit) and sampling, on 1 and 2 threads (always both rows),
 with each query's cost relative to a log-likelihood pass and the ratio against (a) a node-by-node numpy
 evaluation (one vectorised numpy call per node over all rows) and (b) a layer-by-layer
 numpy evaluation (all nodes of one depth at once over blocks of rows), both measured in
 the same run. Per model a floor line gives the multiplies per row any exact pass needs and
 the smallest backward / log-likelihood ratio they allow at the multiply pipes' peak (see
-print_floor). Times are medians of repeats; the machine is shared, trust the ratios.
+print_floor). Times are medians of repeats, taken in rounds over all queries (see
+time_rounds); the machine is shared, trust the ratios.
 
     python tools/bench_inference.py                 # default sizes
     python tools/bench_inference.py --edges 1e5 --rows 20000 --quick
@@ -242,6 +244,24 @@ def timeit(f, repeat=3):
     return statistics.median(ts)
 
 
+def time_rounds(calls: dict, repeat: int) -> dict:
+    """{key: (median wall time, median CPU time, min CPU time)} of ``repeat`` calls of each
+    of ``calls``, after one warm-up each, in rounds (each call once per round): a machine
+    that changes speed for seconds at a time then shifts every query alike, and the ratios
+    between queries hold where back-to-back repeats of one query would not."""
+    for f in calls.values():
+        f()
+    wall: dict = {k: [] for k in calls}
+    cpu: dict = {k: [] for k in calls}
+    for _ in range(repeat):
+        for k, f in calls.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            f()
+            wall[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k]), min(cpu[k])) for k in calls}
+
+
 def ref_time(f, repeat):
     """Median of ``repeat`` calls of a reference, as for spnc's queries, unless one call
     takes over 2 s (the references on the largest models): then that one call. A single
@@ -364,27 +384,30 @@ def main(argv=None) -> int:
         em._setup(spn)
         ones = np.ones(n)
 
-        def em_step(nt):  # one E-step (backward pass + leaf statistics) and one M-step
-            em.n_threads = nt
+        def em_step(nt):  # one E-step (backward pass + leaf statistics) and one M-step, on a model
+            em.n_threads = nt   # as an M-step leaves it (same parameters, nothing derived from them kept)
             em.rejected_ = 0
-            em._mstep(spn, em._estep(spn, X, ones, hard=False), X, ones)
+            cur = spn._reparameterised(spn.weight, spn.leaf_tables, spn.root_weights)
+            em._mstep(cur, em._estep(cur, X, ones, hard=False), X, ones)
+        queries = {
+            "loglik": lambda nt: spn.log_likelihood(X, n_threads=nt),
+            "marginal": lambda nt: spn.log_likelihood(Xm, n_threads=nt),
+            "mpe": lambda nt: spn.mpe(Xm, n_threads=nt),
+            "backward": lambda nt: spn.backward(X, n_threads=nt),
+            "em-step": em_step,
+            "sample": lambda nt: spn.sample(n, seed=1, n_threads=nt),
+        }
+        times = {}
+        for nt in (1, 2):  # two threads always run (and say so) even where fewer are available
+            times.update(time_rounds({(q, nt): (lambda f=f, nt=nt: f(nt)) for q, f in queries.items()}, rep))
         base, cpu = {}, {}
-        for name, f in (
-            ("loglik", lambda nt: spn.log_likelihood(X, n_threads=nt)),
-            ("marginal", lambda nt: spn.log_likelihood(Xm, n_threads=nt)),
-            ("mpe", lambda nt: spn.mpe(Xm, n_threads=nt)),
-            ("backward", lambda nt: spn.backward(X, n_threads=nt)),
-            ("em-step", em_step),
-            ("sample", lambda nt: spn.sample(n, seed=1, n_threads=nt)),
-        ):
-            for nt in (1, 2):  # two threads always run (and say so) even where fewer are available
-                f(nt)  # warm-up
-                t = timeit(lambda: f(nt), rep)
-                if args.cpu_time and nt == 1:
-                    t = CPU_TIME["min"]
-                cpu.setdefault((name, nt), CPU_TIME["last"])
+        for name in queries:
+            for nt in (1, 2):
+                wall, cmed, cmin = times[(name, nt)]
+                t = cmin if args.cpu_time and nt == 1 else wall
+                cpu[(name, nt)] = cmed
                 rps = n / t
-                base.setdefault((name, nt), rps)
+                base[(name, nt)] = rps
                 r1 = f"{rps / ref_node:13.1f}x" if ref_node and name == "loglik" else f"{'':>14}"
                 r2 = f"{rps / ref_layer:14.1f}x" if ref_layer and name == "loglik" else f"{'':>15}"
                 rl = f"{base[('loglik', nt)] / rps:9.2f}x" if name != "loglik" else f"{'':>10}"
