@@ -11,6 +11,7 @@ from setuptools.command.build_ext import build_ext
 # (module, uses OpenMP). New compiled modules are added here.
 MODULES = [
     ("spnc._graph", False),
+    ("spnc._structure", False),
     ("spnc._infer", True),
     ("spnc._probe", False),
     ("spnc._data", True),

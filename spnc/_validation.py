@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import _graph
+from . import _structure
 from ._kinds import COMBINE, LEAF, PRODUCT, SUM, VAR_BINARY, VAR_REAL, WEIGHT_TOL
 from ._text import check_unique, counted
 from .errors import ScopeError, StructureError
@@ -225,15 +225,15 @@ def derive_scopes(kind: np.ndarray, ptr: np.ndarray, child: np.ndarray, leaf_sco
                   leaf_scope: np.ndarray, nm: Names = ARRAYS) -> tuple[np.ndarray, np.ndarray]:
     """Scopes of every node from its leaves' scopes (CSR indexed by node; only leaf rows
     are read), checking completeness and decomposability on the way."""
-    sp, sc, code, n, extra = _graph.compute_scopes(kind, ptr, child, leaf_scope_ptr, leaf_scope)
-    if code == _graph.SCOPE_EMPTY:
+    sp, sc, code, n, extra = _structure.compute_scopes(kind, ptr, child, leaf_scope_ptr, leaf_scope)
+    if code == _structure.SCOPE_EMPTY:
         raise nm.scope_error(f"node {n}: empty scope")
-    if code == _graph.SCOPE_OVERLAP:
+    if code == _structure.SCOPE_OVERLAP:
         raise nm.scope_error(f"node {n}: product children share variable {extra} (not decomposable: decomposability is violated)")
-    if code == _graph.SCOPE_MISMATCH:
+    if code == _structure.SCOPE_MISMATCH:
         raise nm.scope_error(f"node {n}: child {extra} has a different scope from the sum's first child "
                              "(not complete: completeness is violated)")
-    if code == _graph.SCOPE_DUP_CHILD:
+    if code == _structure.SCOPE_DUP_CHILD:
         raise nm.structure(f"node {n}: child {extra} is listed twice under the sum")
     return sp, sc
 
@@ -284,7 +284,7 @@ def check_roots(roots: np.ndarray, combine: str, root_weights, n_nodes: int, sp:
         for x in r[1:]:
             if not np.array_equal(sc[sp[x]:sp[x + 1]], s0):
                 raise nm.scope_error(f"{nm.roots}: root {x} has a different scope from root {r[0]}")
-    mark = _graph.reachable(np.ascontiguousarray(r, dtype=np.int64), ptr, child)
+    mark = _structure.reachable(np.ascontiguousarray(r, dtype=np.int64), ptr, child)
     if not mark.all():
         raise nm.structure(f"{nm.roots}: node {_first(mark == 0)} is not reachable from any root")
 
