@@ -54,6 +54,8 @@ cdef class Graph:
     cdef GraphC c
     cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone
     cdef public object visit_cache     # spnc._visit.backward_visit's lists
+    cdef int plain_budget(self, Py_ssize_t n_blocks) noexcept
+    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left) noexcept
 
 
 cdef class LeafStates:

@@ -131,6 +131,20 @@ cdef class Graph:
             &gp[0], &ge[0], &gn[0], &gf[0], &gb[0]
         self.c.gather = self.c.n_sum_edges >= GATHER_FAN_IN * self.c.n_sums
 
+    cdef int plain_budget(self, Py_ssize_t n_blocks) noexcept:
+        """Blocks of a sweep that may be redone scaled before it stops trying plain doubles."""
+        return <int> max(4, n_blocks // 8) if self.c.plain and self.c.linear else 0
+
+    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left) noexcept:
+        """Stop trying plain doubles on a model whose blocks keep underflowing (rows of many
+        variables): a sweep that spent its whole budget, or one block in four redone over 8+."""
+        if budget == 0:
+            return
+        self.plain_blocks += n_blocks
+        self.plain_falls += budget - max(left, 0)
+        if left <= 0 or (self.plain_falls >= 8 and 4 * self.plain_falls >= self.plain_blocks):
+            self.c.plain = False
+
     def __repr__(self):
         return f"Graph(n_nodes={self.c.n_nodes}, n_edges={self.c.n_edges}, n_slots={self.c.n_slots})"
 

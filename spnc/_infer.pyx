@@ -77,22 +77,6 @@ cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const
     return SCALED
 
 
-cdef int _plain_budget(Graph graph, Py_ssize_t n_blocks) noexcept:
-    """Blocks of a sweep that may be redone scaled before it stops trying plain doubles."""
-    return <int> max(4, n_blocks // 8) if graph.c.plain and graph.c.linear else 0
-
-
-cdef void _plain_record(Graph graph, Py_ssize_t n_blocks, int budget, int left) noexcept:
-    """Stop trying plain doubles on a model whose blocks keep underflowing (rows of many
-    variables): a sweep that spent its whole budget, or one block in four redone over 8+."""
-    if budget == 0:
-        return
-    graph.plain_blocks += n_blocks
-    graph.plain_falls += budget - max(left, 0)
-    if left <= 0 or (graph.plain_falls >= 8 and 4 * graph.plain_falls >= graph.plain_blocks):
-        graph.c.plain = False
-
-
 cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int domain) noexcept nogil:
     """log of the value of the node in ``slot``, row j of the block. Plain values are split
     into mantissa and exponent first, so both linear domains give the same bits."""
@@ -132,7 +116,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef const int32_t *slot = g.ident if keep else g.node_slot
     cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
-    cdef int dom, budget0 = _plain_budget(graph, n_blocks) if linear else 0
+    cdef int dom, budget0 = graph.plain_budget(n_blocks) if linear else 0
     cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
@@ -149,7 +133,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
         if copy_all:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
-    _plain_record(graph, n_blocks, budget0, budget)
+    graph.plain_record(n_blocks, budget0, budget)
 
 
 def forward_some(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -244,7 +228,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W, *T, *P, *Q
-    cdef int dom, budget0 = _plain_budget(graph, n_blocks), budget = budget0
+    cdef int dom, budget0 = graph.plain_budget(n_blocks), budget = budget0
     # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
@@ -274,7 +258,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0])
-    _plain_record(graph, n_blocks, budget0, budget)
+    graph.plain_record(n_blocks, budget0, budget)
     edges_arr = edge_lane_totals(lanes_arr)
     if gather:
         spar = graph.spar_edge_[:g.spar_ptr[N]]
@@ -363,7 +347,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef double best, v
     cdef double *W, *arg
     cdef uint64_t *A
-    cdef int dom, budget0 = _plain_budget(graph, n_blocks) if want_ll else 0, budget = budget0
+    cdef int dom, budget0 = graph.plain_budget(n_blocks) if want_ll else 0, budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -395,7 +379,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
             dom = _sum_forward(lnb, col0, W, g.child_slot, g.node_slot, NULL, g.linear, &budget)
             for j in range(SPNC_B):
                 ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, dom)
-    _plain_record(graph, n_blocks, budget0, budget)
+    graph.plain_record(n_blocks, budget0, budget)
 
 
 def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
