@@ -152,25 +152,25 @@ static inline void spnc_push512(double *restrict pc, int first, const double *re
 #define SPNC_STATE_LANES 4
 
 #ifdef SPNC_X86_512
-/* The state counts of leaves visit[0..k) (inline, <= 8 states, one posterior pn: the leaf
- * children of a product, 2-5 in a LearnSPN model), with pn * wt formed once and kept in
- * registers. A pair of states is summed in 8-row vectors, each state's 8 lanes folded to 4
+/* The state counts of k inline leaves of <= 8 states (variable var[i], states from off[i],
+ * nst[i] of them) that share one posterior pn (the leaf children of a product, 2-5 in a
+ * LearnSPN model, or one leaf), with pn * wt formed once and kept in registers. A pair of states is summed in 8-row vectors, each state's 8 lanes folded to 4
  * (lane i + lane i + 4) before they are added to its partial sums; the generic form of
  * spnc_leaf_post adds in the same order (bits equal). */
 __attribute__((target("avx512f")))
-static void spnc_state_run512(const spnc_net *g, const int32_t *visit, int64_t k, int64_t col0,
-                              const double *pn, const double *wt, double *state_acc)
+static void spnc_state_run512(const spnc_net *g, int64_t col0, const double *pn, const double *wt,
+                              const int32_t *var, const int64_t *off, const int32_t *nst, int64_t k,
+                              double *state_acc)
 {
     __m512d v[SPNC_B / 8];
     int64_t i;
     int j;
     for (j = 0; j < SPNC_B / 8; j++) v[j] = _mm512_mul_pd(_mm512_loadu_pd(pn + 8 * j), _mm512_loadu_pd(wt + 8 * j));
     for (i = 0; i < k; i++) {
-        const int64_t n = visit[i];
-        const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
-        double *restrict sa = state_acc + g->off[n] * SPNC_STATE_LANES;
+        const double *restrict x = SPNC_XV(g, g->XT, var[i], col0);
+        double *restrict sa = state_acc + off[i] * SPNC_STATE_LANES;
         int32_t st = 0;
-        if (g->nst[n] == 2) {
+        if (nst[i] == 2) {
             /* x in {0, 1}: a1 + v x and a0 + (v - v x) add v or +0, as the masked adds do;
                a missing x makes a1 NaN, and the block is then counted with masks below */
             __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
@@ -185,7 +185,7 @@ static void spnc_state_run512(const spnc_net *g, const int32_t *visit, int64_t k
                 continue;
             }
         }
-        for (; st < g->nst[n]; st += 2) {
+        for (; st < nst[i]; st += 2) {
             const __m512d c0 = _mm512_set1_pd((double)st), c1 = _mm512_set1_pd((double)(st + 1));
             __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
             for (j = 0; j < SPNC_B / 8; j++) {
@@ -194,7 +194,7 @@ static void spnc_state_run512(const spnc_net *g, const int32_t *visit, int64_t k
                 a1 = _mm512_mask_add_pd(a1, _mm512_cmp_pd_mask(xv, c1, _CMP_EQ_OQ), a1, v[j]);
             }
             const __m512d f = _mm512_add_pd(_mm512_shuffle_f64x2(a0, a1, 0x44), _mm512_shuffle_f64x2(a0, a1, 0xEE));
-            if (st + 1 < g->nst[n])
+            if (st + 1 < nst[i])
                 _mm512_storeu_pd(sa + st * SPNC_STATE_LANES, _mm512_add_pd(_mm512_loadu_pd(sa + st * SPNC_STATE_LANES), f));
             else
                 _mm256_storeu_pd(sa + st * SPNC_STATE_LANES,
@@ -205,12 +205,47 @@ static void spnc_state_run512(const spnc_net *g, const int32_t *visit, int64_t k
 
 #endif
 
-/* Node n of a backward sweep with state counts (state_acc) and nothing else asked of leaves:
- * an inline leaf of <= 8 states whose count is not summed on its own, so the leaves of a run
- * that shares its slot (see spnc_state_run512) need nothing but their state counts. */
-static SPNC_INLINE int spnc_state_leaf(const spnc_net *g, int64_t n)
+/* The state counts of one inline leaf of ns <= 8 states (data x, partial sums sa) from its
+ * posterior pn: two states per pass over the rows (both at once when binary), 8 rows as two
+ * 4-row vectors (generic vectors of 8 are scalar code on AVX2), folded to 4 lanes. */
+static SPNC_INLINE void spnc_state_count(const double *restrict x, double *restrict sa, int32_t ns,
+                                         const double *restrict pn, const double *restrict wt)
 {
-    return g->kind[n] >= 2 && g->var[n] >= 0 && g->nst[n] <= 8 && !g->counted[n];
+    int32_t st;
+    int j;
+    for (st = 0; st < ns; st += 2) {
+        const spnc_vd s0 = spnc_splat((double)st), s1 = spnc_splat((double)(st + 1));
+        const spnc_vd zero = spnc_splat(0.0);
+        spnc_vd a0 = zero, b0 = zero, a1 = zero, b1 = zero;
+        for (j = 0; j < SPNC_B; j += SPNC_LANES) {
+            const spnc_vd va = spnc_ld(pn + j) * spnc_ld(wt + j);
+            const spnc_vd vb = spnc_ld(pn + j + SPNC_VL) * spnc_ld(wt + j + SPNC_VL);
+            const spnc_vd xa = spnc_ld(x + j), xb = spnc_ld(x + j + SPNC_VL);
+            a0 += spnc_blend(xa == s0, va, zero);
+            b0 += spnc_blend(xb == s0, vb, zero);
+            a1 += spnc_blend(xa == s1, va, zero);
+            b1 += spnc_blend(xb == s1, vb, zero);
+        }
+        spnc_st(sa + st * SPNC_STATE_LANES, spnc_ld(sa + st * SPNC_STATE_LANES) + (a0 + b0));
+        if (st + 1 < ns)
+            spnc_st(sa + (st + 1) * SPNC_STATE_LANES, spnc_ld(sa + (st + 1) * SPNC_STATE_LANES) + (a1 + b1));
+    }
+}
+
+/* spnc_state_count of k leaves sharing the posterior pn (arrays as for spnc_state_run512). */
+static SPNC_INLINE void spnc_state_counts(const spnc_net *g, int64_t col0, const double *restrict pn,
+                                          const double *restrict wt, const int32_t *var, const int64_t *off,
+                                          const int32_t *nst, int64_t k, double *state_acc)
+{
+    int64_t i;
+#ifdef SPNC_X86_512
+    if (SPNC_HAS_512()) {
+        spnc_state_run512(g, col0, pn, wt, var, off, nst, k, state_acc);
+        return;
+    }
+#endif
+    for (i = 0; i < k; i++)
+        spnc_state_count(SPNC_XV(g, g->XT, var[i], col0), state_acc + off[i] * SPNC_STATE_LANES, nst[i], pn, wt);
 }
 
 /* Leaf n's share of the backward pass: its posterior pn to leaf_resp, and with state_acc
@@ -224,37 +259,11 @@ static SPNC_INLINE void spnc_leaf_post(const spnc_net *g, int64_t n, int64_t col
     int j;
     if (leaf_resp) memcpy(leaf_resp + g->leaf_slot[n] * g->m + col0, pn, SPNC_B * sizeof(double));
     if (state_acc && g->var[n] >= 0) {
-        const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
-        double *restrict sa = state_acc + g->off[n] * SPNC_STATE_LANES;
-        const int32_t ns = g->nst[n];
-        if (ns <= 8) {   /* two states per pass over the rows (both at once when binary) */
-            int32_t st;
-#ifdef SPNC_X86_512
-            if (SPNC_HAS_512()) {
-                const int32_t one = (int32_t)n;
-                spnc_state_run512(g, &one, 1, col0, pn, wt, state_acc);
-                return;
-            }
-#endif
-            for (st = 0; st < ns; st += 2) {
-                /* 8 rows as two 4-row vectors (generic vectors of 8 are scalar code on AVX2), folded to 4 lanes */
-                const spnc_vd s0 = spnc_splat((double)st), s1 = spnc_splat((double)(st + 1));
-                const spnc_vd zero = spnc_splat(0.0);
-                spnc_vd a0 = zero, b0 = zero, a1 = zero, b1 = zero;
-                for (j = 0; j < SPNC_B; j += SPNC_LANES) {
-                    const spnc_vd va = spnc_ld(pn + j) * spnc_ld(wt + j);
-                    const spnc_vd vb = spnc_ld(pn + j + SPNC_VL) * spnc_ld(wt + j + SPNC_VL);
-                    const spnc_vd xa = spnc_ld(x + j), xb = spnc_ld(x + j + SPNC_VL);
-                    a0 += spnc_blend(xa == s0, va, zero);
-                    b0 += spnc_blend(xb == s0, vb, zero);
-                    a1 += spnc_blend(xa == s1, va, zero);
-                    b1 += spnc_blend(xb == s1, vb, zero);
-                }
-                spnc_st(sa + st * SPNC_STATE_LANES, spnc_ld(sa + st * SPNC_STATE_LANES) + (a0 + b0));
-                if (st + 1 < ns)
-                    spnc_st(sa + (st + 1) * SPNC_STATE_LANES, spnc_ld(sa + (st + 1) * SPNC_STATE_LANES) + (a1 + b1));
-            }
+        if (g->nst[n] <= 8) {
+            spnc_state_counts(g, col0, pn, wt, g->var + n, g->off + n, g->nst + n, 1, state_acc);
         } else {
+            const double *restrict x = SPNC_XV(g, g->XT, g->var[n], col0);
+            double *restrict sa = state_acc + g->off[n] * SPNC_STATE_LANES;
             for (j = 0; j < SPNC_B; j++)
                 if (x[j] == x[j]) sa[(int64_t)x[j] * SPNC_STATE_LANES + (j & (SPNC_STATE_LANES - 1))] += pn[j] * wt[j];
         }
@@ -297,6 +306,15 @@ static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col
     if (all_post) memcpy(all_post + n * g->m + col0, pn, SPNC_B * sizeof(double));
 }
 
+/* The inline leaves a product counts for (spnc._visit.state_runs): visit entry i counts
+ * leaves ptr[i]..ptr[i + 1] (their variable, first state, number of states). */
+typedef struct {
+    const int64_t *ptr;
+    const int32_t *var;
+    const int64_t *off;
+    const int32_t *nst;
+} spnc_runs;
+
 /* P holds node posteriors rho_n (the probability that node n is on the row's induced tree)
  * in the backward slots pslot: a node whose only parent is a product shares its slot, so
  * products copy nothing to such children. Parents push to children: rho_c = sum over parents
@@ -306,12 +324,14 @@ static SPNC_INLINE void spnc_node_done(const spnc_net *g, int64_t n, int64_t col
  * leaves) gets each observed state's weighted posterior. edge_acc holds SPNC_EDGE_LANES
  * partial sums per edge, node_acc the counts of the counted nodes only (see spnc_node_done).
  * Only the n_visit nodes of visit (descending) are swept; the others must have nothing to do
- * (spnc._visit.backward_visit): in tree-shaped models, most leaves and products. */
+ * (spnc._visit.backward_visit): in tree-shaped models, most leaves and products. With runs
+ * (state counts only), products count the leaves that share their slot, which are not
+ * listed (spnc._visit.state_runs). */
 SPNC_CLONES
 static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                           int domain, const double *wt, double *edge_acc, double *node_acc,
                           double *leaf_resp, double *all_post, double *state_acc,
-                          const int32_t *visit, int64_t n_visit)
+                          const int32_t *visit, int64_t n_visit, const spnc_runs *runs)
 {
     int64_t i;
     int j;
@@ -351,16 +371,12 @@ static void spnc_backward(const spnc_net *g, int64_t col0, double *P, const doub
             }
         } else if (g->kind[n] == 1) {
             spnc_push_product(g, n, P, pn, g->first);
-        } else {
-#ifdef SPNC_X86_512
-            if (x512 && state_acc && !leaf_resp && !all_post && spnc_state_leaf(g, n)) {
-                int64_t r = 1;
-                while (i + r < n_visit && g->pslot[visit[i + r]] == ps && spnc_state_leaf(g, visit[i + r])) r++;
-                spnc_state_run512(g, visit + i, r, col0, pn, wt, state_acc);
-                i += r - 1;
-                continue;
+            if (runs && runs->ptr[i + 1] > runs->ptr[i]) {
+                const int64_t r = runs->ptr[i];
+                spnc_state_counts(g, col0, pn, wt, runs->var + r, runs->off + r, runs->nst + r, runs->ptr[i + 1] - r,
+                                  state_acc);
             }
-#endif
+        } else {
             spnc_leaf_post(g, n, col0, pn, wt, leaf_resp, state_acc);
         }
         spnc_node_done(g, n, col0, pn, wt, node_acc, all_post);

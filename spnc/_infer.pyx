@@ -11,7 +11,7 @@ each block stages its own rows, transposed, in the thread's cache.
 """
 import numpy as np
 from spnc._buffers import aligned_empty
-from spnc._visit import backward_visit, edge_lane_totals
+from spnc._visit import backward_plan, edge_lane_totals
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, frexp, log, exp, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -22,7 +22,7 @@ from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._net cimport (spnc_net, Staging, block_net, chunk_net, staged_net, SPNC_B, SPNC_STATE_LANES, SPNC_EDGE_LANES,
                        spnc_counts_from_parents, spnc_forward_log, spnc_forward_log_some, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
-                       spnc_backward, spnc_backward_gather, spnc_select, spnc_route, spnc_unstage)
+                       spnc_backward, spnc_backward_gather, spnc_runs, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
 
 BLOCK = SPNC_B
@@ -223,7 +223,13 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const int64_t[::1] start = graph.start_
     cdef bint shares = g.shares
     cdef bint gather = g.gather and not shares
-    cdef const int32_t[::1] visit = backward_visit(graph, states.var_, want_leaf, want_all, want_states)
+    cdef const int32_t[::1] visit, rvar, rnst
+    cdef const int64_t[::1] rptr, roff
+    visit, rptr, rvar, roff, rnst = backward_plan(graph, states, want_leaf, want_all, want_states)
+    cdef spnc_runs runs     # products that count the states of the leaves in their slot
+    if rvar.shape[0]:
+        runs.ptr, runs.var, runs.off, runs.nst = &rptr[0], &rvar[0], &roff[0], &rnst[0]
+    cdef const spnc_runs *rp = &runs if rvar.shape[0] else NULL
     cdef const int32_t *vp = &visit[0] if visit.shape[0] else NULL
     cdef const int32_t *cs = g.child_slot if shares else g.child
     cdef const int32_t *ns = g.node_slot if shares else g.ident
@@ -257,7 +263,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         else:
             spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
-                          &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0])
+                          &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0], rp)
     graph.plain_record(n_blocks, budget0, budget)
     edges_arr = edge_lane_totals(lanes_arr)
     if gather:

@@ -57,10 +57,15 @@ cdef extern from "_select.h" nogil:
     int spnc_fp_bad()
     int spnc_budget_left(const int *b)
     void spnc_budget_spend(int *b)
+    ctypedef struct spnc_runs:
+        const int64_t *ptr
+        const int32_t *var
+        const int64_t *off
+        const int32_t *nst
     void spnc_backward(const spnc_net *g, int64_t col0, double *P, const double *T, const double *W,
                        int domain, const double *wt, double *edge_acc, double *node_acc,
                        double *leaf_resp, double *all_post, double *state_acc, const int32_t *visit,
-                       int64_t n_visit)
+                       int64_t n_visit, const spnc_runs *runs)
     void spnc_counts_from_parents(const spnc_net *g, const double *edge_cnt, double *cnt)
     void spnc_backward_gather(const spnc_net *g, int64_t col0, double *P, const double *W, double *Q,
                               const double *wt, double *sacc, double *node_acc,

@@ -48,6 +48,62 @@ def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want
     return out
 
 
+def state_runs(graph, states) -> tuple[np.ndarray, ...]:
+    """The visit list of a backward pass that counts states and nothing else per leaf, with
+    the leaves that share their product parent's slot counted by that product instead:
+    ``(visit, ptr, var, off, nst)``, where visit entry i counts the inline leaves
+    ``ptr[i]:ptr[i + 1]`` of the run arrays (their variables, state offsets and numbers of
+    states; <= 8 states, no count of their own). Such a product is listed even if it
+    pushes nothing; its leaves are not. Kept on the graph."""
+    var, off, nst = (np.asarray(a) for a in (states.var_, states.off_, states.nst_))
+    cache = graph.visit_cache
+    if cache is None:
+        cache = graph.visit_cache = {}
+    hit = cache.get("runs")
+    if hit is not None and all(h is a or np.array_equal(h, a) for h, a in zip(hit[0], (var, off, nst))):
+        return hit[1]
+    kind = np.asarray(graph.kind_)
+    N = kind.shape[0]
+    ptr = np.asarray(graph.child_ptr_)
+    child = np.asarray(graph.child_)[: ptr[-1]]
+    parent = np.repeat(np.arange(N), np.diff(ptr))
+    alias = np.asarray(graph.alias_)[:N] != 0
+    counted = np.asarray(graph.counted_)[:N] != 0
+    run = (kind >= LEAF) & (var[:N] >= 0) & (nst[:N] <= 8) & alias & ~counted
+    owner = np.full(N, -1, dtype=np.int64)
+    e = run[child]                      # an alias node has exactly one parent, a product
+    owner[child[e]] = parent[e]
+    need = np.zeros(N, dtype=bool)
+    need[backward_visit(graph, var, False, False, True)] = True
+    need &= ~run
+    need[owner[run]] = True
+    visit = np.ascontiguousarray(np.flatnonzero(need)[::-1], dtype=np.int32)
+    leaves = np.flatnonzero(run)[::-1]                  # descending, grouped by owner below
+    leaves = leaves[np.argsort(-owner[leaves], kind="stable")]
+    pos = np.full(N, -1, dtype=np.int64)
+    pos[visit] = np.arange(len(visit))
+    counts = np.bincount(pos[owner[leaves]], minlength=len(visit)) if len(visit) else np.zeros(0, np.int64)
+    rptr = np.zeros(len(visit) + 1, dtype=np.int64)
+    np.cumsum(counts, out=rptr[1:])
+    out = (visit, rptr, np.ascontiguousarray(var[leaves], dtype=np.int32),
+           np.ascontiguousarray(off[leaves], dtype=np.int64), np.ascontiguousarray(nst[leaves], dtype=np.int32))
+    cache["runs"] = ((var, off, nst), out)
+    return out
+
+
+def backward_plan(graph, states, want_leaf: bool, want_all: bool, want_states: bool) -> tuple[np.ndarray, ...]:
+    """What a pushing backward pass visits, as :func:`state_runs` returns it: with products
+    counting their leaves' states when state counts are all the leaves are asked for, else
+    :func:`backward_visit`'s list with no runs."""
+    if want_states and not want_leaf and not want_all:
+        return state_runs(graph, states)
+    visit = backward_visit(graph, states.var_, want_leaf, want_all, want_states)
+    return visit, _NO_RUNS[0], _NO_RUNS[1], _NO_RUNS[0], _NO_RUNS[1]
+
+
+_NO_RUNS = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32))
+
+
 def edge_lane_totals(acc: np.ndarray) -> np.ndarray:
     """(threads, 8 k) partial sums of the backward's edge counts -> (threads, k) totals, in
     a fixed tree (SPNC_EDGE_LANES is 8, checked in _backward.h)."""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import spnc
-from spnc import _infer, _visit
+from spnc import _visit
 from spnc.learn import _em_pass
 from spnc.learn.em import EM
 from spnc.nodes import Product, Sum
@@ -17,6 +17,13 @@ from conftest import random_spn
 
 def _every_node(graph, var, want_leaf, want_all, want_states):
     return np.arange(graph.kind_.shape[0] - 1, -1, -1, dtype=np.int32)
+
+
+def _no_runs(graph, states):
+    # every node visited, every leaf counting its own states (no product counts for them)
+    visit = _every_node(graph, None, False, False, True)
+    empty = np.zeros(0, dtype=np.int32)
+    return visit, np.zeros(len(visit) + 1, dtype=np.int64), empty, empty.astype(np.int64), empty
 
 
 def _models(seed):
@@ -58,7 +65,7 @@ def test_visited_nodes_give_the_bits_of_a_sweep_over_all(seed, shares, monkeypat
         X = _data(spn, rng)
         got = _backward(spn, X, shares, False)
         with monkeypatch.context() as m:
-            m.setattr(_infer, "backward_visit", _every_node)
+            m.setattr(_visit, "backward_visit", _every_node)
             want = _backward(spn, X, shares, False)
         for g, w in zip(got, want):
             assert g.keys() == w.keys()
@@ -72,13 +79,28 @@ def test_em_state_counts_keep_their_bits(seed, monkeypatch):
     spn = _models(seed)[0]
     X = _data(spn, rng, 500)
     got = EM(init=spn, max_iter=2, tol=0.0).fit(X).spn_
-    with monkeypatch.context() as m:
-        m.setattr(_infer, "backward_visit", _every_node)
+    with monkeypatch.context() as m:      # products count their leaves' states: as the leaves do
+        m.setattr(_visit, "state_runs", _no_runs)
         want = EM(init=spn, max_iter=2, tol=0.0).fit(X).spn_
     np.testing.assert_array_equal(got.weight, want.weight)
     for name, table in got.leaf_tables.items():
         for a, b in zip(table.content_key(), want.leaf_tables[name].content_key()):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_products_count_the_states_of_the_leaves_in_their_slot():
+    leaves = [[spnc.Bernoulli(v, 0.2 + 0.1 * k) for v in range(4)] for k in range(3)]
+    spn = spnc.compile(Sum([Product(ls[:3] + [Sum([ls[3], spnc.Bernoulli(3, 0.5)], [0.5, 0.5])]) for ls in leaves],
+                           [0.2, 0.3, 0.5]))
+    g = spnc._sweep.graph_of(spn)
+    states = spnc._sweep.leaf_states(spn, 0)[0]
+    visit, ptr, var, off, nst = _visit.state_runs(g, states)
+    kind = np.asarray(spn.kind)
+    # the root, the products (3 leaves each), the sums under them and their 2 leaves each
+    assert sorted(kind[visit].tolist()) == [0] * 4 + [1] * 3 + [2] * 6
+    assert np.diff(ptr).tolist() == [3 if k == 1 else 0 for k in kind[visit]]
+    assert var.tolist() == [2, 1, 0] * 3 and nst.tolist() == [2] * 9
+    assert _visit.state_runs(g, states)[0] is visit      # kept on the graph
 
 
 def test_a_tree_visits_its_sums_only():
