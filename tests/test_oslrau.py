@@ -3,6 +3,7 @@ batch, the toy experiment of Sec. 4.1, structure_until, input kinds, and exact r
 from __future__ import annotations
 
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +356,23 @@ def test_resume_through_a_file_in_a_subprocess(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     done = OSLRAU.resume(str(tmp_path / "done.h5"))
     assert_same_model(full, done)
+
+
+def test_resume_names_the_file_and_the_learner_it_records(tmp_path):
+    """Another learner's file: the message names the file and the learner recorded there
+    (and the one it started from), or says that none is recorded."""
+    from spnc.learn import Merge
+    X = correlated(200, seed=2)
+    merged = Merge(init=OSLRAU(batch_size=8, random_state=0).fit(X).spn_, epsilon=0.1).fit(X).spn_
+    bare = spnc.compile(spnc.Gaussian(0, 0.0, 1.0))
+    for model, want in ((merged, r"was made by the learner 'merge' \(applied to a model by 'oslrau'\)"),
+                        (bare, r"records no learner")):
+        path = tmp_path / "other.json"
+        spnc.save(model, path)
+        with pytest.raises(FormatError, match=re.escape(str(path)) + " " + want):
+            OSLRAU.resume(path)
+        with pytest.raises(FormatError, match="the model " + want):
+            OSLRAU.resume(model)
 
 
 def test_fit_on_dataframe_batches_matches_columns_by_name():

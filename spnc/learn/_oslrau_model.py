@@ -3,6 +3,7 @@ kernel evaluates them), exported with the learner's whole state, and restored fr
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
@@ -98,22 +99,23 @@ def export_state(self) -> dict:
 def restore(cls, source):
     """A learner of class ``cls`` from an :class:`spnc.SPN` or a model file carrying
 oSLRAU state."""
-    spn = source
+    spn, where = source, "the model"
     if not isinstance(source, SPN):
         import spnc
         if not hasattr(spnc, "load"):
             raise FormatError("spnc.load is not available; pass the SPN object")
-        spn = spnc.load(source)
+        spn, where = spnc.load(source), os.fspath(source)
     info = getattr(spn, "learner", None) or {}
     if info.get("name") != "oslrau":
-        raise FormatError(f"the model carries no oSLRAU learner state (learner name {info.get('name')!r})")
+        raise FormatError(f"{where} {_made_by(info)}: it holds no oSLRAU state to resume from")
     if str(info.get("version")) != VERSION:
-        raise FormatError(f"unsupported oSLRAU state version {info.get('version')!r}; this spnc reads {VERSION!r}")
-    params = dict(info["params"])
-    arrays = info["arrays"]
+        raise FormatError(f"{where}: unsupported oSLRAU state version {info.get('version')!r}; "
+                          f"this spnc reads {VERSION!r}")
+    params = dict(info.get("params") or {})
+    arrays = info.get("arrays") or {}
     missing = [k for k in ARRAYS if k not in arrays]
     if missing:
-        raise FormatError(f"oSLRAU state lacks arrays {missing}")
+        raise FormatError(f"{where}: oSLRAU state lacks arrays {missing}")
     known = {k: params[k] for k in cls._param_names() if k in params and k != "select"}
     self = cls(**known)
     self._preq = np.array([float(params.get("prequential_ll_sum", 0.0))])
@@ -133,6 +135,21 @@ oSLRAU state."""
         raise FormatError("oSLRAU state arrays have inconsistent lengths")
     self._alloc(a)
     return self
+
+
+def _made_by(info: dict) -> str:
+    """Which learner a model's ``learner`` entry records, and the one it started from
+    (EM refining a structure, Merge shrinking a model), in words."""
+    name = info.get("name")
+    if not info or name is None:
+        return "records no learner (no /learner group)"
+    params = info.get("params") if isinstance(info.get("params"), dict) else {}
+    first = (params.get("structure_learner") or {}).get("name") \
+        if isinstance(params.get("structure_learner"), dict) else info.get("init_learner")
+    made = f"was made by the learner {name!r}"
+    if isinstance(first, str) and first:
+        made += f" (applied to a model by {first!r})"
+    return made + ", not by OSLRAU"
 
 
 def _plain(v):
