@@ -304,6 +304,17 @@ def test_learner_entries_that_json_cannot_hold_are_dropped_with_a_warning(tmp_pa
     assert set(sio.load(tmp_path / "y.json").learner) == {"name", "version", "params", "arrays"}
 
 
+@pytest.mark.parametrize("ext", ["h5", "json"])
+def test_a_learner_without_a_name_is_refused(tmp_path, ext):
+    # /learner@name is required (formats/spnc-hdf5.md §8, P11); spnc.save wrote @name = ""
+    m = m_mixed()
+    for learner in ({"params": {"a": 1}, "n_train": 5}, {"name": None, "version": "1"}):
+        m.learner = learner
+        with pytest.raises(FormatError, match=r"spn.learner has no 'name' .*requires /learner@name"):
+            sio.save(m, tmp_path / f"m.{ext}")
+        assert not (tmp_path / f"m.{ext}").exists()
+
+
 def test_extension_and_format_selection(tmp_path):
     m = m_mixed()
     with pytest.raises(FormatError, match="unknown extension"):

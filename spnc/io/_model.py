@@ -78,7 +78,13 @@ def tree_from_model(spn: Any, *, provenance: dict[str, str] | None = None) -> Gr
             params = json.dumps(learner.get("params", {}), allow_nan=False, sort_keys=True)
         except (TypeError, ValueError) as e:
             raise FormatError(f"learner params are not JSON-serialisable: {e}") from None
-        lg = Group({"name": str(learner.get("name", "")), "params": params})
+        name = learner.get("name")
+        if not isinstance(name, str):      # /learner@name is required (formats/spnc-hdf5.md §8)
+            raise FormatError(f"spn.learner has no 'name' (got {name!r}; entries {sorted(map(str, learner))}), "
+                              "but the file format requires /learner@name, a str naming the learner "
+                              "that made the model (e.g. 'oslrau'): set spn.learner['name'] or clear "
+                              "spn.learner")
+        lg = Group({"name": name, "params": params})
         if learner.get("version") is not None:
             lg.attrs["version"] = str(learner["version"])
         info = _info_text({k: v for k, v in learner.items() if k not in _LEARNER_KEYS})
