@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,8 @@ def test_fallback_is_used_only_by_readers_that_lack_the_type(tmp_path, vendor_ty
     sio.write_tree(sio.validate_tree(t).tree, tmp_path / "fb.h5")
     X = np.array([[0.5], [np.nan], [4.0]])
     known = spnc.compile(spnc.Sum([_XGauss(0, 0.0, 1.0), spnc.Gaussian(0, 1.0, 1.0)], [0.5, 0.5]))
-    m = sio.load(tmp_path / "fb.h5")
+    with pytest.warns(UserWarning, match=r"leaves out /fallback .*spnc.save will not write them back"):
+        m = sio.load(tmp_path / "fb.h5")
     assert m.n_nodes == known.n_nodes                    # the fallback-only node is dropped
     np.testing.assert_allclose(m.log_likelihood(X), known.log_likelihood(X), rtol=1e-12)
     spec = importlib.util.spec_from_file_location("rr", ROOT / "formats" / "reference_reader.py")
@@ -190,15 +192,44 @@ def test_fallback_onto_a_sibling_or_another_root(tmp_path):
     want = np.log([0.25, 0.75, 1.0])
     p = _poisson_doc(tmp_path, "sum.json", [3, 200, 0], [0, 0, 0, 2], [1, 0], [0.4, 0.6],
                      {"@combine": "single", "node": [2]})
-    m = sio.load(p)
+    with pytest.warns(UserWarning, match=r"leaves out leaf type 'x_acme_poisson' \(its nodes are replaced"):
+        m = sio.load(p)
     assert m.n_nodes == 2 and m.weight.tolist() == [1.0]
     np.testing.assert_allclose(m.log_likelihood(X), want, rtol=1e-15)
     p = _poisson_doc(tmp_path, "mix.json", [3, 200], [0, 0, 0], [], [],
                      {"@combine": "mixture", "node": [1, 0], "weight": [0.4, 0.6]})
-    m = sio.load(p)
+    with pytest.warns(UserWarning, match="x_acme_poisson"):
+        m = sio.load(p)
     assert m.n_nodes == 1 and m.root_weights.tolist() == [1.0]
     np.testing.assert_allclose(m.log_likelihood(X), want, rtol=1e-15)
     p = _poisson_doc(tmp_path, "indep.json", [3, 200], [0, 0, 0], [], [],
                      {"@combine": "independent", "node": [1, 0]})
     with pytest.raises(spnc.FormatError, match="two roots fall back to node 0"):
         sio.load(p)
+
+
+def test_load_warns_about_the_extensions_a_save_drops(tmp_path):
+    """spnc.load keeps no x_* extension (§9) but spnc's own learner report: it says which
+    ones, so a load and save that loses them is no surprise; a plain file loads silently."""
+    t = sio.read_validated(EX / "mixed.h5").tree
+    t.attrs["x_acme_note"] = "hi"
+    t.members["x_acme"] = sio.Group({"x_v": "1"}, {"d": np.array([1, 2], dtype=np.uint8)})
+    t.members["leaves"].attrs["x_note"] = "a"
+    t.members["nodes"].attrs["x_n"] = "b"
+    t.members["learner"] = sio.Group({"name": "me", "x_by": "acme"}, {"x_kept": np.array([1.0])})
+    t.attrs["content_hash"] = content_hash(t)
+    sio.write_tree(sio.validate_tree(t).tree, tmp_path / "ext.h5")
+    with pytest.warns(UserWarning) as got:
+        m = sio.load(tmp_path / "ext.h5")
+    assert len(got) == 1 and str(got[0].message) == (
+        f"{tmp_path / 'ext.h5'}: the loaded model leaves out /@x_acme_note, /nodes@x_n, /leaves@x_note, "
+        "/learner@x_by, /x_acme; spnc.save will not write them back (spnc-convert keeps them)")
+    assert got[0].filename == __file__
+    sio.save(m, tmp_path / "again.json")
+    back = sio.read_validated(tmp_path / "again.json").tree
+    assert "x_acme" not in back.members and "x_acme_note" not in back.attrs
+    assert "x_kept" in back.members["learner"].members
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sio.load(EX / "mixed.h5")
+        sio.load(tmp_path / "again.json")

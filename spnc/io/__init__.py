@@ -24,7 +24,8 @@ from typing import Any
 from ..errors import FormatError
 
 from .. import leaves as _leaves  # noqa: F401  (registers every built-in leaf type)
-from ._model import model_from_validated, tree_from_model
+from .._warn import warn_user
+from ._model import dropped_on_load, model_from_validated, tree_from_model
 from ._spec import DEFAULT_LIMITS, FORMAT, VERSION, Group, Limits, trees_equal
 from ._validate import Validated, validate_tree
 from . import hdf5 as _h5
@@ -162,9 +163,17 @@ def save(model: Any, path: str | os.PathLike, *, fmt: str | None = None,
 def load(path: str | os.PathLike, *, fmt: str | None = None,
          limits: Limits = DEFAULT_LIMITS) -> Any:
     """Load a model saved by :func:`save` (or any conforming file) as a :class:`spnc.SPN`.
-    Refuses a file whose content hash does not match (formats/spnc-hdf5.md §11)."""
+    Refuses a file whose content hash does not match (formats/spnc-hdf5.md §11). Warns when
+    the file holds what the model cannot carry (extensions, vendor leaf types replaced by
+    their fallbacks), as a later :func:`save` drops it."""
     v = read_validated(path, fmt=fmt, limits=limits)
     try:
-        return model_from_validated(v)
+        model = model_from_validated(v)
     except FormatError as e:
         raise FormatError(f"{os.fspath(path)}: {e}") from None
+    lost = dropped_on_load(v)
+    if lost:
+        shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+        warn_user(f"{os.fspath(path)}: the loaded model leaves out {shown}; spnc.save will not "
+                  "write them back (spnc-convert keeps them)")
+    return model

@@ -201,6 +201,36 @@ def model_from_validated(v: Validated) -> Any:
         raise FormatError(f"/: invalid model: {e}") from None
 
 
+def dropped_on_load(v: Validated) -> list[str]:
+    """What a model built from ``v`` leaves out and :func:`spnc.save` would not write back:
+    extensions (``x_*`` names, formats/spnc-hdf5.md §9) other than the ones spnc reads,
+    vendor leaf types this reader lacks (their nodes replaced by fallbacks, §10.2) and the
+    fallback nodes of vendor types it has."""
+    kind_names = v.tree.members["nodes"].attrs.get("kind_names", [])
+    vendor = {n for n in kind_names if n.startswith("x_")}
+    out: list[str] = []
+
+    def walk(g: Group, path: str) -> None:
+        out.extend(f"{path or '/'}@{a}" for a in g.attrs
+                   if a.startswith("x_") and not (path == "/learner" and a == INFO_ATTR))
+        if path in ("/stats", "/learner"):        # every member is loaded (stats, learner arrays)
+            return
+        for name, m in g.members.items():
+            if path == "/leaves" and name in vendor:
+                if name in v.tables:
+                    walk(m, f"{path}/{name}")
+                else:
+                    out.append(f"leaf type {name!r} (its nodes are replaced by their fallbacks)")
+            elif name.startswith("x_"):
+                out.append(f"{path}/{name}")
+            elif isinstance(m, Group):
+                walk(m, f"{path}/{name}")
+    walk(v.tree, "")
+    if v.fallback is not None and vendor <= set(v.tables):
+        out.append("/fallback (a save lists the vendor leaf types as required features instead)")
+    return out
+
+
 def _apply_fallback(v: Validated, kind, ptr, child, weight, roots, root_w, combine, scope_ptr, scope):
     """Redirect edges and roots from nodes of unknown types to their fallback targets, then
     keep the nodes reachable from the roots (renumbered in order, so children still come
