@@ -145,3 +145,41 @@ def test_bit_path_follows_leaf_parameters_edited_in_place():
     want, _ = reference_route(spn, X)
     got = routing.route(spn, X).toarray()
     assert np.array_equal(got, want) and got[0, spn.child[spn.child_ptr[spn.roots[0]]]]
+
+
+def test_a_row_of_probability_zero_goes_to_the_first_child_whatever_the_batch():
+    """Row 0 matches the second child's indicator, but that child's Chow-Liu leaf gives
+    it probability zero: it goes to the first child, as max-product routing sends it,
+    routed alone (complete rows: the bit path took its observed branch) or beside a row
+    with a missing value (the sweep)."""
+    from spnc.leaves.cltree import ChowLiuLeaf
+
+    def tree(zero):           # X2 | X1: P(X2 = 1 | X1 = 1) = 0 when zero
+        return ChowLiuLeaf([1, 2], [-1, 0], [[[0.5, 0.5]], [[0.5, 0.5], [1.0, 0.0] if zero else [0.5, 0.5]]])
+    spn = spnc.compile(Sum([Product([spnc.Indicator(0, 0), tree(False)]),
+                            Product([spnc.Indicator(0, 1), tree(True)])], [0.5, 0.5]), cardinality=[2, 2, 2])
+    first = spn.child[spn.child_ptr[spn.roots[0]]]
+    X = np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]])
+    assert np.isneginf(spn.log_likelihood(X[:1]))[0]
+    for batch in (X[:1], X, np.vstack([X, [[np.nan, 0.0, 0.0]]])):
+        got = routing.route(spn, batch).toarray()
+        assert np.array_equal(got, reference_route(spn, batch)[0])
+        assert got[0, first] and (len(batch) == 1 or not got[1, first])
+
+
+def test_indicators_in_the_leaf_matrix_still_decide(monkeypatch):
+    """Indicators over huge state spaces are evaluated in the leaf matrix: they may give a
+    row probability zero, so observed sums read them (the bit path took them as never
+    zero and sent every row to the first child)."""
+    import spnc.leaves.univariate as univariate
+    monkeypatch.setattr(univariate, "_INLINE_STATES", 1)
+    spn = spnc.compile(Sum([Product([spnc.Indicator(0, v), spnc.Gaussian(1, float(v), 1.0)]) for v in (0, 1)],
+                           [0.5, 0.5]), cardinality=[2, 0])
+    assert spn.leaf_tables["indicator"].state_log_probs(spn.cardinality) is None
+    X = np.array([[1.0, 0.3], [0.0, 0.1], [1.0, -2.0]])
+    for batch in (X, np.vstack([X, [[np.nan, 0.0]]])):
+        assert np.array_equal(routing.route(spn, batch).toarray(), reference_route(spn, batch)[0])
+    # Gaussian densities are never zero: an O-SPN of them keeps the bit path
+    monkeypatch.setattr(univariate, "_INLINE_STATES", 1 << 20)
+    spn = spnc.compile(spn.to_nodes(), cardinality=[2, 0])
+    assert not routing.decisive_leaves(spn).any() and routing._observed_plan(spn) is not None

@@ -14,13 +14,19 @@ hard assignment, top-down from the root:
   matches the row has value ``-inf``, so the row follows its observed value, as the learner
   split it.
 
-No decision through products and observed sums reads a leaf's value, so leaves that no
-latent sum has below it are not evaluated: for an O-SPN (observed sums only) routing
-complete rows costs one look at each row's observed values, not a pass over the leaves.
-(A row the model gives probability zero at a sum, every child's value being zero, goes to
-the sum's first child, observed sums included, as max-product routing does.) When every sum of two or more children is an observed sum and the model is
-not a mixture, no sweep runs at all: each row's decisions follow from which leaves give it
-probability zero, as bit operations on one bit per (node, row) (:func:`_route_observed`).
+Short of probability zero (below), no decision through products and observed sums reads
+a leaf's value, so leaves that no latent sum has below it are not evaluated: for an O-SPN
+(observed sums only) routing complete rows costs one look at each row's observed values,
+not a pass over the leaves.
+A row the model gives probability zero at a sum, every child's value being zero, goes to
+the sum's first child, observed sums included, as max-product routing does, whatever the
+other rows of the batch: so a leaf of the leaf matrix that may give a row probability zero
+(:meth:`~spnc.leaves.base.LeafType.zero_leaves`: a Chow-Liu leaf with a zero in its
+tables, an indicator over a huge state space; never a Gaussian) is evaluated when it lies
+below a sum of two or more children. When every sum of two or more children is an
+observed sum, the model is not a mixture and no such leaf is found, no sweep runs at all:
+each row's decisions follow from which leaves give it probability zero, as bit operations
+on one bit per (node, row) (:func:`_route_observed`).
 
 For a tree learned by LearnSPN the recovered routing equals the learner's partition through
 observed sums; through latent sums it is the model's own hard assignment, which is what the
@@ -89,7 +95,8 @@ def _observed_plan(spn: SPN):
     children that is not an observed sum, or is a mixture (cached on ``spn``, by its leaves'
     contents): the dead sum edges (weight 0) and, per leaf the sweep evaluates itself, the
     (variable, state) pairs of probability zero. Leaf-matrix leaves count as never zero, as
-    under ``_ZERO_LEAVES``."""
+    under ``_ZERO_LEAVES``: :func:`route` comes here only when none may be
+    (:func:`decisive_leaves`)."""
     stamp = tuple((id(t),) + t.content_key() for t in spn.leaf_tables.values())   # in-place edits
     hit = spn.__dict__.get("_observed_route")
     if hit is not None and hit[0] == stamp:
@@ -163,23 +170,29 @@ _ZERO_LEAVES = _ZeroLeaves()
 def decisive_leaves(spn: SPN) -> np.ndarray:
     """Boolean mask of the leaf-matrix leaves (types not evaluated inside the sweep) whose
     values some routing decision reads: those below a child of a latent sum, or below any
-    root of a mixture (cached on ``spn``)."""
-    hit = spn.__dict__.get("_decisive_leaves")
-    if hit is not None:
-        return hit
+    root of a mixture, and those that may give a row probability zero
+    (:meth:`~spnc.leaves.base.LeafType.zero_leaves`) below a child of any sum of two or more
+    children, as such a row goes to the sum's first child, observed sums included (cached
+    on ``spn``, by the leaves' contents)."""
     matrix = [t for t in spn.leaf_tables.values() if len(t) and t.state_log_probs(spn.cardinality) is None]
+    stamp = tuple((id(t),) + t.content_key() for t in matrix)      # in-place edits
+    hit = spn.__dict__.get("_decisive_leaves")
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
     out = np.zeros(spn.n_nodes, dtype=bool)
-    if matrix:
-        latent = np.flatnonzero((spn.kind == SUM) & (observed_sums(spn) < 0))
-        ptr = spn.child_ptr
-        heads = spn.child[_ranges(ptr[latent], ptr[latent + 1] - ptr[latent])]
+    ptr, deg = spn.child_ptr, np.diff(spn.child_ptr)
+    # any leaf below a latent sum's child; one that may be zero below any sum's child
+    for sums, zero_only in (((spn.kind == SUM) & (observed_sums(spn) < 0), False),
+                            ((spn.kind == SUM) & (deg >= 2), True)) if matrix else ():
+        sums = np.flatnonzero(sums)
+        heads = spn.child[_ranges(ptr[sums], deg[sums])]
         if spn.combine == "mixture":       # the root is picked by value, as by a latent sum
             heads = np.concatenate([heads, np.asarray(spn.roots, dtype=heads.dtype)])
         if heads.size:
             below = descendants(spn, heads)
             for t in matrix:
-                out[t.node] = below[t.node]
-    spn.__dict__["_decisive_leaves"] = out
+                out[t.node] |= below[t.node] & (t.zero_leaves() if zero_only else True)
+    spn.__dict__["_decisive_leaves"] = (stamp, out)
     return out
 
 

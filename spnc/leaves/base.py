@@ -191,6 +191,12 @@ class LeafType(abc.ABC):
         return f"{self.name}({vs})"
 
     # ---- inference ---------------------------------------------------------------------
+    def zero_leaves(self) -> np.ndarray:
+        """Boolean mask of the leaves that may give some complete row probability zero
+        (hard routing must then read their values, spnc.learn.routing): every leaf, unless
+        the type knows better."""
+        return np.ones(len(self.node), dtype=bool)
+
     def state_log_probs(self, cardinality: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """For univariate discrete leaves: ``(var, ptr, logp)`` with ``logp[ptr[i] + x]`` the
         log-probability of state x of leaf i on variable ``var[i]`` (normalised, so a

@@ -157,6 +157,12 @@ class CLTreeLeafType(LeafType):
         return f"CLT({vs})"
 
     # ---------------------------------------------------------------- validation
+    def zero_leaves(self):
+        """The leaves with a conditional probability of zero somewhere in their tables."""
+        cptr, cpt = self.params["cpt_ptr"], self.params["cpt"]
+        owner = np.repeat(np.arange(len(self.node)), np.diff(cptr))
+        return np.bincount(owner[cpt <= 0], minlength=len(self.node)) > 0
+
     def validate(self, cardinality):
         L = len(self.node)
         for key, dt in (("parent_ptr", np.int64), ("parent", np.int32), ("cpt_ptr", np.int64), ("cpt", np.float64)):

@@ -99,6 +99,9 @@ class MVGaussianLeaves(LeafType):
         self.var = np.concatenate(self.scopes).astype(np.int32) if len(dim) else np.zeros(0, np.int32)
         self._chol = None
 
+    def zero_leaves(self):
+        return np.zeros(len(self.node), dtype=bool)      # a density, positive everywhere
+
     @classmethod
     def from_nodes(cls, node_ids, leaves):
         d = [len(l.vars) for l in leaves]

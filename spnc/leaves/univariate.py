@@ -215,6 +215,9 @@ class GaussianLeaves(_UnivariateTable):
     def to_node(self, i):
         return Gaussian(int(self.var[i]), float(self.params["mean"][i]), float(self.params["std"][i]))
 
+    def zero_leaves(self):
+        return np.zeros(len(self.node), dtype=bool)      # a density, positive everywhere
+
     def validate(self, cardinality):
         self._check_scopes()
         mean = self._check_param("mean").astype(np.float64, copy=False)
