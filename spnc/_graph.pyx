@@ -94,6 +94,8 @@ cdef class Graph:
             self.spar_ptr_, self.spar_edge_, self.spar_node_, self.pfirst_, self.pbase_)
         g._set_weights(logw, weight)
         g.c.plain = True
+        if self.visit_cache is None:       # shared: visit lists depend on the structure only
+            self.visit_cache = {}
         g.visit_cache = self.visit_cache
         return g
 

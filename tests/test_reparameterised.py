@@ -62,6 +62,7 @@ def test_an_m_steps_model_answers_as_if_compiled_afresh(which):
     new = _one_m_step(spn, X)
     old_g, new_g = graph_of(spn), new.__dict__["_compiled"]
     assert new_g is not old_g and new_g.child_ is old_g.child_ and new_g.pslot_ is old_g.pslot_
+    assert new_g.visit_cache is old_g.visit_cache is not None
     np.testing.assert_array_equal(new_g.w_, new.weight)
     fresh = new.copy()                        # built from its arrays: a new compile
     assert graph_of(fresh).pslot_ is not old_g.pslot_
