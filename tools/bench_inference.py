@@ -244,21 +244,22 @@ def timeit(f, repeat=3):
     return statistics.median(ts)
 
 
-def time_rounds(calls: dict, repeat: int) -> dict:
-    """{key: (median wall time, median CPU time, min CPU time)} of ``repeat`` calls of each
-    of ``calls``, after one warm-up each, in rounds (each call once per round): a machine
-    that changes speed for seconds at a time then shifts every query alike, and the ratios
-    between queries hold where back-to-back repeats of one query would not."""
-    for f in calls.values():
-        f()
+def time_rounds(calls: dict, repeat: int, per_round: int = 2) -> dict:
+    """{key: (median wall time, median CPU time, min CPU time)} of ``repeat`` rounds of each
+    of ``calls``; a round runs each call once untimed (its caches warm), then ``per_round``
+    times timed, back to back. A machine that changes speed for seconds at a time then
+    shifts every query alike, where all of one query's repeats in a row could land in one
+    slow spell and the next query's in a fast one."""
     wall: dict = {k: [] for k in calls}
     cpu: dict = {k: [] for k in calls}
     for _ in range(repeat):
         for k, f in calls.items():
-            t0, c0 = time.perf_counter(), time.process_time()
             f()
-            wall[k].append(time.perf_counter() - t0)
-            cpu[k].append(time.process_time() - c0)
+            for _ in range(per_round):
+                t0, c0 = time.perf_counter(), time.process_time()
+                f()
+                wall[k].append(time.perf_counter() - t0)
+                cpu[k].append(time.process_time() - c0)
     return {k: (statistics.median(wall[k]), statistics.median(cpu[k]), min(cpu[k])) for k in calls}
 
 
