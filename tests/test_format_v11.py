@@ -233,3 +233,25 @@ def test_load_warns_about_the_extensions_a_save_drops(tmp_path):
         warnings.simplefilter("error")
         sio.load(EX / "mixed.h5")
         sio.load(tmp_path / "again.json")
+
+
+def test_tools_that_write_a_loaded_model_warn_about_what_it_leaves_out(tmp_path, capsys):
+    # spnc-merge and spnc-compose write models they loaded: they say what the output lacks;
+    # spnc-eval, which writes no model, stays silent
+    from spnc.cli import compose, evaluate, merge
+    t = sio.read_validated(EX / "mixed.h5").tree
+    t.members["x_acme"] = sio.Group({}, {"d": np.array([1, 2], dtype=np.uint8)})
+    t.attrs["content_hash"] = content_hash(t)
+    sio.write_tree(sio.validate_tree(t).tree, tmp_path / "ext.h5")
+    m = sio.load(EX / "mixed.h5")
+    X = m.sample(300, seed=1)
+    np.savetxt(tmp_path / "d.csv", X, delimiter=",")
+    want = f"{tmp_path / 'ext.h5'}: the loaded model leaves out /x_acme; {{}} will not write them back"
+    assert compose.main(["mix", str(tmp_path / "ext.h5"), str(EX / "mixed.h5"), "-o", str(tmp_path / "c.h5"),
+                         "--weights", "0.5,0.5"]) == 0
+    assert "spnc-compose: warning: " + want.format("spnc-compose") in capsys.readouterr().err
+    assert merge.main([str(tmp_path / "ext.h5"), str(tmp_path / "d.csv"), "-o", str(tmp_path / "g.h5"),
+                       "--by-position"]) == 0
+    assert "spnc-merge: warning: " + want.format("spnc-merge") in capsys.readouterr().err
+    assert evaluate.main([str(tmp_path / "ext.h5"), str(tmp_path / "d.csv"), "--by-position"]) == 0
+    assert "leaves out" not in capsys.readouterr().err

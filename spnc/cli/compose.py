@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.how == "em" and args.weights:
         raise DataError("--weights applies to mix only")
     importers.check_save_format(args.output, args.to_format)
-    models = [importers.load_any(p) for p in args.inputs]
+    models = [importers.load_any(p, saver=PROG) for p in args.inputs]
     summary: dict = {"how": args.how, "inputs": list(args.inputs)}
     if args.how == "em":
         out = _em(args, models, summary)

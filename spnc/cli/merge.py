@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     _data.check_dataset(args.dataset, args.data)
     _data.check_dataset(args.valid_dataset, args.valid, flag="--valid-dataset")
     _data.check_text_options(args, args.data, args.valid)
-    model = importers.load_any(args.model)     # native or another library's format
+    model = importers.load_any(args.model, saver=PROG)     # native or another library's format
     X, tab = _read(args.data, args.dataset, args, model, complete=True)
     Xv, vtab = (None, None) if args.valid is None else _read(args.valid, args.valid_dataset, args, model)
     eps = args.epsilon if args.epsilon is not None else ([0.1] if Xv is None else None)

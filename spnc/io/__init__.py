@@ -171,9 +171,14 @@ def load(path: str | os.PathLike, *, fmt: str | None = None,
         model = model_from_validated(v)
     except FormatError as e:
         raise FormatError(f"{os.fspath(path)}: {e}") from None
+    warn_dropped(path, v, "spnc.save")
+    return model
+
+
+def warn_dropped(path: str | os.PathLike, v: Validated, saver: str) -> None:
+    """Warn that a model read from ``v`` leaves out what ``saver`` will not write back."""
     lost = dropped_on_load(v)
     if lost:
         shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
-        warn_user(f"{os.fspath(path)}: the loaded model leaves out {shown}; spnc.save will not "
+        warn_user(f"{os.fspath(path)}: the loaded model leaves out {shown}; {saver} will not "
                   "write them back (spnc-convert keeps them)")
-    return model

@@ -174,10 +174,17 @@ def write_tree_any(v, path: str | os.PathLike, fmt: str | None = None) -> None:
         save(model_from_validated(v), path, f.name)
 
 
-def load_any(path: str | os.PathLike, fmt: str | None = None) -> SPN:
-    """A model from any file spnc reads: .h5/.hdf5/.json or a foreign format."""
+def load_any(path: str | os.PathLike, fmt: str | None = None, saver: str | None = None) -> SPN:
+    """A model from any file spnc reads: .h5/.hdf5/.json or a foreign format. With ``saver``
+    (what will write the model out), warn as :func:`spnc.load` does about what the model
+    leaves out of a native file."""
+    from .. import warn_dropped
     from .._model import model_from_validated
-    return model_from_validated(read_validated_any(path, fmt))
+    v = read_validated_any(path, fmt)
+    model = model_from_validated(v)
+    if saver is not None:
+        warn_dropped(path, v, saver)
+    return model
 
 
 def check_save_format(path: str | os.PathLike, fmt: str | None = None) -> None:
