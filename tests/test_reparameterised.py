@@ -10,20 +10,9 @@ import spnc
 from spnc._sweep import graph_of
 from spnc.errors import SpncError
 from spnc.learn.em import EM
-from spnc.nodes import Product, Sum
+from spnc.nodes import Product
 
-from conftest import random_spn
-
-
-def _models():
-    rng = np.random.default_rng(11)
-    card = [2, 3, 2, 4, 2, 2]
-    tree = spnc.compile(random_spn(rng, card, share=0.0), cardinality=card)
-    dag = spnc.compile(random_spn(rng, card, share=0.6), cardinality=card)
-    a = Product([spnc.Gaussian(0, 0.0, 1.0), Sum([spnc.Bernoulli(1, 0.3), spnc.Bernoulli(1, 0.8)], [0.4, 0.6])])
-    b = Product([spnc.Gaussian(0, 1.0, 2.0), spnc.Bernoulli(1, 0.5)])
-    mix = spnc.compile([Sum([a, b], [0.3, 0.7]), b], cardinality=[0, 2], combine="mixture", root_weights=[0.6, 0.4])
-    return [tree, dag, mix]
+from test_backward_visit import _models    # a tree, a DAG, a mixture of roots
 
 
 def _data(spn, n=500):
@@ -57,7 +46,7 @@ def _answers(spn, X, Xm):
 
 @pytest.mark.parametrize("which", range(3))
 def test_an_m_steps_model_answers_as_if_compiled_afresh(which):
-    spn = _models()[which]
+    spn = _models(11)[which]
     X, Xm = _data(spn)
     new = _one_m_step(spn, X)
     old_g, new_g = graph_of(spn), new.__dict__["_compiled"]
@@ -71,7 +60,7 @@ def test_an_m_steps_model_answers_as_if_compiled_afresh(which):
 
 
 def test_sweeps_try_plain_doubles_again_after_an_m_step():
-    spn = _models()[0]
+    spn = _models(11)[0]
     X, _ = _data(spn)
     g = graph_of(spn)
     g_plain = g.plain
@@ -82,13 +71,13 @@ def test_sweeps_try_plain_doubles_again_after_an_m_step():
 
 
 def test_reweighted_refuses_weights_of_another_length():
-    g = graph_of(_models()[1])
+    g = graph_of(_models(11)[1])
     with pytest.raises(ValueError, match="edge weights"):
         g.reweighted(np.zeros(3), np.ones(3))
 
 
 def test_bad_new_parameters_are_still_refused():
-    spn = _models()[0]
+    spn = _models(11)[0]
     bern = spn.leaf_tables["bernoulli"]
     p = bern.params["p"].copy()
     p[0] = 1.5
