@@ -154,9 +154,10 @@ static inline void spnc_push512(double *restrict pc, int first, const double *re
 #ifdef SPNC_X86_512
 /* The state counts of k inline leaves of <= 8 states (variable var[i], states from off[i],
  * nst[i] of them) that share one posterior pn (the leaf children of a product, 2-5 in a
- * LearnSPN model, or one leaf), with pn * wt formed once and kept in registers. A pair of states is summed in 8-row vectors, each state's 8 lanes folded to 4
- * (lane i + lane i + 4) before they are added to its partial sums; the generic form of
- * spnc_leaf_post adds in the same order (bits equal). */
+ * LearnSPN model, or one leaf), with pn * wt formed once and kept in registers. A pair of
+ * states is summed in 8-row vectors, each state's 8 lanes folded to 4 (lane i + lane i + 4)
+ * before they are added to its partial sums; spnc_state_count, the generic form, adds in the
+ * same order (bits equal). */
 __attribute__((target("avx512f")))
 static void spnc_state_run512(const spnc_net *g, int64_t col0, const double *pn, const double *wt,
                               const int32_t *var, const int64_t *off, const int32_t *nst, int64_t k,
