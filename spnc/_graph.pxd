@@ -10,7 +10,9 @@ cdef struct GraphC:
     const double *we
     const double *w                # the same weights as plain doubles
     bint linear                    # sum-product sweeps run in the linear domain
-    bint plain                     # linear sweeps try plain doubles first (see _sweeps.h)
+    bint plain                     # linear sweeps of every node try plain doubles first (see _plain.h)
+    bint plain_roots               # the same for sweeps whose outputs are root values only
+    bint bounded                   # every leaf value is at most 1 (see _domains._forward_roots)
     const int64_t *leaf_slot
     const int32_t *child_slot      # workspace slot of each edge's child (forward-only sweeps)
     const int32_t *node_slot       # workspace slot of each node (forward-only sweeps)
@@ -53,9 +55,10 @@ cdef class Graph:
     cdef readonly object spar_ptr_, spar_edge_, spar_node_, pfirst_, pbase_
     cdef GraphC c
     cdef public Py_ssize_t plain_blocks, plain_falls   # linear blocks tried plain, and redone
+    cdef public Py_ssize_t roots_blocks, roots_falls   # the same, of sweeps of root values only
     cdef public object visit_cache     # spnc._visit.backward_visit's lists
-    cdef int plain_budget(self, Py_ssize_t n_blocks) noexcept
-    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left) noexcept
+    cdef int plain_budget(self, Py_ssize_t n_blocks, bint roots=*) noexcept
+    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left, bint roots=*) noexcept
 
 
 cdef class LeafStates:

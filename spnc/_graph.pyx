@@ -30,10 +30,12 @@ cdef class Graph:
     ``logw`` float64[E] (0 on product edges), ``leaf_slot`` int64[N] (-1 for internal nodes),
     ``keep`` the nodes (roots) whose forward values must survive the sweep. ``plain``:
     linear sum-product sweeps try plain doubles first (``False`` keeps them scaled, to test
-    that both agree). ``Graph()`` without arguments is an empty shell for :meth:`reweighted`."""
+    that both agree). ``bounded``: every leaf value is at most 1 (discrete leaves), so a
+    sweep of root values keeps a row's plain value through an underflow it absorbed.
+    ``Graph()`` without arguments is an empty shell for :meth:`reweighted`."""
 
     def __cinit__(self, kind=None, child_ptr=None, child=None, logw=None, leaf_slot=None, keep=None,
-                  Py_ssize_t n_leaves=0, weight=None, linear=None, plain=True):
+                  Py_ssize_t n_leaves=0, weight=None, linear=None, plain=True, bounded=False):
         if kind is None:
             return
         self.kind_ = np.ascontiguousarray(kind, dtype=np.uint8)
@@ -50,7 +52,8 @@ cdef class Graph:
         self.c.n_slots = n_slots
         self.ident_ = np.arange(max(self.c.n_nodes, 1), dtype=np.int32)
         self._set_weights(self.logw_, np.exp(self.logw_) if weight is None else weight)
-        self.c.plain = bool(plain)
+        self.c.plain = self.c.plain_roots = bool(plain)
+        self.c.bounded = bool(bounded)
         self.c.linear = choose_linear(self.kind_, self.child_ptr_, self.child_) if linear is None else bool(linear)
         cdef const uint8_t[::1] k = self.kind_
         cdef const int64_t[::1] p = self.child_ptr_
@@ -93,7 +96,7 @@ cdef class Graph:
         g.spar_ptr_, g.spar_edge_, g.spar_node_, g.pfirst_, g.pbase_ = (
             self.spar_ptr_, self.spar_edge_, self.spar_node_, self.pfirst_, self.pbase_)
         g._set_weights(logw, weight)
-        g.c.plain = True
+        g.c.plain = g.c.plain_roots = True
         if self.visit_cache is None:       # shared: visit lists depend on the structure only
             self.visit_cache = {}
         g.visit_cache = self.visit_cache
@@ -133,14 +136,23 @@ cdef class Graph:
             &gp[0], &ge[0], &gn[0], &gf[0], &gb[0]
         self.c.gather = self.c.n_sum_edges >= GATHER_FAN_IN * self.c.n_sums
 
-    cdef int plain_budget(self, Py_ssize_t n_blocks) noexcept:
-        """Blocks of a sweep that may be redone scaled before it stops trying plain doubles."""
-        return <int> max(4, n_blocks // 8) if self.c.plain and self.c.linear else 0
+    cdef int plain_budget(self, Py_ssize_t n_blocks, bint roots=False) noexcept:
+        """Blocks of a sweep that may be redone scaled before it stops trying plain doubles
+        (``roots``: a sweep whose outputs are root values only)."""
+        return <int> max(4, n_blocks // 8) if (self.c.plain_roots if roots else self.c.plain) and self.c.linear else 0
 
-    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left) noexcept:
+    cdef void plain_record(self, Py_ssize_t n_blocks, int budget, int left, bint roots=False) noexcept:
         """Stop trying plain doubles on a model whose blocks keep underflowing (rows of many
-        variables): a sweep that spent its whole budget, or one block in four redone over 8+."""
+        variables): a sweep that spent its whole budget, or one block in four redone over 8+.
+        Sweeps of root values and of every node keep their own tally: on a bounded graph the
+        first redo only rows whose roots underflowed, the second every block that did."""
         if budget == 0:
+            return
+        if roots:
+            self.roots_blocks += n_blocks
+            self.roots_falls += budget - max(left, 0)
+            if left <= 0 or (self.roots_falls >= 8 and 4 * self.roots_falls >= self.roots_blocks):
+                self.c.plain_roots = False
             return
         self.plain_blocks += n_blocks
         self.plain_falls += budget - max(left, 0)
@@ -157,8 +169,18 @@ cdef class Graph:
 
     @property
     def plain(self):
-        """True if linear sweeps try plain doubles before power-of-two scaling."""
+        """True if linear sweeps of every node try plain doubles before power-of-two scaling."""
         return bool(self.c.plain)
+
+    @property
+    def plain_roots(self):
+        """True if linear sweeps of root values only try plain doubles first."""
+        return bool(self.c.plain_roots)
+
+    @property
+    def bounded(self):
+        """True if every leaf value is at most 1 (see ``_domains._forward_roots``)."""
+        return bool(self.c.bounded)
 
     @property
     def shares(self):

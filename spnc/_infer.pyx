@@ -24,6 +24,7 @@ from spnc._net cimport (spnc_net, Staging, block_net, chunk_net, staged_net, SPN
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
                        spnc_backward, spnc_backward_gather, spnc_runs, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
+from spnc._domains cimport LOG_DOMAIN, SCALED, PLAIN, _sum_forward, _root_log, _forward_roots
 
 BLOCK = SPNC_B
 STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
@@ -52,45 +53,6 @@ cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_
     return bufs
 
 
-cdef enum:
-    LOG_DOMAIN = 0      # log values, one per slot and row
-    SCALED = 1          # mantissa and power-of-two exponent (two per slot and row)
-    PLAIN = 2           # linear values as plain doubles
-
-
-cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
-                             const int32_t *ns, double *T, bint linear, int *budget) noexcept nogil:
-    """Sum-product forward of one block; returns the domain its values are in. A linear
-    block runs on plain doubles first and is redone scaled only if that pass underflowed or
-    overflowed (the values then agree bit for bit, see _plain.h); each redo spends one of
-    the sweep's ``budget``, and with none left the blocks go scaled at once."""
-    if not linear:
-        spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
-        return LOG_DOMAIN
-    if spnc_budget_left(budget):
-        spnc_fp_clear()
-        spnc_forward_plain(net, col0, W, cs, ns, T)
-        if not spnc_fp_bad():
-            return PLAIN
-        spnc_budget_spend(budget)
-    spnc_forward_lin(net, col0, W, cs, ns, T)
-    return SCALED
-
-
-cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int domain) noexcept nogil:
-    """log of the value of the node in ``slot``, row j of the block. Plain values are split
-    into mantissa and exponent first, so both linear domains give the same bits."""
-    cdef double m
-    cdef int e
-    if domain == LOG_DOMAIN:
-        return W[slot * SPNC_B + j]
-    if domain == PLAIN:
-        m = frexp(W[slot * SPNC_B + j], &e)
-        return log(m) + e * 0.6931471805599453 if m > 0.0 else -INFINITY
-    m = W[slot * 2 * SPNC_B + j]
-    return log(m) + W[slot * 2 * SPNC_B + SPNC_B + j] * 0.6931471805599453 if m > 0.0 else -INFINITY
-
-
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
             int mode, int n_threads, double[:, ::1] ws, bint keep_all=False, const double[:, :] rows=None):
@@ -116,16 +78,15 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     cdef const int32_t *slot = g.ident if keep else g.node_slot
     cdef bint linear = g.linear and mode == MARGINAL and not keep
     cdef double *W
-    cdef int dom, budget0 = graph.plain_budget(n_blocks) if linear else 0
+    cdef int budget0 = graph.plain_budget(n_blocks, True) if linear else 0
     cdef int budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=4):
         W = &ws[threadid(), 0]
         nb = block_net(&st, &net, threadid(), b * SPNC_B)
         if linear:
-            dom = _sum_forward(nb, b * SPNC_B, W, child, slot, NULL, True, &budget)
-            for i in range(R):
-                for j in range(SPNC_B):
-                    out[i, b * SPNC_B + j] = _root_log(W, slot[out_nodes[i]], j, dom)
+            if R:
+                _forward_roots(nb, b * SPNC_B, W, child, slot, &out_nodes[0], R, &out[0, b * SPNC_B],
+                               out.shape[1], g.bounded, &budget)
             continue
         spnc_forward_log(nb, b * SPNC_B, W, mode, child, slot, NULL, NULL)
         for i in range(R):
@@ -133,7 +94,7 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
         if copy_all:
             for i in range(N):
                 memcpy(&all_values[i, b * SPNC_B], W + i * SPNC_B, SPNC_B * sizeof(double))
-    graph.plain_record(n_blocks, budget0, budget)
+    graph.plain_record(n_blocks, budget0, budget, True)
 
 
 def forward_some(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -353,7 +314,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef double best, v
     cdef double *W, *arg
     cdef uint64_t *A
-    cdef int dom, budget0 = graph.plain_budget(n_blocks) if want_ll else 0, budget = budget0
+    cdef int budget0 = graph.plain_budget(n_blocks, True) if want_ll else 0, budget = budget0
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
@@ -382,10 +343,14 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                          min(<Py_ssize_t> SPNC_B, rows.shape[0] - col0), n_vars)
         if want_ll:
             lnb = staged_net(&st, &lnet, t, 1, col0) if staged else &lnet
-            dom = _sum_forward(lnb, col0, W, g.child_slot, g.node_slot, NULL, g.linear, &budget)
-            for j in range(SPNC_B):
-                ll[col0 + j] = _root_log(W, g.node_slot[roots[0]], j, dom)
-    graph.plain_record(n_blocks, budget0, budget)
+            if g.linear:
+                _forward_roots(lnb, col0, W, g.child_slot, g.node_slot, &roots[0], 1, &ll[col0], 0, g.bounded,
+                               &budget)
+            else:
+                spnc_forward_log(lnb, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
+                for j in range(SPNC_B):
+                    ll[col0 + j] = W[g.node_slot[roots[0]] * SPNC_B + j]
+    graph.plain_record(n_blocks, budget0, budget, True)
 
 
 def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,

@@ -104,7 +104,7 @@ def graph_of(spn) -> _graph.Graph:
     g = spn.__dict__.get("_compiled")
     if g is None:
         g = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots, spn.n_leaves,
-                         spn.weight)
+                         spn.weight, bounded=all(t.discrete for t in spn.leaf_tables.values() if len(t)))
         spn._compiled = g
     return g
 

@@ -72,20 +72,27 @@ def test_plain_and_scaled_sweeps_agree_bit_for_bit(seed, shares):
 
 def test_plain_sweep_is_the_default_and_underflow_falls_back():
     """Rows whose plain values would underflow still get the exact log-likelihood, and a
-    model whose blocks keep underflowing stops trying plain doubles."""
+    model whose blocks keep underflowing stops trying plain doubles: sweeps of root values
+    (log-likelihoods) and of every node (backward) each by their own tally."""
     from spnc._sweep import graph_of
     d = 1500
     spn = spnc.compile(Product([spnc.Bernoulli(v, 0.3) for v in range(d)]))
-    assert graph_of(spn).plain
+    assert graph_of(spn).plain and graph_of(spn).plain_roots
     for _ in range(10):
         assert spn.log_likelihood(np.ones((1, d)))[0] == pytest.approx(d * np.log(0.3), rel=1e-13)
-    assert not graph_of(spn).plain and graph_of(spn).plain_falls >= 8
+    g = graph_of(spn)
+    assert not g.plain_roots and g.roots_falls >= 8 and g.plain and g.plain_falls == 0
+    for _ in range(10):
+        spn.backward(np.ones((1, d)))
+    assert not g.plain and g.plain_falls >= 8
     big = spnc.compile(Product([spnc.Bernoulli(v, 0.3) for v in range(d)]))
     big.log_likelihood(np.ones((5000, d)))          # one sweep spends its whole budget
-    assert not graph_of(big).plain
+    assert not graph_of(big).plain_roots
     small = spnc.compile(Product([spnc.Bernoulli(v, 0.3) for v in range(20)]))
     for _ in range(10):
         small.log_likelihood(np.ones((100, 20)))
+        small.backward(np.ones((100, 20)))
+    assert graph_of(small).plain_roots and graph_of(small).roots_falls == 0
     assert graph_of(small).plain and graph_of(small).plain_falls == 0
 
 

@@ -74,7 +74,8 @@ class LeafType(abc.ABC):
 
     Subclasses set ``name`` (file table ``/leaves/<name>``), ``code`` (node kind code in
     files, >= 2), ``node_class`` (the construction class, a :class:`spnc.nodes.Leaf`)
-    and ``discrete`` (True if every variable must be discrete); ``max_abs_value``, when
+    and ``discrete`` (True if every variable must be discrete: its leaves' values are then
+    probabilities, at most 1, which the sweeps rely on); ``max_abs_value``, when
     set, bounds the training values of its variables (its EM statistics square them).
     """
 

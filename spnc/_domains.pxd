@@ -1,0 +1,84 @@
+"""The number formats of a forward block (log, scaled, plain doubles), which one a block
+ran in, and the log of a node's value read back from any of them."""
+from libc.math cimport INFINITY, frexp, log
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+from spnc._kinds cimport MARGINAL
+from spnc._net cimport (spnc_net, SPNC_B, spnc_forward_log, spnc_forward_lin, spnc_forward_plain, spnc_fp_clear,
+                       spnc_fp_bad, spnc_budget_left, spnc_budget_spend)
+
+cdef enum:
+    LOG_DOMAIN = 0      # log values, one per slot and row
+    SCALED = 1          # mantissa and power-of-two exponent (two per slot and row)
+    PLAIN = 2           # linear values as plain doubles
+
+
+cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
+                             const int32_t *ns, double *T, bint linear, int *budget) noexcept nogil:
+    """Sum-product forward of one block; returns the domain its values are in. A linear
+    block runs on plain doubles first and is redone scaled only if that pass underflowed or
+    overflowed (the values then agree bit for bit, see _plain.h); each redo spends one of
+    the sweep's ``budget``, and with none left the blocks go scaled at once."""
+    if not linear:
+        spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
+        return LOG_DOMAIN
+    if spnc_budget_left(budget):
+        spnc_fp_clear()
+        spnc_forward_plain(net, col0, W, cs, ns, T)
+        if not spnc_fp_bad():
+            return PLAIN
+        spnc_budget_spend(budget)
+    spnc_forward_lin(net, col0, W, cs, ns, T)
+    return SCALED
+
+
+cdef inline double _root_log(const double *W, int64_t slot, Py_ssize_t j, int domain) noexcept nogil:
+    """log of the value of the node in ``slot``, row j of the block. Plain values are split
+    into mantissa and exponent first, so both linear domains give the same bits."""
+    cdef double m
+    cdef int e
+    if domain == LOG_DOMAIN:
+        return W[slot * SPNC_B + j]
+    if domain == PLAIN:
+        m = frexp(W[slot * SPNC_B + j], &e)
+        return log(m) + e * 0.6931471805599453 if m > 0.0 else -INFINITY
+    m = W[slot * 2 * SPNC_B + j]
+    return log(m) + W[slot * 2 * SPNC_B + SPNC_B + j] * 0.6931471805599453 if m > 0.0 else -INFINITY
+
+
+cdef inline void _forward_roots(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
+                                const int32_t *ns, const int64_t *nodes, Py_ssize_t R, double *out,
+                                Py_ssize_t stride, bint bounded, int *budget) noexcept nogil:
+    """A linear sum-product block whose only outputs are the log values of ``nodes``:
+    ``out[i * stride + j]`` for node i and row j. As :func:`_sum_forward`, except that on a
+    ``bounded`` graph (every leaf value at most 1) an underflow in the plain pass redoes only
+    the rows whose own values of ``nodes`` fell below 2^-960 (or overflowed). A row is
+    computed lane by lane, so its plain values never depend on the other rows. With every
+    leaf value at most 1 and normalised sums, a root's derivative by any node is at most 1,
+    so each rounding below 2^-1022 moves a root by at most 2^-1075: a kept root (2^-960 or
+    more) is within n * 2^-115 relative of the scaled sweep's after n such roundings, though
+    not always its bits."""
+    cdef Py_ssize_t i, j
+    cdef uint64_t redo = ~(<uint64_t> 0)
+    cdef bint bad
+    cdef double v
+    if spnc_budget_left(budget):
+        spnc_fp_clear()
+        spnc_forward_plain(net, col0, W, cs, ns, NULL)
+        bad = spnc_fp_bad()
+        if not bad or bounded:
+            redo = 0
+            for i in range(R):
+                for j in range(SPNC_B):
+                    v = W[ns[nodes[i]] * SPNC_B + j]
+                    out[i * stride + j] = _root_log(W, ns[nodes[i]], j, PLAIN)
+                    if bad and not (1.0261342003245941e-289 <= v <= 1.7976931348623157e308):   # 2^-960
+                        redo |= (<uint64_t> 1) << j
+            if not redo:
+                return
+        spnc_budget_spend(budget)
+    spnc_forward_lin(net, col0, W, cs, ns, NULL)
+    for i in range(R):
+        for j in range(SPNC_B):
+            if (redo >> j) & 1:
+                out[i * stride + j] = _root_log(W, ns[nodes[i]], j, SCALED)

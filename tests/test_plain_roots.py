@@ -1,0 +1,120 @@
+"""Sweeps of root values on plain doubles, row by row: on a model whose leaf values are all at
+most 1, an underflow that a row's root absorbed keeps that row's plain value; only rows whose
+own root underflowed are redone scaled. Each row's log-likelihood then depends on that row
+alone (not on its block, the batch or the thread count) and stays within 1e-14 of the scaled
+sweep's and of a log-domain reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spnc
+from spnc import _graph
+from spnc._sweep import graph_of
+from spnc.nodes import Product, Sum
+
+
+def _absorbing(d: int = 12):
+    """A mixture whose first component gives rows with x_0 = x_1 = 1 about 1e-400 (below
+    2^-1022) while the second keeps their root near 2^-d; ``x_2..`` of 1200 variables in the
+    third make the root itself underflow where they are all 1 and the others miss."""
+    tiny = Product([spnc.Bernoulli(0, 1e-200), spnc.Bernoulli(1, 1e-200)] +
+                   [spnc.Bernoulli(v, 0.5) for v in range(2, d)])
+    fair = Product([spnc.Bernoulli(v, 0.5) for v in range(d)])
+    return spnc.compile(Sum([tiny, fair], [0.5, 0.5]))
+
+
+def _log_reference(spn, X):
+    """log p(x) by plain log-sum-exp over node values (scipy), missing entries summed out."""
+    from scipy.special import logsumexp
+    V = np.zeros((X.shape[0], spn.n_nodes))
+    p = spn.leaf_tables["bernoulli"].params["p"]
+    with np.errstate(divide="ignore"):
+        for i, n in enumerate(spn.leaf_tables["bernoulli"].node):
+            x = X[:, spn.leaf_tables["bernoulli"].var[i]]
+            V[:, n] = np.where(np.isnan(x), 0.0, np.where(x == 1, np.log(p[i]), np.log1p(-p[i])))
+        for n in range(spn.n_nodes):
+            ch = spn.child[spn.child_ptr[n]:spn.child_ptr[n + 1]]
+            if spn.kind[n] == 1:
+                V[:, n] = V[:, ch].sum(1)
+            elif spn.kind[n] == 0:
+                V[:, n] = logsumexp(V[:, ch] + spn.logw[spn.child_ptr[n]:spn.child_ptr[n + 1]], axis=1)
+    return V[:, spn.roots[0]]
+
+
+def _rows(rng, n, d=12):
+    X = (rng.random((n, d)) < 0.5).astype(float)
+    X[rng.random(n) < 0.4, :2] = 1.0           # these rows' first component underflows
+    return X
+
+
+def test_absorbed_underflow_keeps_each_rows_plain_value():
+    rng = np.random.default_rng(0)
+    spn = _absorbing()
+    X = _rows(rng, 700)
+    g = graph_of(spn)
+    assert g.bounded and g.linear
+    batch = spn.log_likelihood(X)
+    assert (X[:, :2].sum(1) == 2).sum() > 200 and np.isfinite(batch).all()
+    for _ in range(10):         # no block is redone, so plain doubles stay on
+        spn.log_likelihood(X)
+    assert g.plain_roots and g.roots_falls == 0
+    alone = np.array([spn.log_likelihood(X[i:i + 1])[0] for i in range(0, 700, 7)])
+    np.testing.assert_array_equal(alone, batch[::7])
+    np.testing.assert_array_equal(spn.log_likelihood(X, n_threads=2), batch)
+    np.testing.assert_array_equal(spn.log_likelihood(X[::-1])[::-1], batch)
+    np.testing.assert_allclose(batch, _log_reference(spn, X), rtol=1e-14)
+    # marginals (missing entries) take the same path
+    Xm = X.copy()
+    Xm[rng.random(X.shape) < 0.2] = np.nan
+    np.testing.assert_allclose(spn.log_likelihood(Xm), _log_reference(spn, Xm), rtol=1e-14)
+    spn._compiled = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots,
+                                 spn.n_leaves, spn.weight, plain=False)
+    np.testing.assert_allclose(batch, spn.log_likelihood(X), rtol=1e-15)
+
+
+def test_rows_whose_root_underflows_are_redone_alone():
+    """A block with a row whose root is below 2^-960 is redone scaled for that row only: its
+    neighbours keep their plain values, so they equal their values computed alone."""
+    d = 1200
+    wide = spnc.compile(Sum([Product([spnc.Bernoulli(0, 1e-200), spnc.Bernoulli(1, 1e-200)] +
+                                     [spnc.Bernoulli(v, 0.3) for v in range(2, d)]),
+                             Product([spnc.Bernoulli(v, 0.5) for v in range(2)] +
+                                     [spnc.Bernoulli(v, 0.5) for v in range(2, d)])], [0.5, 0.5]))
+    X = np.full((130, d), np.nan)
+    X[:, :2] = 1.0                                          # absorbed: root ~ 2^-2
+    X[::13, 2:] = 1.0                                       # root ~ 2^-1200: redone scaled
+    assert graph_of(wide).bounded
+    ll = wide.log_likelihood(X)
+    assert np.isfinite(ll).all() and (ll[::13] < -800).all()
+    np.testing.assert_allclose(ll[::13], np.log(0.5) + d * np.log(0.5) + np.log1p(
+        np.exp(2 * np.log(1e-200) + (d - 2) * np.log(0.3) - d * np.log(0.5))), rtol=1e-13)
+    for i in (1, 2, 14, 64, 65, 129):
+        assert wide.log_likelihood(X[i:i + 1])[0] == ll[i]
+    np.testing.assert_allclose(ll[1], np.log(0.5) + np.log(0.25) + np.log1p(1e-400 / 0.25), rtol=1e-15)
+
+
+def test_unbounded_leaves_redo_whole_blocks():
+    """Densities above 1 can magnify an absorbed underflow: a Gaussian model is not bounded,
+    and an underflowing block is redone scaled whole, the scaled sweep's bits for every row."""
+    g = [Product([spnc.Gaussian(0, 0.0, 1e-160), spnc.Indicator(1, 0)]),
+         Product([spnc.Gaussian(0, 5.0, 1.0), spnc.Indicator(1, 0)])]
+    spn = spnc.compile(Sum(g, [0.5, 0.5]), cardinality=[0, 2])
+    assert not graph_of(spn).bounded
+    X = np.column_stack([np.r_[np.full(40, 5.0), np.full(40, 3e-160)], np.zeros(80)])
+    ll = spn.log_likelihood(X)
+    spn._compiled = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots,
+                                 spn.n_leaves, spn.weight, plain=False)
+    np.testing.assert_array_equal(ll, spn.log_likelihood(X))
+
+
+@pytest.mark.parametrize("ll_first", [True, False])
+def test_mpe_log_likelihood_matches_the_log_likelihood_of_its_rows(ll_first):
+    rng = np.random.default_rng(2)
+    spn = _absorbing()
+    X = _rows(rng, 300)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    if ll_first:
+        spn.log_likelihood(X)
+    out, ll = spn.mpe(X, log_likelihood=True)
+    np.testing.assert_array_equal(ll, spn.log_likelihood(out))
