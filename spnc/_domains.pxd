@@ -13,12 +13,22 @@ cdef enum:
     PLAIN = 2           # linear values as plain doubles
 
 
+cdef inline bint _plain_kept(double v) noexcept nogil:
+    """A plain root value kept through an underflow elsewhere in its row (2^-960 or more)."""
+    return 1.0261342003245941e-289 <= v <= 1.7976931348623157e308
+
+
 cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
-                             const int32_t *ns, double *T, bint linear, int *budget) noexcept nogil:
+                             const int32_t *ns, double *T, bint linear, int *budget,
+                             const int64_t *roots=NULL, Py_ssize_t R=0) noexcept nogil:
     """Sum-product forward of one block; returns the domain its values are in. A linear
     block runs on plain doubles first and is redone scaled only if that pass underflowed or
     overflowed (the values then agree bit for bit, see _plain.h); each redo spends one of
-    the sweep's ``budget``, and with none left the blocks go scaled at once."""
+    the sweep's ``budget``, and with none left the blocks go scaled at once. With ``roots``
+    (a bounded graph, see :func:`_forward_roots`, and outputs that are sums over rows), a
+    block whose every row keeps its roots' plain values is not redone."""
+    cdef Py_ssize_t i, j
+    cdef bint keep
     if not linear:
         spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
         return LOG_DOMAIN
@@ -26,6 +36,12 @@ cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const
         spnc_fp_clear()
         spnc_forward_plain(net, col0, W, cs, ns, T)
         if not spnc_fp_bad():
+            return PLAIN
+        keep = R > 0
+        for i in range(R):
+            for j in range(SPNC_B):
+                keep = keep and _plain_kept(W[ns[roots[i]] * SPNC_B + j])
+        if keep:
             return PLAIN
         spnc_budget_spend(budget)
     spnc_forward_lin(net, col0, W, cs, ns, T)
@@ -72,7 +88,7 @@ cdef inline void _forward_roots(const spnc_net *net, int64_t col0, double *W, co
                 for j in range(SPNC_B):
                     v = W[ns[nodes[i]] * SPNC_B + j]
                     out[i * stride + j] = _root_log(W, ns[nodes[i]], j, PLAIN)
-                    if bad and not (1.0261342003245941e-289 <= v <= 1.7976931348623157e308):   # 2^-960
+                    if bad and not _plain_kept(v):
                         redo |= (<uint64_t> 1) << j
             if not redo:
                 return

@@ -196,6 +196,9 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef const int32_t *ns = g.node_slot if shares else g.ident
     cdef double *W, *T, *P, *Q
     cdef int dom, budget0 = graph.plain_budget(n_blocks), budget = budget0
+    # EM's counts only: plain blocks whose roots absorbed an underflow are kept (their
+    # posteriors below 2^-1022 move by less than 2^-100 absolutely; see _forward_roots)
+    cdef Py_ssize_t R_kept = roots.shape[0] if g.bounded and want_states and not want_leaf and not want_all else 0
     # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
@@ -213,7 +216,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         Q = P + g.n_pslots * SPNC_B     # the gathering sweep's q_s and q_s * wt (no shares only)
         col0 = b * SPNC_B
         nb = block_net(&st, &net, t, col0)
-        dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget)
+        dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget, &roots[0], R_kept)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)

@@ -118,3 +118,31 @@ def test_mpe_log_likelihood_matches_the_log_likelihood_of_its_rows(ll_first):
         spn.log_likelihood(X)
     out, ll = spn.mpe(X, log_likelihood=True)
     np.testing.assert_array_equal(ll, spn.log_likelihood(out))
+
+
+def test_em_counts_keep_plain_blocks_whose_roots_absorbed_an_underflow():
+    """EM's E-step (sums over rows only) keeps plain blocks whose every root stayed above
+    2^-960: its counts equal those of whole-block scaled redos to rounding."""
+    from spnc.learn import EM
+    rng = np.random.default_rng(3)
+    spn = _absorbing()
+    X = _rows(rng, 900)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    w = rng.uniform(0.5, 2.0, len(X))
+    out = {}
+    for bounded in (True, False):
+        spn.__dict__.pop("_leaf_states", None)
+        spn._compiled = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots,
+                                     spn.n_leaves, spn.weight, bounded=bounded)
+        em = EM(init=spn, check_leaves=False)
+        em._setup(spn)
+        em.n_threads, em.rejected_ = 1, 0
+        out[bounded] = (em._estep(spn, X, w, hard=False), spn._compiled.plain_falls)
+    (new, falls_new), (old, falls_old) = out[True], out[False]
+    assert falls_new == 0 and falls_old > 0
+    assert new["objective"] == pytest.approx(old["objective"], rel=1e-15)
+    np.testing.assert_allclose(new["edge_counts"], old["edge_counts"], rtol=1e-13, atol=1e-250)
+    np.testing.assert_allclose(new["node_counts"], old["node_counts"], rtol=1e-13, atol=1e-250)
+    for k in new["leaf"]:
+        for f in new["leaf"][k]:
+            np.testing.assert_allclose(new["leaf"][k][f], old["leaf"][k][f], rtol=1e-13, atol=1e-250)
