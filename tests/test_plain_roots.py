@@ -174,3 +174,29 @@ def test_kept_rows_match_the_scaled_sweep_on_random_models():
                                      spn.n_leaves, spn.weight, plain=False)
         np.testing.assert_allclose(ll, spn.log_likelihood(X), rtol=1e-14)
     check()
+
+
+def test_em_counts_flush_subnormals_only_inside_their_pass():
+    """EM's counting pass treats subnormal posteriors as 0 (they made it up to 2x as slow)
+    and restores the floating-point mode on every thread: a later backward pass still gives
+    the same subnormal posteriors, and the counts match those from the posteriors to 1e-300."""
+    from spnc.learn import EM
+
+    def pair():
+        return Product([spnc.Bernoulli(0, 0.5), spnc.Bernoulli(1, 0.3)])
+    # the first pair's posterior is 1e-200 * 1e-120: subnormal
+    spn = spnc.compile(Sum([Sum([pair(), pair()], [1e-120, 1 - 1e-120]), pair()], [1e-200, 1 - 1e-200]))
+    rng = np.random.default_rng(4)
+    X = (rng.random((4000, 2)) < 0.5).astype(float)
+    before = spn.backward(X, node_posteriors=True, n_threads=2)["node_posteriors"]
+    assert ((before > 0) & (before < 2.2250738585072014e-308)).any()
+    em = EM(init=spn, check_leaves=False)
+    em._setup(spn)
+    em.n_threads, em.rejected_ = 2, 0
+    est = em._estep(spn, X, np.ones(len(X)), hard=False)
+    after = spn.backward(X, node_posteriors=True, n_threads=2)["node_posteriors"]
+    np.testing.assert_array_equal(after, before)
+    assert np.array([2.5e-310]) * 0.5 == 1.25e-310           # this thread's mode too
+    table = spn.leaf_tables["bernoulli"]
+    c1 = (before[:, table.node] * X[:, table.var]).sum(0)     # rows with x = 1 under each leaf
+    np.testing.assert_allclose(est["leaf"]["bernoulli"]["count"][1::2], c1, rtol=1e-12, atol=1e-300)
