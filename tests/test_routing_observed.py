@@ -114,6 +114,18 @@ def test_state_masks_match_numpy(n):
         state_masks(X, np.array([6]), np.array([0]))
 
 
+@pytest.mark.parametrize("n", [0, 1, 1000])
+def test_column_ranges_match_numpy(n):
+    from spnc.learn._routing import column_ranges
+    X = np.random.default_rng(n).normal(size=(n, 5)) * 1e200
+    lo, hi = column_ranges(X, np.array([1, 3], dtype=np.int64))
+    assert lo.shape == hi.shape == (5,) and not lo[[0, 2, 4]].any() and not hi[[0, 2, 4]].any()
+    if n:
+        assert np.array_equal(lo[[1, 3]], X[:, [1, 3]].min(0)) and np.array_equal(hi[[1, 3]], X[:, [1, 3]].max(0))
+    with pytest.raises(ValueError, match="out of range"):
+        column_ranges(X, np.array([5], dtype=np.int64))
+
+
 def test_sums_over_match_numpy_and_refuse_bad_ranges():
     """The kept-member choice's sums of values over row sets (merging)."""
     from spnc.learn._routing import sums_over_nodes
@@ -183,3 +195,78 @@ def test_indicators_in_the_leaf_matrix_still_decide(monkeypatch):
     monkeypatch.setattr(univariate, "_INLINE_STATES", 1 << 20)
     spn = spnc.compile(spn.to_nodes(), cardinality=[2, 0])
     assert not routing.decisive_leaves(spn).any() and routing._observed_plan(spn) is not None
+
+
+def _underflow_case(kind):
+    """An O-SPN over [I(X0 = v), density of X1 (, X2)] and rows: row 0 takes the second
+    branch but its density is 0 in doubles, row 1 the second branch, row 2 the first."""
+    from spnc.leaves.mvgaussian import MultivariateGaussian
+    if kind == "mvgaussian":
+        dens, card = (lambda: MultivariateGaussian([1, 2], [0.0, 0.0], [[1.0, 0.5], [0.5, 1.0]])), [2, 0, 0]
+        X = np.array([[1.0, 1e200, 0.0], [1.0, 0.5, -1.0], [0.0, 2.0, 1.0]])
+    else:
+        std = 1.0 if kind == "wide" else 1e-160          # narrow: x = 1 is 1e160 deviations away
+        dens, card = (lambda: spnc.Gaussian(1, 0.0, std)), [2, 0]
+        X = np.array([[1.0, 1e200 if kind == "wide" else 1.0], [1.0, 0.0], [0.0, 0.0]])
+    spn = spnc.compile(Sum([Product([spnc.Indicator(0, v), dens()]) for v in (0, 1)], [0.5, 0.5]),
+                       cardinality=card)
+    return spn, X
+
+
+@pytest.mark.parametrize("kind", ["wide", "narrow", "mvgaussian"])
+def test_a_density_that_underflows_sends_its_row_to_the_first_child_whatever_the_batch(kind):
+    """A density far from its mean is 0 in doubles (log-density -inf), so max-product
+    routing sends the row to the first child. Alone or among complete rows the bit path
+    took Gaussian densities as positive and followed the observed branch; beside a row
+    with a NaN the sweep sent the row to the first child."""
+    spn, X = _underflow_case(kind)
+    first = spn.child[spn.child_ptr[spn.roots[0]]]
+    ll = spn.log_likelihood(X)
+    assert np.isneginf(ll[0]) and np.isfinite(ll[1:]).all()
+    nan = np.full((1, X.shape[1]), np.nan)
+    for batch in [X[i:i + 1] for i in range(3)] + [X, np.vstack([X, nan]), np.vstack([nan, X[::-1]])]:
+        got = routing.route(spn, batch).toarray()
+        assert np.array_equal(got, reference_route(spn, batch)[0])
+    got = [routing.route(spn, b).toarray()[0] for b in (X[:1], X, np.vstack([X, nan]))]
+    assert all(g[first] for g in got), "row 0 goes to the first child in every batch"
+    assert not routing.route(spn, X[1:2]).toarray()[0, first]
+
+
+def test_densities_keep_the_bit_path_on_rows_where_none_underflows(monkeypatch):
+    """The check for underflow reads each column's range once: ordinary rows keep the
+    bit path (and a leaf cache's ranges serve later calls)."""
+    calls = []
+    real = routing._route_observed
+    monkeypatch.setattr(routing, "_route_observed", lambda *a: calls.append(1) or real(*a))
+    for kind in ("wide", "mvgaussian"):
+        spn, X = _underflow_case(kind)
+        for rows, bit in ((X[1:], True), (X, False)):
+            calls.clear()
+            cache = LeafCache(rows, MAX)
+            for c in (None, cache, cache):
+                got = routing.route(spn, rows, cache=c).toarray()
+                assert np.array_equal(got, reference_route(spn, rows)[0])
+            assert len(calls) == (3 if bit else 0)
+
+
+def test_underflow_leaves_match_the_values_on_the_rows():
+    """Gaussian: exactly the leaves some row's log-density is -inf for (the kernel's, on
+    the columns' ends); multivariate Gaussian: at least those."""
+    from spnc.leaves.mvgaussian import MultivariateGaussian, MVGaussianLeaves
+    from spnc.leaves.univariate import GaussianLeaves
+    rng = np.random.default_rng(5)
+
+    def rows(top):
+        return np.column_stack([rng.normal(size=200) * 10.0 ** rng.integers(0, top, size=200) for _ in range(3)])
+    gauss = GaussianLeaves.from_nodes(np.arange(60), [spnc.Gaussian(i % 3, rng.normal() * 1e150, 10.0 ** rng.uniform(
+        -300, 300)) for i in range(60)])
+    mvg = MVGaussianLeaves.from_nodes(np.arange(40), [MultivariateGaussian(
+        [0, 1, 2], rng.normal(size=3) * 10.0 ** rng.integers(0, 150), np.diag(10.0 ** rng.uniform(-60, 60, 3)))
+        for _ in range(40)])
+    for t, X in ((gauss, rows(300)), (mvg, rows(120))):
+        out = np.empty((len(t), X.shape[0]))
+        t.log_prob(np.ascontiguousarray(X.T), out, MAX, 1)
+        zero = ~np.isfinite(out).all(axis=1)
+        got = t.underflow_leaves(X.min(axis=0), X.max(axis=0))
+        assert 0 < zero.sum() < len(t)
+        assert np.array_equal(got, zero) if t is gauss else not (zero & ~got).any() and not got.all()

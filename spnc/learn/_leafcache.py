@@ -17,7 +17,7 @@ from .._kinds import MARGINAL, MAX
 from .._sweep import TransposedRows
 from ..leaves.base import _ranges
 from ._graphedit import leaf_keys
-from ._routing import copy_rows, state_masks
+from ._routing import column_ranges, copy_rows, state_masks
 
 
 class LeafCache:
@@ -45,6 +45,7 @@ class LeafCache:
             self._checked.add(self._check_key(checked_by))
         self._masks: dict = {}              # (variable, value) -> its rows as bits
         self._codes = self._codes_t = None
+        self._col_ranges = None
 
     @property
     def codes(self) -> np.ndarray:
@@ -73,6 +74,12 @@ class LeafCache:
         if not pairs:
             return np.zeros((0, -(-self.n // 64)), dtype=np.uint64)
         return np.stack([self._masks[p] for p in pairs])
+
+    def column_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each column's least and greatest value (complete rows), found once."""
+        if self._col_ranges is None:
+            self._col_ranges = column_ranges(np.ascontiguousarray(self.X), np.arange(self.X.shape[1]))
+        return self._col_ranges
 
     def checked(self, spn, X) -> bool:
         """True when ``X`` is this cache's rows and passes ``spn``'s data checks (made once

@@ -103,6 +103,36 @@ def state_masks(const double[:, ::1] X, const int64_t[::1] var, const int64_t[::
     return out_a
 
 
+def column_ranges(const double[:, ::1] X, const int64_t[::1] cols):
+    """``(lo, hi)``, each of length ``X.shape[1]``: the least and greatest value of each
+    column in ``cols`` (complete rows; other entries 0). One pass over the rows, reading
+    only these columns."""
+    cdef Py_ssize_t n = X.shape[0], m = cols.shape[0], r, j, r0, r1, c
+    cdef double x, a, b
+    for j in range(m):
+        if not 0 <= cols[j] < X.shape[1]:
+            raise ValueError("column_ranges: column out of range")
+    lo_a, hi_a = np.zeros(X.shape[1]), np.zeros(X.shape[1])
+    cdef double[::1] lo = lo_a, hi = hi_a
+    if n == 0:
+        return lo_a, hi_a
+    with nogil:
+        for j in range(m):
+            lo[cols[j]] = X[0, cols[j]]
+            hi[cols[j]] = X[0, cols[j]]
+        for r0 in range(0, n, 256):     # a block of rows stays in cache across the columns
+            r1 = min(n, r0 + 256)
+            for j in range(m):
+                c = cols[j]
+                a, b = lo[c], hi[c]
+                for r in range(r0, r1):
+                    x = X[r, c]
+                    a = x if x < a else a
+                    b = x if x > b else b
+                lo[c], hi[c] = a, b
+    return lo_a, hi_a
+
+
 def observed_route(const uint8_t[::1] kind, const int64_t[::1] ptr, const int32_t[::1] child,
                    const uint8_t[::1] dead, const int64_t[::1] zptr, const int64_t[::1] zsrc,
                    const uint64_t[:, ::1] masks, const int64_t[::1] roots, Py_ssize_t n_rows,

@@ -23,10 +23,13 @@ the sum's first child, observed sums included, as max-product routing does, what
 other rows of the batch: so a leaf of the leaf matrix that may give a row probability zero
 (:meth:`~spnc.leaves.base.LeafType.zero_leaves`: a Chow-Liu leaf with a zero in its
 tables, an indicator over a huge state space; never a Gaussian) is evaluated when it lies
-below a sum of two or more children. When every sum of two or more children is an
-observed sum, the model is not a mixture and no such leaf is found, no sweep runs at all:
-each row's decisions follow from which leaves give it probability zero, as bit operations
-on one bit per (node, row) (:func:`_route_observed`).
+below a sum of two or more children. So are all leaves when a density there is zero in
+doubles for a row of the batch (a Gaussian far from its mean, whose log-density is
+``-inf``: :meth:`~spnc.leaves.base.LeafType.underflow_leaves`, read off the columns'
+ranges). When every sum of two or more children is an observed sum, the model is not a
+mixture and no such leaf is found, no sweep runs at all: each row's decisions follow from
+which leaves give it probability zero, as bit operations on one bit per (node, row)
+(:func:`_route_observed`).
 
 For a tree learned by LearnSPN the recovered routing equals the learner's partition through
 observed sums; through latent sums it is the model's own hard assignment, which is what the
@@ -46,7 +49,7 @@ from .._sweep import CHUNK_VALUES, Sweep
 from ..graph import PRODUCT, SUM, SPN
 from ..leaves.base import _ranges
 from ._graphedit import descendants
-from ._routing import bits_to_csc, copy_runs, observed_route, state_masks
+from ._routing import bits_to_csc, column_ranges, copy_runs, observed_route, state_masks
 
 
 def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray | None = None,
@@ -65,7 +68,8 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     matrix's budget per chunk (:class:`spnc._sweep.Sweep`'s ``budget``)."""
     mine = cache is not None and cache.checked(spn, X)
     X = X if mine else spn._check_X(X)
-    if not decisive_leaves(spn).any() and (cache.complete if mine else not np.isnan(X).any()):
+    if not decisive_leaves(spn).any() and (cache.complete if mine else not np.isnan(X).any()) \
+            and not _underflows(spn, X, cache if mine else None):
         plan = _observed_plan(spn)
         if plan is not None:
             return _route_observed(spn, X, plan, edge_counts, cache if mine else None)
@@ -174,16 +178,23 @@ def decisive_leaves(spn: SPN) -> np.ndarray:
     (:meth:`~spnc.leaves.base.LeafType.zero_leaves`) below a child of any sum of two or more
     children, as such a row goes to the sum's first child, observed sums included (cached
     on ``spn``, by the leaves' contents)."""
+    return _leaf_masks(spn)[0]
+
+
+def _leaf_masks(spn: SPN) -> tuple[np.ndarray, np.ndarray, list]:
+    """(:func:`decisive_leaves`, the leaf-matrix leaves below a child of a sum of two or
+    more children, their variables: cached on ``spn`` by the leaves' contents; the
+    leaf-matrix tables)."""
     matrix = [t for t in spn.leaf_tables.values() if len(t) and t.state_log_probs(spn.cardinality) is None]
     stamp = tuple((id(t),) + t.content_key() for t in matrix)      # in-place edits
     hit = spn.__dict__.get("_decisive_leaves")
     if hit is not None and hit[0] == stamp:
-        return hit[1]
-    out = np.zeros(spn.n_nodes, dtype=bool)
+        return hit[1] + (matrix,)
+    read, guard = np.zeros(spn.n_nodes, dtype=bool), np.zeros(spn.n_nodes, dtype=bool)
     ptr, deg = spn.child_ptr, np.diff(spn.child_ptr)
-    # any leaf below a latent sum's child; one that may be zero below any sum's child
-    for sums, zero_only in (((spn.kind == SUM) & (observed_sums(spn) < 0), False),
-                            ((spn.kind == SUM) & (deg >= 2), True)) if matrix else ():
+    # any leaf below a latent sum's child is read; one that may be zero below any sum's child
+    for sums, mask in (((spn.kind == SUM) & (observed_sums(spn) < 0), read),
+                       ((spn.kind == SUM) & (deg >= 2), guard)) if matrix else ():
         sums = np.flatnonzero(sums)
         heads = spn.child[_ranges(ptr[sums], deg[sums])]
         if spn.combine == "mixture":       # the root is picked by value, as by a latent sum
@@ -191,9 +202,29 @@ def decisive_leaves(spn: SPN) -> np.ndarray:
         if heads.size:
             below = descendants(spn, heads)
             for t in matrix:
-                out[t.node] |= below[t.node] & (t.zero_leaves() if zero_only else True)
+                mask[t.node] = below[t.node]
+    cols = [np.zeros(0, dtype=np.int64)]
+    for t in matrix:
+        read[t.node] |= guard[t.node] & t.zero_leaves()
+        if guard[t.node].any():
+            cols.append(np.concatenate(t.scopes).astype(np.int64))
+    out = (read, guard, np.unique(np.concatenate(cols)))
     spn.__dict__["_decisive_leaves"] = (stamp, out)
-    return out
+    return out + (matrix,)
+
+
+def _underflows(spn: SPN, X: np.ndarray, cache) -> bool:
+    """True when a leaf-matrix leaf that is never zero in exact arithmetic may be zero in
+    doubles (:meth:`~spnc.leaves.base.LeafType.underflow_leaves`) for a row of ``X``
+    (complete) below a child of a sum of two or more children: such a row goes to the
+    sum's first child, which only a sweep of the leaves' values finds. ``cache``: a
+    :class:`._leafcache.LeafCache` of ``X``, which keeps its columns' ranges."""
+    _, guard, cols, matrix = _leaf_masks(spn)
+    tables = [t for t in matrix if guard[t.node].any()]
+    if not tables or not X.shape[0]:
+        return False
+    lo, hi = cache.column_ranges() if cache is not None else column_ranges(np.ascontiguousarray(X), cols)
+    return any((t.underflow_leaves(lo, hi) & guard[t.node]).any() for t in tables)
 
 
 def as_routing(routing, n_rows: int, n_nodes: int) -> sp.csc_matrix:

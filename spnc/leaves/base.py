@@ -198,6 +198,13 @@ class LeafType(abc.ABC):
         the type knows better."""
         return np.ones(len(self.node), dtype=bool)
 
+    def underflow_leaves(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Boolean mask of the leaves outside :meth:`zero_leaves` (positive everywhere) whose
+        log-value may still be ``-inf`` or NaN in doubles for a complete row with every
+        variable v in ``[lo[v], hi[v]]`` (a density far from its mean underflows): hard
+        routing then treats the row as of probability zero. None, unless the type says."""
+        return np.zeros(len(self.node), dtype=bool)
+
     def state_log_probs(self, cardinality: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """For univariate discrete leaves: ``(var, ptr, logp)`` with ``logp[ptr[i] + x]`` the
         log-probability of state x of leaf i on variable ``var[i]`` (normalised, so a

@@ -102,6 +102,35 @@ class MVGaussianLeaves(LeafType):
     def zero_leaves(self):
         return np.zeros(len(self.node), dtype=bool)      # a density, positive everywhere
 
+    def underflow_leaves(self, lo, hi):
+        """Conservative: the kernel's ``|L^-1 (x - mean)|^2`` (``L`` the Cholesky factor) is
+        at most ``|L^-1|_F^2 |x - mean|^2``, each ``|x_a - mean_a|`` at most its largest
+        over ``[lo, hi]``; a leaf whose bound is not far below the largest double counts."""
+        L = len(self.node)
+        if not L:
+            return np.zeros(0, dtype=bool)
+        mu, v = self.params["mean"].astype(np.float64, copy=False), self.var
+        with np.errstate(over="ignore", invalid="ignore"):
+            dev = np.maximum(np.abs(hi[v] - mu), np.abs(lo[v] - mu))
+            bound = np.add.reduceat(dev * dev, self.var_ptr[:-1]) * self._inverse_norms()
+        return ~(bound < 1e280)
+
+    def _inverse_norms(self) -> np.ndarray:
+        """``|L^-1|_F^2`` per leaf (``L`` its Cholesky factor), kept with :meth:`chol`."""
+        chol = self.chol()
+        if chol is None:
+            return np.full(len(self.node), np.inf)
+        if getattr(self, "_inv_norms", (None,))[0] is not chol:
+            dim, ptr = np.diff(self.var_ptr), self.params["cov_ptr"]
+            out = np.empty(len(self.node))
+            for d in np.unique(dim).tolist():      # one batch per leaf size, not per leaf
+                i = np.flatnonzero(dim == d)
+                blocks = chol[ptr[:-1][i][:, None] + np.arange(d * d)].reshape(-1, d, d)
+                with np.errstate(all="ignore"):
+                    out[i] = np.square(np.linalg.inv(blocks)).sum(axis=(1, 2))
+            self._inv_norms = (chol, np.where(np.isfinite(out), out, np.inf))
+        return self._inv_norms[1]
+
     @classmethod
     def from_nodes(cls, node_ids, leaves):
         d = [len(l.vars) for l in leaves]

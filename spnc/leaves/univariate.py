@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _kernels as K
 from ._univariate_nodes import Bernoulli, Categorical, Gaussian, Indicator  # noqa: F401  (re-exported)
-from .._kinds import MAX_REAL
+from .._kinds import MAX, MAX_REAL
 from ._univariate_stats import _BernoulliStats, _CategoricalStats, _GaussianStats, _NoStats
 from .base import LeafType, _err, register_leaf
 
@@ -217,6 +217,16 @@ class GaussianLeaves(_UnivariateTable):
 
     def zero_leaves(self):
         return np.zeros(len(self.node), dtype=bool)      # a density, positive everywhere
+
+    def underflow_leaves(self, lo, hi):
+        """Exact: the kernel's value falls as ``|x - mean|`` grows, so a leaf's least value
+        over ``[lo, hi]`` is at one end; both ends are evaluated by the kernel itself."""
+        XT = np.ascontiguousarray(np.stack([lo, hi], axis=1), dtype=np.float64)
+        out = np.empty((len(self.node), 2))
+        K.gaussian_log_prob(XT, self.var, self.params["mean"].astype(np.float64, copy=False),
+                            self.params["std"].astype(np.float64, copy=False),
+                            np.arange(len(self.node), dtype=np.int64), out, MAX, 1)
+        return ~np.isfinite(out).all(axis=1)
 
     def validate(self, cardinality):
         self._check_scopes()
