@@ -270,3 +270,30 @@ def test_underflow_leaves_match_the_values_on_the_rows():
         got = t.underflow_leaves(X.min(axis=0), X.max(axis=0))
         assert 0 < zero.sum() < len(t)
         assert np.array_equal(got, zero) if t is gauss else not (zero & ~got).any() and not got.all()
+
+
+def test_one_child_sums_decide_nothing_and_keep_the_bit_path(monkeypatch):
+    """A sum of one child sends every row to it, on every path: leaves below it are read
+    by no decision, so an O-SPN with one-child sums over its densities keeps the bit path
+    (decisive_leaves took such a sum as latent and sent the batch through a sweep), and
+    its rows' routes equal the sweep's and the reference's alone, among complete rows and
+    beside a row with a NaN, a density that underflows included."""
+    calls = []
+    real = routing._route_observed
+    monkeypatch.setattr(routing, "_route_observed", lambda *a: calls.append(1) or real(*a))
+    one = lambda node: Sum([node], [1.0])       # noqa: E731
+    spn = spnc.compile(one(Sum([Product([spnc.Indicator(0, v), one(spnc.Gaussian(1, float(v), 1.0)),
+                                         one(Product([one(spnc.Gaussian(2, 0.0, 2.0)), spnc.Bernoulli(3, 0.3)]))])
+                                for v in (0, 1)], [0.4, 0.6])), cardinality=[2, 0, 0, 2])
+    assert not routing.decisive_leaves(spn).any() and routing._observed_plan(spn) is not None
+    X = np.array([[1.0, 0.5, 1.0, 0.0], [0.0, -1.0, 3.0, 1.0], [1.0, 1e200, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    nan = np.full((1, 4), np.nan)
+    for batch, bit in [(X[i:i + 1], i != 2) for i in range(4)] + [(X[[0, 1, 3]], True), (X, False),
+                                                                   (np.vstack([X, nan]), False)]:
+        calls.clear()
+        ec, ec2 = np.zeros(spn.n_edges), np.zeros(spn.n_edges)
+        got = routing.route(spn, batch, edge_counts=ec)
+        want, want_ec = reference_route(spn, batch)
+        assert np.array_equal(got.toarray(), want) and np.array_equal(ec, want_ec)
+        assert (got != _kernel_route(spn, batch, ec2)).nnz == 0 and np.array_equal(ec, ec2)
+        assert len(calls) == bit

@@ -14,10 +14,10 @@ hard assignment, top-down from the root:
   matches the row has value ``-inf``, so the row follows its observed value, as the learner
   split it.
 
-Short of probability zero (below), no decision through products and observed sums reads
-a leaf's value, so leaves that no latent sum has below it are not evaluated: for an O-SPN
-(observed sums only) routing complete rows costs one look at each row's observed values,
-not a pass over the leaves.
+Short of probability zero (below), no decision through products, sums of one child and
+observed sums reads a leaf's value, so leaves that no latent sum of two or more children
+has below it are not evaluated: for an O-SPN (observed sums only) routing complete rows
+costs one look at each row's observed values, not a pass over the leaves.
 A row the model gives probability zero at a sum, every child's value being zero, goes to
 the sum's first child, observed sums included, as max-product routing does, whatever the
 other rows of the batch: so a leaf of the leaf matrix that may give a row probability zero
@@ -173,8 +173,8 @@ _ZERO_LEAVES = _ZeroLeaves()
 
 def decisive_leaves(spn: SPN) -> np.ndarray:
     """Boolean mask of the leaf-matrix leaves (types not evaluated inside the sweep) whose
-    values some routing decision reads: those below a child of a latent sum, or below any
-    root of a mixture, and those that may give a row probability zero
+    values some routing decision reads: those below a child of a latent sum of two or more
+    children, or below any root of a mixture, and those that may give a row probability zero
     (:meth:`~spnc.leaves.base.LeafType.zero_leaves`) below a child of any sum of two or more
     children, as such a row goes to the sum's first child, observed sums included (cached
     on ``spn``, by the leaves' contents)."""
@@ -192,9 +192,10 @@ def _leaf_masks(spn: SPN) -> tuple[np.ndarray, np.ndarray, list]:
         return hit[1] + (matrix,)
     read, guard = np.zeros(spn.n_nodes, dtype=bool), np.zeros(spn.n_nodes, dtype=bool)
     ptr, deg = spn.child_ptr, np.diff(spn.child_ptr)
-    # any leaf below a latent sum's child is read; one that may be zero below any sum's child
-    for sums, mask in (((spn.kind == SUM) & (observed_sums(spn) < 0), read),
-                       ((spn.kind == SUM) & (deg >= 2), guard)) if matrix else ():
+    # any leaf below a latent sum's child is read; one that may be zero below any sum's
+    # child (a sum of one child decides nothing: its rows all go to that child)
+    choice = (spn.kind == SUM) & (deg >= 2)
+    for sums, mask in ((choice & (observed_sums(spn) < 0), read), (choice, guard)) if matrix else ():
         sums = np.flatnonzero(sums)
         heads = spn.child[_ranges(ptr[sums], deg[sums])]
         if spn.combine == "mixture":       # the root is picked by value, as by a latent sum
