@@ -199,11 +199,17 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef int dom, budget0 = graph.plain_budget(n_blocks), budget = budget0
     # EM's counts only (sums over rows): plain blocks whose roots absorbed an underflow are
     # kept (posteriors below 2^-1022 move by less than 2^-100 absolutely; _forward_roots),
-    # and the backward treats subnormals as 0: each flushed operation drops under 2^-1022
-    # from one row's count, where subnormal operands made the pass up to 1.8x as slow
+    # and unless a row weight is tiny (then whole counts would be subnormal), the backward
+    # treats subnormals as 0: each flushed operation drops under 2^-1022 from one row's
+    # count, where subnormal operands made the pass up to 1.8x as slow
     cdef bint counts_only = want_states and not want_leaf and not want_all
     cdef Py_ssize_t R_kept = roots.shape[0] if g.bounded and counts_only else 0
+    cdef bint flush = counts_only
     cdef unsigned csr
+    for i in range(row_w.shape[0] if flush else 0):
+        if 0.0 < row_w[i] < 8.673617379884035e-19:     # 2^-60
+            flush = False
+            break
     # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
@@ -225,7 +231,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
         _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
-        if counts_only:
+        if flush:
             csr = spnc_flush_begin()
         if dom == PLAIN and gather:
             spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[t, 0], &cnt[t, 0],
@@ -235,7 +241,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0], rp)
-        if counts_only:
+        if flush:
             spnc_flush_end(csr)
     graph.plain_record(n_blocks, budget0, budget)
     edges_arr = edge_lane_totals(lanes_arr)
