@@ -22,7 +22,6 @@ from spnc._kinds cimport SUM, PRODUCT, LEAF, MARGINAL, MAX
 from spnc._net cimport (spnc_net, Staging, block_net, chunk_net, staged_net, SPNC_B, SPNC_STATE_LANES, SPNC_EDGE_LANES,
                        spnc_counts_from_parents, spnc_forward_log, spnc_forward_log_some, spnc_forward_lin,
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
-                       spnc_flush_begin, spnc_flush_end,
                        spnc_backward, spnc_backward_gather, spnc_runs, spnc_select, spnc_route, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
 from spnc._domains cimport LOG_DOMAIN, SCALED, PLAIN, _sum_forward, _root_log, _forward_roots
@@ -115,10 +114,11 @@ def forward_some(Graph graph, LeafStates states, const double[:, ::1] XT, const 
 
 
 cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] roots, const double[::1] root_logw,
-                     double *ll, double *P, const int32_t *pslot, int domain) noexcept nogil:
+                     double *ll, double *P, const int32_t *pslot, int domain, double seed) noexcept nogil:
     """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]) (root values in their forward
-    ``slot``); P[pslot[root_i], j] += the root's share. A single root with a finite log value
-    takes no exp or log: exp(0) is 1 and log(1) is 0, so its bits are the general path's."""
+    ``slot``); P[pslot[root_i], j] += the root's share times ``seed`` (a power of two). A
+    single root with a finite log value takes no exp or log: exp(0) is 1 and log(1) is 0, so
+    its bits are the general path's."""
     cdef Py_ssize_t R = roots.shape[0], i, j
     cdef double mx, s, v
     for j in range(SPNC_B):
@@ -127,7 +127,7 @@ cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] ro
             if isfinite(v):
                 ll[j] = v
                 if P != NULL:
-                    P[pslot[roots[0]] * SPNC_B + j] += 1.0
+                    P[pslot[roots[0]] * SPNC_B + j] += seed
                 continue
         mx = -INFINITY
         for i in range(R):
@@ -141,7 +141,7 @@ cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] ro
             ll[j] = mx + log(s)
             if P != NULL:
                 for i in range(R):
-                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - ll[j])
+                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - ll[j]) * seed
         else:
             ll[j] = -INFINITY
 
@@ -158,7 +158,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
              double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
-             double[:, ::1] state_acc=None, const double[:, :] rows=None):
+             double[:, ::1] state_acc=None, const double[:, :] rows=None, double seed=1.0):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho. Adds, weighted by ``row_w``, expected sum-edge counts
     to ``edge_acc[t, e]`` and node counts to ``node_acc[t, n]`` (thread t); writes
@@ -169,8 +169,14 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     ``state_acc`` (threads, STATE_LANES * n_states), inline discrete leaves add their
     weighted posterior to the count of the observed state (EM's sufficient statistics), in
     STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
-    up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`."""
+    up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`. ``seed``: the
+    roots' posterior, a power of two (counts only: no ``leaf_resp``, no ``all_post``). Every
+    posterior is then ``seed`` times its value, exactly: with 2^600, posteriors down to
+    2^-1674 stay normal doubles (a subnormal operand costs a microcode assist). The edge
+    and node counts are scaled back here; ``state_acc`` keeps the factor."""
     cdef const GraphC *g = &graph.c
+    if seed != 1.0 and (leaf_resp.shape[0] > 0 or all_post.shape[0] == g.n_nodes):
+        raise ValueError("backward: a seed other than 1 is for counts only")
     cdef spnc_net net = chunk_net(g, &states.c, XT, L, True)
     cdef Staging st
     bufs = _staging(&st, &net, rows, n_threads, False)
@@ -198,18 +204,8 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     cdef double *W, *T, *P, *Q
     cdef int dom, budget0 = graph.plain_budget(n_blocks), budget = budget0
     # EM's counts only (sums over rows): plain blocks whose roots absorbed an underflow are
-    # kept (posteriors below 2^-1022 move by less than 2^-100 absolutely; _forward_roots),
-    # and unless a row weight is tiny (then whole counts would be subnormal), the backward
-    # treats subnormals as 0: each flushed operation drops under 2^-1022 from one row's
-    # count, where subnormal operands made the pass up to 1.8x as slow
-    cdef bint counts_only = want_states and not want_leaf and not want_all
-    cdef Py_ssize_t R_kept = roots.shape[0] if g.bounded and counts_only else 0
-    cdef bint flush = counts_only
-    cdef unsigned csr
-    for i in range(row_w.shape[0] if flush else 0):
-        if 0.0 < row_w[i] < 8.673617379884035e-19:     # 2^-60
-            flush = False
-            break
+    # kept (posteriors below 2^-1022 move by less than 2^-100 absolutely; _forward_roots)
+    cdef Py_ssize_t R_kept = roots.shape[0] if g.bounded and want_states and not want_leaf and not want_all else 0
     # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
     lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
     glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
@@ -230,9 +226,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget, &roots[0], R_kept)
         for i in range(start.shape[0]):
             memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
-        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom)
-        if flush:
-            csr = spnc_flush_begin()
+        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom, seed)
         if dom == PLAIN and gather:
             spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[t, 0], &cnt[t, 0],
                                  &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
@@ -241,8 +235,6 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
             spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
                           &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
                           &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0], rp)
-        if flush:
-            spnc_flush_end(csr)
     graph.plain_record(n_blocks, budget0, budget)
     edges_arr = edge_lane_totals(lanes_arr)
     if gather:
@@ -252,6 +244,9 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     with nogil:
         for t in range(n_threads):
             spnc_counts_from_parents(&net, &edges[t, 0], &cnt[t, 0])
+    if seed != 1.0:
+        edges_arr *= 1.0 / seed
+        cnt_arr *= 1.0 / seed
     np.asarray(edge_acc)[:n_threads, :E] += edges_arr[:, :E]
     np.asarray(node_acc)[:n_threads, :N] += cnt_arr[:, :N]
 

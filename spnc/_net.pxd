@@ -55,8 +55,6 @@ cdef extern from "_select.h" nogil:
                             double *T)
     void spnc_fp_clear()
     int spnc_fp_bad()
-    unsigned spnc_flush_begin()
-    void spnc_flush_end(unsigned c)
     int spnc_budget_left(const int *b)
     void spnc_budget_spend(int *b)
     ctypedef struct spnc_runs:

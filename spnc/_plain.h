@@ -14,16 +14,10 @@
 /* MXCSR's sticky flags: denormal operand, overflow, underflow (bits 1, 3, 4) */
 static inline void spnc_fp_clear(void) { _mm_setcsr(_mm_getcsr() & ~0x3fu); }
 static inline int spnc_fp_bad(void) { return (_mm_getcsr() & 0x1au) != 0; }
-/* Subnormal operands and results as zero (DAZ, FTZ: bits 6, 15) until spnc_flush_end: a
- * subnormal operand costs a microcode assist of ~100 cycles per instruction on x86. */
-static inline unsigned spnc_flush_begin(void) { unsigned c = _mm_getcsr(); _mm_setcsr(c | 0x8040u); return c; }
-static inline void spnc_flush_end(unsigned c) { _mm_setcsr(c); }
 #else
 #include <fenv.h>
 static inline void spnc_fp_clear(void) { feclearexcept(FE_ALL_EXCEPT); }
 static inline int spnc_fp_bad(void) { return fetestexcept(FE_UNDERFLOW | FE_OVERFLOW) != 0; }
-static inline unsigned spnc_flush_begin(void) { return 0; }
-static inline void spnc_flush_end(unsigned c) { _mm_setcsr(c); }
 #endif
 
 /* A sweep's budget of blocks that may fall back before it stops trying plain doubles

@@ -176,27 +176,57 @@ def test_kept_rows_match_the_scaled_sweep_on_random_models():
     check()
 
 
-def test_em_counts_flush_subnormals_only_inside_their_pass():
-    """EM's counting pass treats subnormal posteriors as 0 (they made it up to 2x as slow)
-    and restores the floating-point mode on every thread: a later backward pass still gives
-    the same subnormal posteriors, and the counts match those from the posteriors to 1e-300."""
+def _estep(spn, X, w, n_threads=2):
     from spnc.learn import EM
-
-    def pair():
-        return Product([spnc.Bernoulli(0, 0.5), spnc.Bernoulli(1, 0.3)])
-    # the first pair's posterior is 1e-200 * 1e-120: subnormal
-    spn = spnc.compile(Sum([Sum([pair(), pair()], [1e-120, 1 - 1e-120]), pair()], [1e-200, 1 - 1e-200]))
-    rng = np.random.default_rng(4)
-    X = (rng.random((4000, 2)) < 0.5).astype(float)
-    before = spn.backward(X, node_posteriors=True, n_threads=2)["node_posteriors"]
-    assert ((before > 0) & (before < 2.2250738585072014e-308)).any()
     em = EM(init=spn, check_leaves=False)
     em._setup(spn)
-    em.n_threads, em.rejected_ = 2, 0
-    est = em._estep(spn, X, np.ones(len(X)), hard=False)
-    after = spn.backward(X, node_posteriors=True, n_threads=2)["node_posteriors"]
-    np.testing.assert_array_equal(after, before)
-    assert np.array([2.5e-310]) * 0.5 == 1.25e-310           # this thread's mode too
+    em.n_threads, em.rejected_ = n_threads, 0
+    return em._estep(spn, X, w, hard=False)
+
+
+def _nested():
+    """The first pair's posterior is 1e-200 * 1e-120: below the normal range."""
+    def pair():
+        return Product([spnc.Bernoulli(0, 0.5), spnc.Bernoulli(1, 0.3)])
+    return spnc.compile(Sum([Sum([pair(), pair()], [1e-120, 1 - 1e-120]), pair()], [1e-200, 1 - 1e-200]))
+
+
+def test_em_counts_keep_posteriors_below_the_normal_range():
+    """EM's counting pass scales every posterior by 2^600 (a subnormal operand costs a
+    microcode assist) and scales the counts back: posteriors below 2^-1022 still count, and
+    the counts equal those from the node posteriors."""
+    spn = _nested()
+    rng = np.random.default_rng(4)
+    X = (rng.random((4000, 2)) < 0.5).astype(float)
+    post = spn.backward(X, node_posteriors=True)["node_posteriors"]
+    assert ((post > 0) & (post < 2.2250738585072014e-308)).any()
+    est = _estep(spn, X, np.ones(len(X)))
     table = spn.leaf_tables["bernoulli"]
-    c1 = (before[:, table.node] * X[:, table.var]).sum(0)     # rows with x = 1 under each leaf
-    np.testing.assert_allclose(est["leaf"]["bernoulli"]["count"][1::2], c1, rtol=1e-12, atol=1e-300)
+    c1 = (post[:, table.node] * X[:, table.var]).sum(0)       # rows with x = 1 under each leaf
+    got = est["leaf"]["bernoulli"]["count"][1::2]
+    tiny = c1 < 1e-300
+    assert tiny.sum() == 2
+    np.testing.assert_allclose(got[~tiny], c1[~tiny], rtol=1e-12)
+    # every pair explains a row alike, so the first pair's posterior is 1e-200 * 1e-120 in
+    # every row: counted to the last bit of the (subnormal) result; c1 adds subnormals, which
+    # keep a few digits only
+    n1 = X[:, table.var[tiny]].sum(0)
+    want = n1 * (1e-200 * 2.0 ** 600) * 1e-120 * 2.0 ** -600        # rounded once, to a subnormal
+    np.testing.assert_allclose(got[tiny], want, rtol=0, atol=4 * 5e-324)
+    np.testing.assert_allclose(got[tiny], c1[tiny], rtol=1e-2)
+    edge = spn.backward(X)["edge_counts"]
+    np.testing.assert_allclose(est["edge_counts"], edge, rtol=1e-2, atol=0)
+
+
+def test_em_counts_with_huge_row_weights_do_not_overflow():
+    """Row weights above 2^300 leave the posteriors unscaled: counts are the weights'
+    multiples (to a few digits where unscaled posteriors were subnormal)."""
+    spn = _nested()
+    X = (np.random.default_rng(5).random((500, 2)) < 0.5).astype(float)
+    one, big = _estep(spn, X, np.ones(len(X))), _estep(spn, X, np.full(len(X), 1e200))
+    for a, b in ((one["edge_counts"], big["edge_counts"]), (one["node_counts"], big["node_counts"]),
+                 (one["leaf"]["bernoulli"]["count"], big["leaf"]["bernoulli"]["count"])):
+        assert np.isfinite(b).all()
+        normal = a > 1e-300
+        np.testing.assert_allclose(b[normal], a[normal] * 1e200, rtol=1e-12)
+        np.testing.assert_allclose(b[~normal], a[~normal] * 1e200, rtol=1e-3)

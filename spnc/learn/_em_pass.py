@@ -11,6 +11,9 @@ from .._sweep import CHUNK_VALUES, Sweep
 from ..graph import SPN
 from ..leaves import base as _lb
 
+#: the roots' posterior in EM's counting passes: 2^600 (exact scaling, undone on the counts)
+_SEED = 2.0 ** 600
+
 #: leaf-matrix and responsibility values per chunk: small enough to stay in cache between the
 #: backward kernel that writes the responsibilities and the statistics kernels that read them
 _CACHE_VALUES = 1 << 18
@@ -52,6 +55,9 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
                budget=_CACHE_VALUES if need_R else CHUNK_VALUES, budget_rows=spn.n_leaves if need_R else None,
                stage=not need_R)
     nt = sw.n_threads
+    # counts only: posteriors scaled by 2^600, so that tiny ones stay normal doubles (see
+    # _infer.backward); the row weights bound the counts well below overflow
+    seed = _SEED if count_states and not need_R and not hard and w.size and float(np.max(w)) <= 2.0 ** 300 else 1.0
     n_states = max((b for _, b in sw.spans.values()), default=0)
     # STATE_LANES partial sums per state, added up after the pass (see _infer.backward)
     states = aligned_empty((nt, _infer.STATE_LANES * max(n_states, 1)), zero=True) if count_states else None
@@ -72,9 +78,9 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
                           rw, edge, node, R, nt, sw.ws, acts, rows=sw.rows(r0, r1))
         else:
             _infer.backward(sw.graph, sw.states, XT, L, spn.roots, rlw, rw, v, edge, node, R,
-                            np.empty((0, m)), nt, sw.ws, states, rows=sw.rows(r0, r1))
+                            np.empty((0, m)), nt, sw.ws, states, rows=sw.rows(r0, r1), seed=seed)
         yield r0, XT, R, rw, v[: r1 - r0]
     acc["edge"] += edge.sum(0)
     acc["node"] += node.sum(0)
     if states is not None:
-        acc["states"], acc["spans"] = lane_totals(states).sum(0), sw.spans
+        acc["states"], acc["spans"] = lane_totals(states).sum(0) * (1.0 / seed), sw.spans
