@@ -98,6 +98,32 @@ static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n
 }
 
 #ifdef SPNC_X86_512
+/* Rows j..j+7 of variables v..v+7 of a staged block, as one vector per row (r[k]: row j+k):
+ * an 8 x 8 transposition in registers. */
+__attribute__((target("avx512f")))
+static inline void spnc_rows8x8_512(const double *restrict xb, int64_t j, int64_t v, __m512d r[8])
+{
+    __m512d a[8], t[8], u[8];
+    int k;
+    for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(xb + (v + k) * SPNC_B + j);
+    for (k = 0; k < 8; k += 2) {         /* pairs of variables, rows interleaved */
+        t[k] = _mm512_unpacklo_pd(a[k], a[k + 1]);
+        t[k + 1] = _mm512_unpackhi_pd(a[k], a[k + 1]);
+    }
+    for (k = 0; k < 8; k += 4) {         /* quads of variables, by 128-bit lanes */
+        u[k] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0x88);
+        u[k + 1] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0xDD);
+        u[k + 2] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0x88);
+        u[k + 3] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0xDD);
+    }
+    /* u[0..3] hold variables v..v+3 of rows (0,4), (2,6), (1,5), (3,7); u[4..7] v+4..v+7 */
+    static const int row_of[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+    for (k = 0; k < 4; k++) {
+        r[row_of[k][0]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0x88);
+        r[row_of[k][1]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0xDD);
+    }
+}
+
 /* spnc_unstage of a whole block whose output rows are whole cache lines (Y on a line,
  * rs and n_vars multiples of 8): 8 x 8 tiles, each output line written at once with a
  * streaming store. The completed rows are written, never read, and usually far larger than
@@ -105,30 +131,41 @@ static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n
 __attribute__((target("avx512f")))
 static void spnc_unstage512(const double *restrict xb, double *Y, int64_t rs, int64_t n_vars)
 {
-    int64_t j, v, k;
-    __m512d a[8], t[8], u[8];
-    for (j = 0; j < SPNC_B; j += 8) {
+    int64_t j, v;
+    int k;
+    __m512d r[8];
+    for (j = 0; j < SPNC_B; j += 8)
         for (v = 0; v < n_vars; v += 8) {
-            for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(xb + (v + k) * SPNC_B + j);
-            for (k = 0; k < 8; k += 2) {         /* pairs of variables, rows interleaved */
-                t[k] = _mm512_unpacklo_pd(a[k], a[k + 1]);
-                t[k + 1] = _mm512_unpackhi_pd(a[k], a[k + 1]);
-            }
-            for (k = 0; k < 8; k += 4) {         /* quads of variables, by 128-bit lanes */
-                u[k] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0x88);
-                u[k + 1] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0xDD);
-                u[k + 2] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0x88);
-                u[k + 3] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0xDD);
-            }
-            /* u[0..3] hold variables v..v+3 of rows (0,4), (2,6), (1,5), (3,7); u[4..7] v+4..v+7 */
-            static const int row_of[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
-            for (k = 0; k < 4; k++) {
-                _mm512_stream_pd(Y + (j + row_of[k][0]) * rs + v, _mm512_shuffle_f64x2(u[k], u[k + 4], 0x88));
-                _mm512_stream_pd(Y + (j + row_of[k][1]) * rs + v, _mm512_shuffle_f64x2(u[k], u[k + 4], 0xDD));
-            }
+            spnc_rows8x8_512(xb, j, v, r);
+            for (k = 0; k < 8; k++) _mm512_stream_pd(Y + (j + k) * rs + v, r[k]);
         }
-    }
     _mm_sfence();       /* the streamed lines are visible before the block is reported done */
+}
+
+/* Widest rows whose 8-row groups spnc_unstage512_lines assembles on the stack (64 kB) */
+#define SPNC_UNSTAGE_LINES_MAX 1024
+
+/* The same for contiguous rows (rs == n_vars <= SPNC_UNSTAGE_LINES_MAX) of any width, Y on
+ * a line: 8 rows are then 8 n_vars doubles of whole lines, assembled in a buffer (in L1 for
+ * up to 96 variables) and streamed. */
+__attribute__((target("avx512f"), noinline))
+static void spnc_unstage512_lines(const double *restrict xb, double *Y, int64_t n_vars)
+{
+    double buf[8 * SPNC_UNSTAGE_LINES_MAX] __attribute__((aligned(64)));
+    const int64_t v8 = n_vars & ~(int64_t)7;
+    int64_t j, v, i;
+    int k;
+    __m512d r[8];
+    for (j = 0; j < SPNC_B; j += 8) {
+        for (v = 0; v < v8; v += 8) {
+            spnc_rows8x8_512(xb, j, v, r);
+            for (k = 0; k < 8; k++) _mm512_storeu_pd(buf + k * n_vars + v, r[k]);
+        }
+        for (v = v8; v < n_vars; v++)
+            for (k = 0; k < 8; k++) buf[k * n_vars + v] = xb[v * SPNC_B + j + k];
+        for (i = 0; i < 8 * n_vars; i += 8) _mm512_stream_pd(Y + j * n_vars + i, _mm512_load_pd(buf + i));
+    }
+    _mm_sfence();
 }
 #endif
 
@@ -136,9 +173,15 @@ static void spnc_unstage512(const double *restrict xb, double *Y, int64_t rs, in
 static inline void spnc_unstage(const double *restrict xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
 {
 #ifdef SPNC_X86_512
-    if (n == SPNC_B && (n_vars & 7) == 0 && (rs & 7) == 0 && ((uintptr_t) Y & 63) == 0 && SPNC_HAS_512()) {
-        spnc_unstage512(xb, Y, rs, n_vars);
-        return;
+    if (n == SPNC_B && ((uintptr_t) Y & 63) == 0 && SPNC_HAS_512()) {
+        if ((n_vars & 7) == 0 && (rs & 7) == 0) {
+            spnc_unstage512(xb, Y, rs, n_vars);
+            return;
+        }
+        if (rs == n_vars && n_vars <= SPNC_UNSTAGE_LINES_MAX) {
+            spnc_unstage512_lines(xb, Y, n_vars);
+            return;
+        }
     }
 #endif
     spnc_transpose(xb, SPNC_B, Y, rs, n_vars, n);
