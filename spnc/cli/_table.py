@@ -28,7 +28,6 @@ import numpy as np
 from .. import stream
 from .._text import check_unique
 from .._warn import warn_user
-from ..data import stored_names
 from ..errors import DataError
 from ._magic import refuse_binary
 
@@ -384,60 +383,10 @@ def _read_any(path: str, dataset: str | None, delimiter: str | None, header: boo
     ext = os.path.splitext(path)[1].lower()
     if path != "-" and not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-    if ext == ".npy":
-        try:
-            X = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise DataError(f"{path}: cannot read .npy: {str(e).splitlines()[0] if str(e) else e}") from None
-        return Table(_matrix(X, path), None, path)
-    if ext in (".h5", ".hdf5"):
-        return _read_hdf5(path, dataset)
-    if ext in (".parquet", ".pq"):
-        return _read_parquet(path)
+    if ext in (".npy", ".h5", ".hdf5", ".parquet", ".pq"):
+        from ._arrayfiles import read_array_file
+        return read_array_file(path, ext, dataset)
     if ext == ".json":               # as the tools write data (was read as CSV text)
         from ._jsondata import read_json_table
         return read_json_table(path)
     return read_text(path, delimiter, header, encoding, expect)
-
-
-def _read_hdf5(path: str, dataset: str | None) -> Table:
-    import h5py
-    if not dataset:
-        raise DataError(f"{path}: HDF5 data needs --dataset NAME")
-    try:
-        with h5py.File(path, "r") as f:
-            if dataset not in f or not isinstance(f[dataset], h5py.Dataset):
-                raise DataError(f"{path}: no dataset {dataset!r}")
-            ds = f[dataset]
-            if ds.dtype.kind not in "iufb" or ds.ndim != 2:
-                raise DataError(f"{path}:{dataset}: need a 2-D numeric dataset, got {ds.dtype} {ds.shape}")
-            names = stored_names(ds.attrs.get("columns", ds.attrs.get("var_names")), ds.shape[1],
-                                     f"{path}:{dataset}")
-            X = np.asarray(ds[()], dtype=np.float64)
-    except OSError as e:
-        raise DataError(f"{path}: cannot read HDF5 data: {e}") from None
-    return Table(X, names, f"{path}:{dataset}")
-
-
-def _read_parquet(path: str) -> Table:
-    try:
-        import pandas as pd
-    except ImportError:
-        raise DataError(f"{path}: reading Parquet needs pandas and pyarrow "
-                        "(pip install pandas pyarrow)") from None
-    try:
-        df = pd.read_parquet(path)
-    except ImportError as e:
-        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow): {e}") from None
-    except Exception as e:  # noqa: BLE001 - the engines raise many types on bad files
-        raise DataError(f"{path}: cannot read Parquet: {str(e).splitlines()[0] if str(e) else e}") from None
-    from ..data import as_data
-    # names as read, as from a CSV header: a tool that stores them checks them then
-    X, names = as_data(df, name=path, dtype=np.float64, model_names=False)
-    return Table(X, names, path)
-
-
-def _matrix(X: np.ndarray, path: str) -> np.ndarray:
-    if X.dtype.kind not in "iufb" or X.ndim != 2:
-        raise DataError(f"{path}: need a 2-D numeric array, got {X.dtype} {X.shape}")
-    return np.asarray(X, dtype=np.float64)
