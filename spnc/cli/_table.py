@@ -31,7 +31,11 @@ from .._warn import warn_user
 from ..errors import DataError
 from ._magic import refuse_binary
 
-MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a"})
+# '#N/A' and '#NA': a spreadsheet's "not available" (pandas reads them as missing too)
+MISSING = frozenset({"", "?", "nan", "NaN", "NAN", "NA", "na", "N/A", "n/a", "#N/A", "#NA", "#N/A N/A"})
+# a spreadsheet's error values: a line starting with one is data, not a comment
+_SHEET_ERRORS = frozenset({"#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#SPILL!", "#CALC!",
+                           "#FIELD!", "#GETTING_DATA", "#BLOCKED!", "#CONNECT!", "#BUSY!", "#UNKNOWN!"})
 _INDEX_HINT = (": a column of row labels, as pandas' to_csv writes unless index=False? Drop that column "
                "(spnc would read the labels as data)")
 _END_HINT = ": does each line end with a delimiter? Remove the last one of each line"
@@ -306,7 +310,7 @@ def _lines(stream, d: str, label: str):
                 if not toks or (len(toks) == 1 and not toks[0].strip()):
                     yield reader.line_num, None
                 else:
-                    yield reader.line_num, _Comment(toks) if toks[0].lstrip().startswith("#") else toks
+                    yield reader.line_num, _Comment(toks) if _is_comment(toks[0]) else toks
         except csv.Error as e:
             raise DataError(f"{label}: line {reader.line_num}: {e}") from None
     else:
@@ -317,7 +321,14 @@ def _lines(stream, d: str, label: str):
                 continue
             toks = ln.split(d) if d != " " else ln.split() if '"' not in ln or ln.lstrip().startswith("#") \
                 else _blank_split(ln, label, k)
-            yield k, _Comment(toks) if ln.lstrip().startswith("#") else toks
+            yield k, _Comment(toks) if _is_comment(toks[0]) else toks
+
+
+def _is_comment(cell: str) -> bool:
+    """Whether a line whose first cell is ``cell`` is a comment: it starts with ``#`` and is
+    not a spreadsheet's not-available or error value (``#N/A``, ``#DIV/0!``), a data cell."""
+    cell = cell.strip()
+    return cell.startswith("#") and cell not in MISSING and cell not in _SHEET_ERRORS
 
 
 def _blank_split(line: str, label: str, k: int) -> list[str]:
@@ -351,6 +362,8 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
                 hint = " (digits joined by '_' are not read as a number)"
             except ValueError:
                 hint = _delim_hint(s, d) or (
+                    " (a spreadsheet error value: fix its formula, or write NaN for a missing value)"
+                    if s in _SHEET_ERRORS else
                     " (the first row mixes names and numbers: give --header if it is a header)"
                     if r == 0 and first_block and not names else
                     " (use NaN, ? or an empty cell for missing values)")
