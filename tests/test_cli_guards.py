@@ -76,6 +76,18 @@ def test_names_holding_the_delimiter_are_quoted(tmp_path, capsys):
     assert evaluate.main([str(tmp_path / "m.h5"), str(out), "--out-ll", str(tmp_path / "ll.txt"), "-q"]) == 0
 
 
+@pytest.mark.parametrize("ext", ["csv", "tsv"])
+def test_names_holding_a_carriage_return_are_quoted(tmp_path, capsys, ext):
+    # a lone CR (an old Mac line end in a spreadsheet cell) ended the header line unquoted
+    m = spnc.compile(Product([Bernoulli(0, .4), Bernoulli(1, .7)]), var_names=["a\rb", "c"])
+    spnc.save(m, tmp_path / "m.h5")
+    out = tmp_path / f"s.{ext}"
+    assert evaluate.main([str(tmp_path / "m.h5"), "--sample", "3", "--out", str(out), "-q"]) == 0
+    assert out.read_bytes().startswith(b'"a\rb"' + (b"," if ext == "csv" else b"\t") + b"c\n")
+    assert evaluate.main([str(tmp_path / "m.h5"), str(out), "--out-ll", str(tmp_path / "ll.txt"), "-q"]) == 0, \
+        capsys.readouterr().err
+
+
 def test_a_token_that_is_a_name_and_another_index_is_an_error(tmp_path, capsys):
     m = spnc.compile(Product([Bernoulli(0, .4), Bernoulli(1, .7)]), var_names=["1", "0"])
     spnc.save(m, tmp_path / "m.h5")

@@ -329,8 +329,11 @@ def _text(X: np.ndarray, names: Sequence[str] | None, d: str, fmt: str) -> str:
     whole = np.all(np.isfinite(rows) & (rows == np.round(rows)) & (np.abs(rows) < 2**53), axis=0)
     fmt = d.join("%d" if w else "%r" for w in whole) + "\n"
     buf = io.StringIO()
-    if names is not None and X.ndim == 2:     # quoted where a name holds the delimiter or a quote
-        csv.writer(buf, delimiter=d, lineterminator="\n").writerow(names)
+    if names is not None and X.ndim == 2:     # quoted where a name holds the delimiter, a quote or a line end
+        # csv quotes a name holding a character of its line terminator: "\r" too only with "\r\n"
+        head = io.StringIO()
+        csv.writer(head, delimiter=d, lineterminator="\r\n").writerow(names)
+        buf.write(head.getvalue()[:-2] + "\n")
     if rows.shape[1] == 0:
         buf.write("\n" * len(rows))
         return buf.getvalue()
