@@ -85,6 +85,9 @@ def _column_hint(dt) -> str:
     if str(dt) == "object":
         return (" (Python objects: convert numbers with pd.to_numeric(df[c]), None becoming missing; "
                 "encode text categories as integer codes 0, 1, 2, ...)")
+    if str(dt) == "str" or "string" in str(dt):      # pandas' text dtypes, as read_csv gives a text column
+        return (" (text: convert numbers written as text with pd.to_numeric(df[c]), missing values becoming "
+                "NaN; encode text categories as integer codes 0, 1, 2, ...)")
     return " (encode categories as integer codes 0, 1, 2, ...)"
 
 

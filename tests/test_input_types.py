@@ -127,6 +127,9 @@ def test_category_and_object_columns_say_how_to_convert(codes):
         spn.log_likelihood(df.astype({"b": "category"}))
     with pytest.raises(DataError, match=r"column 'c' has dtype object.*pd\.to_numeric"):
         ChowLiuTree().fit(df.astype({"c": object}))
+    for text in (str, "string"):       # pandas' text dtypes (pandas 3 reads text columns as 'str')
+        with pytest.raises(DataError, match=r"column 'c' has dtype \w+, not numeric \(text: .*pd\.to_numeric"):
+            spn.log_likelihood(df.astype({"c": text}))
     with pytest.raises(DataError, match=r"X_valid must be 2-D .* use X_valid\[None, :\]"):
         LearnSPN(refine="em").fit(X, X_valid=X[0])      # a setting that reads X_valid
 
