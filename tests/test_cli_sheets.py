@@ -28,3 +28,22 @@ def test_a_spreadsheet_error_value_is_named_not_skipped(tmp_path):
         read_text(str(p))
     p.write_text("a,b\n# a comment\n1,0\n#,1\n")           # comments stay comments
     assert read_text(str(p)).X.tolist() == [[1, 0]]
+
+
+@pytest.mark.parametrize("sep", [";", ",", "\t", "|"])
+def test_a_spreadsheet_sep_line_names_the_delimiter(tmp_path, sep):
+    # Excel reads a first line 'sep=;' as the delimiter and writes it into some exports;
+    # it was taken as a one-column header, with errors about the data or a trailing delimiter
+    p = tmp_path / "x.csv"
+    p.write_text(f"sep={sep}\n" + "\n".join(sep.join(r) for r in (["a", "b", "c"], ["1", "0", "?"], ["0", "x", "1"]))
+                 + "\n")
+    from spnc.errors import DataError
+    with pytest.raises(DataError, match=r"x\.csv: line 4, column 2 \('b'\): 'x' is not a number"):
+        read_text(str(p))           # line numbers count the sep= line
+    p.write_text(p.read_text().replace("x", "1"))
+    tab = read_text(str(p))
+    assert tab.names == ["a", "b", "c"] and tab.lines.tolist() == [3, 4]
+    np.testing.assert_array_equal(tab.X, [[1, 0, np.nan], [0, 1, 1]])
+    if sep != ",":                  # a --delimiter that contradicts it is an error
+        with pytest.raises(DataError, match=r"line 1 .*sep=.* --delimiter ','"):
+            read_text(str(p), ",")

@@ -151,7 +151,9 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     # decoded as a stream: a whole-file str (4 bytes per character in StringIO) is not kept
     inner_blank: list[int] = []       # a blank line before a row: a missing value of a 1-column file?
     lead: list[tuple[int, "_Comment"]] = []     # the comment lines before the first row
-    records = _records(io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline=""), d, label, inner_blank, lead)
+    text = io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline="")
+    d, skip = _sep_line(text, d, delimiter is not None, label)
+    records = _records(text, d, label, inner_blank, lead, skip)
     first_rec = next(records, None)
     if first_rec is None:
         raise DataError(f"{label}: no data rows (the file is empty)")
@@ -268,12 +270,28 @@ def _names_of(cells: list[str], names: Sequence[str]) -> bool:
 _BLOCK_CELLS = 1 << 18       # cells parsed at once (their Python strings are ~50 bytes each)
 
 
-def _records(stream, d: str, label: str, inner_blank: list[int], lead: list):
+def _sep_line(text, d: str, given: bool, label: str) -> tuple[str, int]:
+    """``(delimiter, lines read)``: a first line ``sep=;`` (a spreadsheet's directive, as
+    Excel reads and writes it) names the delimiter and is no data; else ``(d, 0)`` with
+    the stream where it was. A ``--delimiter`` (``given``) other than it is an error."""
+    m = re.fullmatch(r"sep=(.)", text.readline(16).rstrip("\r\n"))
+    if m is None:
+        text.seek(0)
+        return d, 0
+    named = m.group(1)
+    if given and named != d:
+        show = lambda c: _SHOW.get(c, repr(c))      # noqa: E731
+        raise DataError(f"{label}: line 1 'sep={named}' names {show(named)} as the delimiter, but --delimiter "
+                        f"{show(d)} was given: drop one of them")
+    return named, 1
+
+
+def _records(stream, d: str, label: str, inner_blank: list[int], lead: list, skip: int = 0):
     """``(line number, cells)`` of the non-blank, non-comment lines of a text stream; the
     first blank line before one of them is appended to ``inner_blank``, the comment lines
     before the first one to ``lead`` (as ``(line number, _Comment)``)."""
     blank, started = None, False
-    for k, toks in _lines(stream, d, label):
+    for k, toks in _lines(stream, d, label, skip):
         if isinstance(toks, _Comment):
             if not started:
                 lead.append((k, toks))
@@ -300,21 +318,21 @@ class _Comment:
         self.cells = cells[1:] if not cells[0] and len(cells) > 1 else cells   # '# a b c' split on blanks
 
 
-def _lines(stream, d: str, label: str):
-    """``(line number, cells)`` of each line: cells None for a blank line, a
-    :class:`_Comment` for a comment line."""
+def _lines(stream, d: str, label: str, skip: int = 0):
+    """``(line number, cells)`` of each line after the ``skip`` lines already read: cells
+    None for a blank line, a :class:`_Comment` for a comment line."""
     if len(d) == 1 and d != " ":
         reader = csv.reader(stream, delimiter=d)
         try:
             for toks in reader:
                 if not toks or (len(toks) == 1 and not toks[0].strip()):
-                    yield reader.line_num, None
+                    yield reader.line_num + skip, None
                 else:
-                    yield reader.line_num, _Comment(toks) if _is_comment(toks[0]) else toks
+                    yield reader.line_num + skip, _Comment(toks) if _is_comment(toks[0]) else toks
         except csv.Error as e:
-            raise DataError(f"{label}: line {reader.line_num}: {e}") from None
+            raise DataError(f"{label}: line {reader.line_num + skip}: {e}") from None
     else:
-        for k, ln in enumerate(stream, 1):
+        for k, ln in enumerate(stream, 1 + skip):
             ln = ln.rstrip("\r\n")
             if not ln.strip():
                 yield k, None
