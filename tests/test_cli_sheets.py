@@ -47,3 +47,12 @@ def test_a_spreadsheet_sep_line_names_the_delimiter(tmp_path, sep):
     if sep != ",":                  # a --delimiter that contradicts it is an error
         with pytest.raises(DataError, match=r"line 1 .*sep=.* --delimiter ','"):
             read_text(str(p), ",")
+
+
+def test_true_and_false_cells_say_to_write_1_and_0(tmp_path):
+    from spnc.errors import DataError
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,0\n0,True\n")          # pandas' to_csv of a bool column
+    with pytest.raises(DataError, match=r"line 3, column 2 \('b'\): 'True' is not a number \(a boolean: write 1 "
+                                        r"and 0"):
+        read_text(str(p))

@@ -382,6 +382,8 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
                 hint = _delim_hint(s, d) or (
                     " (a spreadsheet error value: fix its formula, or write NaN for a missing value)"
                     if s in _SHEET_ERRORS else
+                    " (a boolean: write 1 and 0, as df.astype(int).to_csv() does for a bool column)"
+                    if s.lower() in ("true", "false") else
                     " (the first row mixes names and numbers: give --header if it is a header)"
                     if r == 0 and first_block and not names else
                     " (use NaN, ? or an empty cell for missing values)")
