@@ -13,9 +13,19 @@ cdef enum:
     PLAIN = 2           # linear values as plain doubles
 
 
-cdef inline bint _plain_kept(double v) noexcept nogil:
-    """A plain root value kept through an underflow elsewhere in its row (2^-960 or more)."""
-    return 1.0261342003245941e-289 <= v <= 1.7976931348623157e308
+cdef inline uint64_t _rows_to_redo(const double *W, const int32_t *ns, const int64_t *nodes,
+                                   Py_ssize_t R) noexcept nogil:
+    """Bit j set where a plain value of ``nodes`` (row j) is below 2^-960 or not finite: the
+    rows that an underflowed block cannot keep (see :func:`_forward_roots`)."""
+    cdef Py_ssize_t i, j
+    cdef uint64_t redo = 0
+    cdef double v
+    for i in range(R):
+        for j in range(SPNC_B):
+            v = W[ns[nodes[i]] * SPNC_B + j]
+            if not (1.0261342003245941e-289 <= v <= 1.7976931348623157e308):
+                redo |= (<uint64_t> 1) << j
+    return redo
 
 
 cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const int32_t *cs,
@@ -27,21 +37,13 @@ cdef inline int _sum_forward(const spnc_net *net, int64_t col0, double *W, const
     the sweep's ``budget``, and with none left the blocks go scaled at once. With ``roots``
     (a bounded graph, see :func:`_forward_roots`, and outputs that are sums over rows), a
     block whose every row keeps its roots' plain values is not redone."""
-    cdef Py_ssize_t i, j
-    cdef bint keep
     if not linear:
         spnc_forward_log(net, col0, W, MARGINAL, cs, ns, T, NULL)
         return LOG_DOMAIN
     if spnc_budget_left(budget):
         spnc_fp_clear()
         spnc_forward_plain(net, col0, W, cs, ns, T)
-        if not spnc_fp_bad():
-            return PLAIN
-        keep = R > 0
-        for i in range(R):
-            for j in range(SPNC_B):
-                keep = keep and _plain_kept(W[ns[roots[i]] * SPNC_B + j])
-        if keep:
+        if not spnc_fp_bad() or (R > 0 and not _rows_to_redo(W, ns, roots, R)):
             return PLAIN
         spnc_budget_spend(budget)
     spnc_forward_lin(net, col0, W, cs, ns, T)
@@ -77,19 +79,15 @@ cdef inline void _forward_roots(const spnc_net *net, int64_t col0, double *W, co
     cdef Py_ssize_t i, j
     cdef uint64_t redo = ~(<uint64_t> 0)
     cdef bint bad
-    cdef double v
     if spnc_budget_left(budget):
         spnc_fp_clear()
         spnc_forward_plain(net, col0, W, cs, ns, NULL)
         bad = spnc_fp_bad()
         if not bad or bounded:
-            redo = 0
             for i in range(R):
                 for j in range(SPNC_B):
-                    v = W[ns[nodes[i]] * SPNC_B + j]
                     out[i * stride + j] = _root_log(W, ns[nodes[i]], j, PLAIN)
-                    if bad and not _plain_kept(v):
-                        redo |= (<uint64_t> 1) << j
+            redo = _rows_to_redo(W, ns, nodes, R) if bad else 0
             if not redo:
                 return
         spnc_budget_spend(budget)

@@ -57,7 +57,7 @@ def _chunk_passes(spn: SPN, X: np.ndarray, w: np.ndarray, hard: bool, n_threads:
     nt = sw.n_threads
     # counts only: posteriors scaled by 2^600, so that tiny ones stay normal doubles (see
     # _infer.backward); the row weights bound the counts well below overflow
-    seed = _SEED if count_states and not need_R and not hard and w.size and float(np.max(w)) <= 2.0 ** 300 else 1.0
+    seed = _SEED if count_states and not need_R and w.size and float(np.max(w)) <= 2.0 ** 300 else 1.0
     n_states = max((b for _, b in sw.spans.values()), default=0)
     # STATE_LANES partial sums per state, added up after the pass (see _infer.backward)
     states = aligned_empty((nt, _infer.STATE_LANES * max(n_states, 1)), zero=True) if count_states else None
