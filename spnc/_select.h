@@ -85,6 +85,41 @@ static inline int spnc_dense_sum(int64_t k, uint64_t an)
 }
 #endif
 
+/* Inline leaf n on the trees of rows an fills its variable where it is missing (mb: the
+ * missing entries' masks per variable) in out_XT: its most probable state (mode 1) or one
+ * drawn, keyed by (seed, row, n). */
+static inline void spnc_leaf_fill(const spnc_net *g, int64_t n, int64_t col0, int mode, uint64_t an,
+                                  const uint64_t *mb, uint64_t seed, int64_t row, double *out_XT)
+{
+    const int64_t o = g->off[n], ns = g->nst[n];
+    uint64_t fill;
+    double *restrict y;
+    if (g->var[n] < 0 || !(fill = an & mb[g->var[n]])) return;
+    y = SPNC_XV(g, out_XT, g->var[n], col0);
+    if (mode == 1) {
+        const double b = g->best[n];
+#ifdef SPNC_X86_512
+        if (SPNC_HAS_512()) {
+            spnc_fill512(y, fill, b);
+            return;
+        }
+#endif
+        SPNC_FOR_BITS(j, fill, { y[j] = b; });
+        return;
+    }
+    SPNC_FOR_BITS(j, fill, {
+        double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
+        int64_t st, pick = -1, last = -1;
+        for (st = 0; st < ns; st++) {
+            double p = g->lin[o + st];
+            if (p > 0.0) last = st;
+            cum += p;
+            if (u <= cum && p > 0.0) { pick = st; break; }
+        }
+        y[j] = pick >= 0 ? pick : last;
+    });
+}
+
 /* A product's rows are on every child's tree: its mask goes to each (non-alias) child; the
  * first parent edge of a child (first[]) resets the child's mask, later ones OR into it. */
 static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, uint64_t an, uint64_t *A)
@@ -98,6 +133,25 @@ static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, u
     }
 }
 
+/* spnc_product_masks when the leaves sharing their product's slot are not visited (see
+ * spnc_select): the product fills their missing entries itself. */
+static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0, int mode, uint64_t an,
+                                      const uint64_t *mb, uint64_t seed, int64_t row, double *out_XT,
+                                      uint64_t *A)
+{
+    const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+    int64_t e;
+    for (e = 0; e < k; e++) {
+        const int64_t c = g->child[a + e];
+        if (!g->alias[c]) {
+            if (g->first[a + e]) A[g->pslot[c]] = an;
+            else A[g->pslot[c]] |= an;
+        } else if (g->kind[c] >= 2 && out_XT && an) {
+            spnc_leaf_fill(g, c, col0, mode, an, mb, seed, row, out_XT);
+        }
+    }
+}
+
 /* One induced tree per row, as row masks A in the backward plan's slots (set by the caller
  * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
  * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
@@ -105,14 +159,18 @@ static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, u
  * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
  * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
  * out_XT (laid out as XT): the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
- * for the masks of the missing entries. row: the block's first row. */
+ * for the masks of the missing entries. row: the block's first row. With visit (descending,
+ * spnc._visit.select_visit; only without leaf_active, leaf_resp and node_acc) just the n_visit
+ * nodes listed are swept: the leaves sharing a product's slot are not, their product fills
+ * for them. */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                         const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                         double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                        double *out_XT, uint64_t *mb, int64_t n_vars)
+                        double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit, int64_t n_visit)
 {
-    int64_t n;
+    const int64_t n_steps = visit ? n_visit : g->n_nodes;
+    int64_t n, i;
     int j;
     if (out_XT)
         for (n = 0; n < n_vars; n++) {
@@ -127,8 +185,8 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
             for (j = 0; j < SPNC_B; j++) b |= (uint64_t)(x[j] != x[j]) << j;
             mb[n] = b;
         }
-    for (n = g->n_nodes - 1; n >= 0; n--) {
-        const int64_t a = g->child_ptr[n], k = g->child_ptr[n + 1] - a;
+    for (i = 0; i < n_steps; i++) {
+        const int64_t a = g->child_ptr[n = visit ? visit[i] : g->n_nodes - 1 - i], k = g->child_ptr[n + 1] - a;
         const uint64_t an = A[g->pslot[n]];
         int64_t e;
         if (g->kind[n] == 0) {
@@ -163,7 +221,8 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 });
             }
         } else if (g->kind[n] == 1) {
-            spnc_product_masks(g, a, k, an, A);
+            if (visit) spnc_product_fills(g, n, col0, mode, an, mb, seed, row, out_XT, A);
+            else spnc_product_masks(g, a, k, an, A);
         } else {
             if (leaf_active) {
                 uint8_t *restrict la = leaf_active + g->leaf_slot[n] * g->m + col0;
@@ -173,31 +232,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 double *restrict lr = leaf_resp + g->leaf_slot[n] * g->m + col0;
                 for (j = 0; j < SPNC_B; j++) lr[j] = (double)((an >> j) & 1);
             }
-            if (out_XT && g->var[n] >= 0 && (an & mb[g->var[n]])) {
-                const uint64_t fill = an & mb[g->var[n]];
-                const int64_t o = g->off[n], ns = g->nst[n];
-                double *restrict y = SPNC_XV(g, out_XT, g->var[n], col0);
-                if (mode == 1) {
-                    const double b = g->best[n];
-#ifdef SPNC_X86_512
-                    if (SPNC_HAS_512()) spnc_fill512(y, fill, b);
-                    else
-#endif
-                    SPNC_FOR_BITS(j, fill, { y[j] = b; });
-                } else {
-                    SPNC_FOR_BITS(j, fill, {
-                        double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
-                        int64_t st, pick = -1, last = -1;
-                        for (st = 0; st < ns; st++) {
-                            double p = g->lin[o + st];
-                            if (p > 0.0) last = st;
-                            cum += p;
-                            if (u <= cum && p > 0.0) { pick = st; break; }
-                        }
-                        y[j] = pick >= 0 ? pick : last;
-                    });
-                }
-            }
+            if (out_XT) spnc_leaf_fill(g, n, col0, mode, an, mb, seed, row, out_XT);
         }
         if (node_acc) {
             double acc = 0.0;

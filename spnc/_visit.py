@@ -48,6 +48,21 @@ def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want
     return out
 
 
+def select_visit(graph) -> np.ndarray:
+    """int32 nodes in descending order that a top-down selection sweep with nothing asked of
+    its leaves but their fills visits: all but the leaves sharing their product parent's
+    slot, which that product fills for. Kept on the graph."""
+    cache = graph.visit_cache
+    if cache is None:
+        cache = graph.visit_cache = {}
+    hit = cache.get("select")
+    if hit is None:
+        kind = np.asarray(graph.kind_)
+        skip = (kind >= LEAF) & (np.asarray(graph.alias_)[: kind.shape[0]] != 0)
+        hit = cache["select"] = np.ascontiguousarray(np.flatnonzero(~skip)[::-1], dtype=np.int32)
+    return hit
+
+
 def state_runs(graph, states) -> tuple[np.ndarray, ...]:
     """The visit list of a backward pass that counts states and nothing else per leaf, with
     the leaves that share their product parent's slot counted by that product instead:
