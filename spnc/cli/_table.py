@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 import numpy as np
 
@@ -26,7 +26,8 @@ from .. import stream
 from .._text import check_unique
 from .._warn import warn_user
 from ..errors import DataError
-from ._textlines import _SHEET_ERRORS, _SHOW, MISSING, _Comment, _decode, _isnum, _records, _sep_line
+from ._textlines import (_SHEET_ERRORS, _SHOW, MISSING, RowComments, _Comment, _decode, _isnum, _records,
+                         _sep_line)
 
 _INDEX_HINT = (": a column of row labels, as pandas' to_csv writes unless index=False? Drop that column "
                "(spnc would read the labels as data)")
@@ -108,10 +109,11 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     lead: list[tuple[int, "_Comment"]] = []     # the comment lines before the first row
     text = io.TextIOWrapper(io.BytesIO(raw), encoding=enc, newline="")
     d, skip = _sep_line(text, d, delimiter is not None, label)
-    records = _records(text, d, label, inner_blank, lead, skip)
+    later = RowComments()             # comment lines after the first row that read as data rows
+    records = _records(text, d, label, inner_blank, lead, skip, later)
     first_rec = next(records, None)
     if first_rec is None:
-        raise DataError(f"{label}: no data rows (the file is empty)")
+        _no_rows(label, lead)
     line0, toks0 = first_rec
     first = [t.strip() for t in toks0]
     if expect is not None and any(n != n.strip() for n in expect) and sorted(toks0) == sorted(expect):
@@ -179,15 +181,29 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         X[n:n + len(block)] = _numbers(block, lines[n:n + len(block)], names, label, d, n == 0)
         n += len(block)
     if n == 0:
-        raise DataError(f"{label}: has a header but no data rows")
+        raise DataError(f"{label}: has a header but no data rows"
+                        + (f": {later.what()}" if later.count else ""))
     if width == 1 and inner_blank:
         raise DataError(f"{label}: line {inner_blank[0]} is blank: in a one-column file that may be a missing "
                         "value or nothing; write NaN or ? for a missing value, or delete the line")
+    if later.count:
+        warn_user(f"{label}: {later.what(skipped=True)}")
     if n < len(X) // 2:                            # many blank or comment lines: give memory back
         X, lines = X[:n].copy(), lines[:n].copy()
     else:
         X, lines = X[:n], lines[:n]
     return Table(X, names, label, lines)
+
+
+def _no_rows(label: str, lead: list[tuple[int, _Comment]]) -> NoReturn:
+    """The error for a text file without a data row: empty, or all comments."""
+    if not lead:
+        raise DataError(f"{label}: no data rows (the file is empty)")
+    rows = RowComments()
+    for k, com in lead:
+        rows.note(k, com, len(com.raw))
+    raise DataError(f"{label}: no data rows: every line is blank or a comment (starts with '#')"
+                    + (f"; {rows.what()}" if rows.count else ""))
 
 
 def _commented_header(lead: list[tuple[int, "_Comment"]], first: list[str],

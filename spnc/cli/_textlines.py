@@ -71,24 +71,62 @@ def _sep_line(text, d: str, given: bool, label: str) -> tuple[str, int]:
     return named, 1
 
 
-def _records(stream, d: str, label: str, inner_blank: list[int], lead: list, skip: int = 0):
+def _records(stream, d: str, label: str, inner_blank: list[int], lead: list, skip: int = 0,
+             later: "RowComments | None" = None):
     """``(line number, cells)`` of the non-blank, non-comment lines of a text stream; the
     first blank line before one of them is appended to ``inner_blank``, the comment lines
-    before the first one to ``lead`` (as ``(line number, _Comment)``)."""
-    blank, started = None, False
+    before the first one to ``lead`` (as ``(line number, _Comment)``), those after it that
+    read as a row as wide as it to ``later``."""
+    blank, width = None, 0
     for k, toks in _lines(stream, d, label, skip):
         if isinstance(toks, _Comment):
-            if not started:
+            if not width:
                 lead.append((k, toks))
+            elif later is not None:
+                later.note(k, toks, width)
             continue
         if toks is None:
             blank = k if blank is None else blank
             continue
-        started = True
+        width = width or len(toks)
         if blank is not None and not inner_blank:
             inner_blank.append(blank)
         blank = None
         yield k, toks
+
+
+class RowComments:
+    """The comment lines that read as data rows but for their ``#`` (a row commented out,
+    or a first column of IDs like ``#5``): counted, the first one kept for messages."""
+    __slots__ = ("count", "line", "cell")
+
+    def __init__(self):
+        self.count, self.line, self.cell = 0, 0, ""
+
+    def note(self, k: int, com: "_Comment", width: int) -> None:
+        """Count comment line ``k`` if it reads as a row of ``width`` cells."""
+        raw, cells = com.raw, com.cells
+        for rest in (raw[1:] if width > 1 and len(raw) == width else None,
+                     cells if len(cells) == width else None):     # '# 1 2 3' split on blanks
+            if rest and all(t in MISSING or _isnum(t) for t in rest) and any(map(_isnum, rest)):
+                if not self.count:
+                    self.line, self.cell = k, raw[0]
+                self.count += 1
+                return
+
+    def what(self, skipped: bool = False) -> str:
+        """Which lines were counted and how to read them; "" when none was."""
+        if not self.count:
+            return ""
+        one, cell = self.count == 1, self.cell[:20]
+        ids = (f" (if {cell!r} is an ID, drop that column: it is not data)"
+               if len(cell) > 1 and not cell[1].isspace() else "")
+        return ((f"line {self.line} starts with '#' but reads as a data row" if one else
+                 f"{self.count} lines starting with '#' read as data rows but for the '#' (the first: "
+                 f"line {self.line})")
+                + (f", and {'is' if one else 'are'} skipped as {'a comment' if one else 'comments'}"
+                   if skipped else "")
+                + f": remove the '#' to read {'it' if one else 'them'}{ids}")
 
 
 class _Comment:
