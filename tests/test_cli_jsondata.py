@@ -113,3 +113,39 @@ def test_data_hint_does_not_parse_a_json_file_refused_for_its_size(tmp_path, mon
     assert parsed == []
     with pytest.raises(spnc.FormatError, match="a data file given as the model"):
         spnc.io.load(p)
+
+
+def test_nan_and_infinity_tokens_read_as_in_csv_text(model, capsys):
+    """json.dumps writes a float NaN as NaN and infinity as Infinity: the tools said
+    "nan is not a number (null for missing)". NaN is missing, as NaN in CSV text;
+    Infinity is inf, refused where CSV's inf is. A huge integer was a traceback."""
+    m, d = model
+    S = m.sample(6, seed=1)
+    S[::2, 2] = np.nan
+    (d / "n.json").write_text(json.dumps({"columns": ["b", "c", "g"], "data": S.tolist()}))
+    assert "NaN" in (d / "n.json").read_text()
+    assert evaluate.main([str(d / "m.h5"), str(d / "n.json"), "--out-ll", str(d / "ll.npy"), "-q"]) == 0
+    np.testing.assert_allclose(np.load(d / "ll.npy"), m.log_likelihood(S), rtol=1e-12)
+    errs = {}
+    for name, text in (("i.json", '{"data": [[0, 1, Infinity]]}'), ("i.csv", "0,1,inf\n"),
+                       ("h.json", '{"data": [[0, 1, 1' + "0" * 400 + "]]}"),
+                       ("g.json", '{"data": [[0, 1, ' + "9" * 5000 + "]]}")):
+        (d / name).write_text(text)
+        assert evaluate.main([str(d / "m.h5"), str(d / name), "-q"]) == 2
+        errs[name] = capsys.readouterr().err
+    assert all(e.count("\n") == 1 and "infinite values are not allowed" in e for e in errs.values()), errs
+    assert "i.json: row 1, column 3: inf: infinite values are not allowed" in errs["i.json"]
+    assert "i.csv: line 1, column 3: inf: infinite values are not allowed" in errs["i.csv"]
+
+
+@pytest.mark.parametrize("cell, why", [
+    ('"NaN"', "'NaN' is a string: write null for a missing value"),
+    ('"?"', "'?' is a string: write null for a missing value"),
+    ('"Infinity"', """'Infinity' is a string: write "inf" or "-inf" for an infinite value"""),
+    ('"1.5"', "'1.5' is a string, not a number: write it without quotes"),
+    ('"x"', "'x' is not a number (null for missing)"),
+])
+def test_a_string_cell_says_what_to_write(tmp_path, capsys, cell, why):
+    (tmp_path / "b.json").write_text('{"data": [[1, %s]]}' % cell)
+    assert learn.main([str(tmp_path / "b.json"), "-o", str(tmp_path / "m.h5"), "-q"]) == 2
+    assert f"b.json: row 1, column 2: {why}\n" in capsys.readouterr().err

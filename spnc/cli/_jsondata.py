@@ -1,6 +1,8 @@
 """Reading back the JSON data the tools write (``--out s.json``, ``--mpe m.json``):
 ``{"columns": [names] or null, "data": [[cell, ...], ...]}``, a cell a number, ``null``
-(missing) or ``"inf"``/``"-inf"``. Positions in errors count from 1, as for .npy files."""
+(missing) or ``"inf"``/``"-inf"``; the tokens ``NaN`` (missing) and ``Infinity``, as
+Python's ``json.dumps`` writes a float NaN and infinity, read as the same values in CSV
+text. Positions in errors count from 1, as for .npy files."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,7 @@ import numpy as np
 
 from .._text import check_unique, counted
 from ..errors import DataError
+from ._textlines import MISSING
 
 _SHAPE = 'an object {"columns": [names] or null, "data": [[row], ...]}, as spnc-eval --out FILE.json writes'
 _WORDS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -20,7 +23,8 @@ def read_json_table(path: str):
     from ._table import Table
     try:
         with open(path, "rb") as f:
-            obj = json.loads(f.read().decode("utf-8-sig"))
+            # every number a float: a huge integer is inf, as in CSV text (int() overflowed)
+            obj = json.loads(f.read().decode("utf-8-sig"), parse_int=float)
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: JSON data must be UTF-8 text ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
@@ -42,15 +46,31 @@ def read_json_table(path: str):
         for c, v in enumerate(row):
             if v is None:
                 X[r, c] = math.nan
-            elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= 1.8e308:
+            elif isinstance(v, float):           # NaN (missing) and +-Infinity too
                 X[r, c] = v
             elif isinstance(v, str) and v in _WORDS:
                 X[r, c] = _WORDS[v]
             else:
-                raise DataError(f"{path}: row {r + 1}, column {c + 1}: {v!r} is not a number (null for missing)")
+                raise DataError(f"{path}: row {r + 1}, column {c + 1}: {_not_a_number(v)}")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) != width:
             raise DataError(f"{path}: \"columns\" must be null or a list of {width} names, one per column")
         check_unique(names, lambda nm, i, j: DataError(f"{path}: column name {nm!r} appears twice "
                                                        f"(columns {i + 1} and {j + 1})"))
     return Table(X, names, path)
+
+
+def _not_a_number(v) -> str:
+    """Why the JSON data value ``v`` (not a number, not null) is refused."""
+    shown = repr(v)[:40]
+    if isinstance(v, str):
+        try:
+            x = float(v)
+        except ValueError:
+            x = None
+        if v.strip() in MISSING or (x is not None and x != x):
+            return f"{shown} is a string: write null for a missing value"
+        if x is not None:
+            return (f'{shown} is a string: write "inf" or "-inf" for an infinite value' if math.isinf(x) else
+                    f"{shown} is a string, not a number: write it without quotes")
+    return f"{shown} is not a number (null for missing)"
