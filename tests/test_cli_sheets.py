@@ -57,3 +57,20 @@ def test_true_and_false_cells_say_to_write_1_and_0(tmp_path):
     with pytest.raises(DataError, match=r"line 3, column 2 \('b'\): 'True' is not a number \(a boolean: write 1 "
                                         r"and 0"):
         read_text(str(p))
+
+
+@pytest.mark.parametrize("text", ["True,False\n0,1\n1,0\n", "True\n0\n1\n", "True,False,True\nFalse,True,True\n"])
+def test_a_first_row_of_booleans_is_data_not_a_header(tmp_path, capsys, text):
+    # a headerless file of True/False cells (pandas' to_csv(header=False) of bool columns):
+    # its first row was taken as names, so a row was lost silently ('True,False' above 0/1
+    # rows), or the error blamed a name 'True' appearing twice
+    from spnc.cli import evaluate, learn
+    p = tmp_path / "x.csv"
+    p.write_text(text)
+    assert learn.main([str(p), "-o", str(tmp_path / "m.h5"), "-q"]) == 2
+    assert ("x.csv: line 1, column 1: 'True' is not a number (a boolean: write 1 and 0, as df.astype(int).to_csv() "
+            "does for a bool column; give --header if the row is a header)\n") in capsys.readouterr().err
+    if "0" in text:
+        assert learn.main([str(p), "-o", str(tmp_path / "m.h5"), "-q", "--header"]) == 0
+        assert evaluate.main([str(tmp_path / "m.h5"), str(p), "-q"]) == 0     # the model's names: a header
+        capsys.readouterr()

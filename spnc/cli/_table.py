@@ -141,7 +141,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
         raise DataError(f"{label}: line {line0} is a header but for its empty "
                         + (f"first cell{_INDEX_HINT}" if index_col else f"last cell{_END_HINT}"))
     if header is None:
-        header = all(map(_is_name, first))
+        header = _names_row(first)
     names = None
     if header:
         names = first
@@ -217,7 +217,7 @@ def _commented_header(lead: list[tuple[int, "_Comment"]], first: list[str],
         return None
     ln, com = lead[-1]
     cells = com.cells
-    if len(cells) != len(first) or all(map(_is_name, first)) or (expect is not None and _names_of(first, expect)):
+    if len(cells) != len(first) or _names_row(first) or (expect is not None and _names_of(first, expect)):
         return None                    # the first row is the header (or may be: the rules below)
     if expect is not None:
         for named in (cells, com.raw):
@@ -231,6 +231,12 @@ def _commented_header(lead: list[tuple[int, "_Comment"]], first: list[str],
 def _is_name(cell: str) -> bool:
     """A header cell: neither a number nor a missing-value mark."""
     return cell not in MISSING and not _isnum(cell)
+
+
+def _names_row(cells: list[str]) -> bool:
+    """Whether a first row is a header by its cells: all names, not all booleans (a
+    headerless file of True/False cells, as pandas writes a bool column)."""
+    return all(map(_is_name, cells)) and not all(c.lower() in ("true", "false") for c in cells)
 
 
 def _names_of(cells: list[str], names: Sequence[str]) -> bool:
@@ -265,7 +271,8 @@ def _numbers(rows: list[list[str]], lines: np.ndarray, names: list[str] | None, 
                 hint = _delim_hint(s, d) or (
                     " (a spreadsheet error value: fix its formula, or write NaN for a missing value)"
                     if s in _SHEET_ERRORS else
-                    " (a boolean: write 1 and 0, as df.astype(int).to_csv() does for a bool column)"
+                    " (a boolean: write 1 and 0, as df.astype(int).to_csv() does for a bool column"
+                    + ("; give --header if the row is a header)" if r == 0 and first_block and not names else ")")
                     if s.lower() in ("true", "false") else
                     " (the first row mixes names and numbers: give --header if it is a header)"
                     if r == 0 and first_block and not names else
