@@ -74,3 +74,26 @@ def test_a_first_row_of_booleans_is_data_not_a_header(tmp_path, capsys, text):
         assert learn.main([str(p), "-o", str(tmp_path / "m.h5"), "-q", "--header"]) == 0
         assert evaluate.main([str(tmp_path / "m.h5"), str(p), "-q"]) == 0     # the model's names: a header
         capsys.readouterr()
+
+
+@pytest.mark.parametrize("cell, delim, why", [
+    # a German spreadsheet's 1.234,5 was told "the file seems to use ',' as delimiter"
+    ("1.234,5", ";", "a decimal comma? numbers are read with a decimal point: write 1234.5, not 1.234,5"),
+    ("-0,25", ";", "a decimal comma? numbers are read with a decimal point: write -0.25, not -0,25"),
+    ('"0,5"', ",", "a decimal comma? numbers are read with a decimal point: write 0.5, not 0,5"),
+    # 1,234 was called a decimal comma only; quoted in a comma file, a missing value
+    ("1,234", ";", "a thousands separator or a decimal comma? numbers are read with a decimal point and no "
+                   "separators: write 1234 or 1.234"),
+    ('"1,234"', ",", "a thousands separator or a decimal comma?"),
+    ("1,234,567", ";", "thousands separators? numbers are read without them: write 1234567"),
+    ("1 234", ";", "thousands separators? numbers are read with a decimal point and no separators: write 1234"),
+    ("1\u00a0234,5", ";", "thousands separators and a decimal comma? numbers are read with a decimal point and no "
+                          "separators: write 1234.5"),
+])
+def test_locale_number_formats_say_how_to_write_the_number(tmp_path, cell, delim, why):
+    from spnc.errors import DataError
+    p = tmp_path / "x.csv"
+    p.write_text(f"a{delim}b\n1{delim}2\n{cell}{delim}3\n")
+    with pytest.raises(DataError) as e:
+        read_text(str(p), delim)
+    assert f"is not a number ({why}" in str(e.value), str(e.value)

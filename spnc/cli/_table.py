@@ -79,8 +79,17 @@ def delimiter_of(path: str, delimiter: str | None) -> str:
 
 
 def _delim_hint(cell: str, d: str) -> str:
-    if d != "," and re.fullmatch(r"\s*[+-]?\d+,\d+\s*", cell):     # 0,5 with ';' between cells
-        return " (a decimal comma? numbers are read with a decimal point: write 0.5, not 0,5)"
+    c = cell.strip()
+    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", c):              # 1,234: thousands, or 1.234 with a decimal comma
+        return (f" (a thousands separator or a decimal comma? numbers are read with a decimal point and no "
+                f"separators: write {c.replace(',', '')} or {c.replace(',', '.')})" if c.count(",") == 1 else
+                f" (thousands separators? numbers are read without them: write {c.replace(',', '')})")
+    if re.fullmatch(r"[+-]?(\d{1,3}(\.\d{3})+|\d*),\d+([eE][+-]?\d+)?", c):    # 0,5 and 1.234,5
+        return (" (a decimal comma? numbers are read with a decimal point: write "
+                f"{c.replace('.', '').replace(',', '.')}, not {c})")
+    if d != " " and re.fullmatch(r"[+-]?\d{1,3}([ \u00a0\u202f]\d{3})+([.,]\d+)?", c):     # 1 234,5 (French)
+        return (f" (thousands separators{' and a decimal comma' * (',' in c)}? numbers are read with a decimal "
+                f"point and no separators: write {''.join(c.split()).replace(',', '.')})")
     for cand in _CANDIDATES:
         if cand != d and cand in cell.strip():
             parts = [p for p in cell.strip().split(cand if cand != " " else None) if p.strip()]
