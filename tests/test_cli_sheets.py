@@ -97,3 +97,32 @@ def test_locale_number_formats_say_how_to_write_the_number(tmp_path, cell, delim
     with pytest.raises(DataError) as e:
         read_text(str(p), delim)
     assert f"is not a number ({why}" in str(e.value), str(e.value)
+
+
+def test_empty_rows_at_the_end_are_named_in_a_warning(tmp_path, capsys):
+    # a spreadsheet writes rows below the data that were once formatted as ',,': they read
+    # as rows with every value missing, each of log-likelihood 0, and the mean printed by
+    # spnc-eval was silently half the data's
+    import warnings
+
+    import spnc
+    from spnc import Bernoulli, Product
+    from spnc.cli import evaluate
+    spnc.save(spnc.compile(Product([Bernoulli(0, .3), Bernoulli(1, .6)]), var_names=["a", "b"]), tmp_path / "m.h5")
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,0\n0,1\n,\n,\n")
+    assert evaluate.main([str(tmp_path / "m.h5"), str(p)]) == 0
+    out, err = capsys.readouterr()
+    assert "rows: 4 (2 with missing values)" in out
+    assert err == (f"spnc-eval: warning: {p}: the last 2 lines (from line 4) have every cell empty: read as rows "
+                   "with every value missing (a spreadsheet's empty rows?): delete them unless they are data (NaN "
+                   "cells mark a row meant to be all missing, without this warning)\n")
+    p.write_text('a,b\n1,0\n"",\n')
+    with pytest.warns(UserWarning, match=r"line 3, the last, has every cell empty: read as a row with every value "
+                                         r"missing \(a spreadsheet's empty row\?\): delete it unless it is data"):
+        assert read_text(str(p)).X.shape == (2, 2)
+    for text in ("a,b\n1,0\n,\n0,1\n", "a,b\n1,0\nNaN,\n", "a,b\n1,0\n?,?\n"):    # within the data; marked
+        p.write_text(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert np.isnan(read_text(str(p)).X).all(axis=1).sum() == 1

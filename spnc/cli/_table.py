@@ -173,6 +173,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     X = np.empty((n_lines, width))
     lines = np.empty(len(X), dtype=np.int64)
     n, block, per_block = 0, [], max(1, _BLOCK_CELLS // width)
+    empty_from = None
     for ln, toks in records:
         if len(toks) != width:
             hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
@@ -181,6 +182,10 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
                 hint = "" if cand is None else f" (the header seems to use {_SHOW.get(cand, repr(cand))} as " \
                     f"delimiter: give --delimiter {_SHOW.get(cand, repr(cand))})"
             raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
+        if toks[0].strip() or any(map(str.strip, toks)):
+            empty_from = None
+        elif empty_from is None:               # a run of lines of empty cells, at the end it may stay
+            empty_from = (n + len(block), ln)
         block.append(toks)
         lines[n + len(block) - 1] = ln
         if len(block) == per_block:
@@ -197,11 +202,25 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
                         "value or nothing; write NaN or ? for a missing value, or delete the line")
     if later.count:
         warn_user(f"{label}: {later.what(skipped=True)}")
+    if empty_from is not None and width > 1:
+        _empty_tail(label, n - empty_from[0], empty_from[1])
     if n < len(X) // 2:                            # many blank or comment lines: give memory back
         X, lines = X[:n].copy(), lines[:n].copy()
     else:
         X, lines = X[:n], lines[:n]
     return Table(X, names, label, lines)
+
+
+def _empty_tail(label: str, count: int, line: int) -> None:
+    """Warn of the last ``count`` rows, from line ``line``, whose every cell is empty: as a
+    spreadsheet writes rows below the data that were once formatted (',,,'), they read as
+    rows with every value missing and count in a mean log-likelihood."""
+    what = (f"line {line}, the last, has every cell empty: read as a row" if count == 1 else
+            f"the last {count} lines (from line {line}) have every cell empty: read as rows")
+    one = count == 1
+    warn_user(f"{label}: {what} with every value missing (a spreadsheet's empty row{'' if one else 's'}?): "
+              f"delete {'it unless it is' if one else 'them unless they are'} data (NaN cells mark a row meant "
+              "to be all missing, without this warning)")
 
 
 def _no_rows(label: str, lead: list[tuple[int, _Comment]]) -> NoReturn:
