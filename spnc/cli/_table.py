@@ -181,6 +181,8 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
                 cand = next((c for c in _CANDIDATES[1:] if c != d and c in names[0].strip()), None)
                 hint = "" if cand is None else f" (the header seems to use {_SHOW.get(cand, repr(cand))} as " \
                     f"delimiter: give --delimiter {_SHOW.get(cand, repr(cand))})"
+            if len(toks) == width + 1 and not toks[-1].strip():
+                hint = " (its last cell is empty: does the line end with a delimiter? Remove it)"
             raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
         if toks[0].strip() or any(map(str.strip, toks)):
             empty_from = None

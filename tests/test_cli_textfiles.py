@@ -1,0 +1,47 @@
+"""Console tools: text data files as a new user brings them (docs/cli.md, data files):
+each reads to the same numbers, or is one clear error."""
+from __future__ import annotations
+
+import codecs
+import warnings
+
+import numpy as np
+import pytest
+
+from spnc.cli._table import read_text
+from spnc.errors import DataError
+
+WANT = [[0.5, 1250, -0.75], [1, 0.001, np.nan]]
+
+
+@pytest.mark.parametrize("name, raw", [
+    ("bom.csv", codecs.BOM_UTF8 + b"a,b,c\n0.5,1250,-0.75\n1,0.001,\n"),
+    ("u16.csv", "a,b,c\r\n0.5,1250,-0.75\r\n1,0.001,\r\n".encode("utf-16")),
+    ("crlf.csv", b"a,b,c\r\n0.5,1250,-0.75\r\n1,0.001,NaN\r\n"),
+    ("cr.csv", b"a,b,c\r0.5,1250,-0.75\r1,0.001,?\r"),
+    ("quoted.csv", b'"a","b","c"\n"0.5","1250","-0.75"\n"1","0.001",""\n'),
+    ("sci.csv", b"a,b,c\n5e-1,1.25E+3,-7.5e-1\n+1,1e-3,nan\n"),
+    ("blanks.csv", b"a , b ,c\n 0.5 , 1250,\t-0.75\n1 ,0.001 , \n"),
+    ("semi.csv", b"sep=;\na;b;c\n.5;1250.;-.75\n1;0.001;NA\n"),
+    ("bomc.csv", codecs.BOM_UTF8 + b"# a,b,c\n0.5,1250,-0.75\n1,0.001,\n"),
+])
+def test_common_spellings_read_to_the_same_numbers(tmp_path, name, raw):
+    p = tmp_path / name
+    p.write_bytes(raw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tab = read_text(str(p), expect=["a", "b", "c"])       # as spnc-eval reads it for a model
+    assert tab.names == ["a", "b", "c"]
+    np.testing.assert_array_equal(tab.X, WANT)
+
+
+def test_a_data_line_ending_in_a_delimiter_says_so(tmp_path):
+    # 'line 2 has 4 cells, the header has 3' left the user to find the empty fourth cell
+    p = tmp_path / "x.tsv"
+    p.write_text("a\tb\tc\n1\t2\t3\t\n")
+    with pytest.raises(DataError, match=r"x\.tsv: line 2 has 4 cells, the header has 3 \(its last cell is empty: "
+                                        r"does the line end with a delimiter\? Remove it\)$"):
+        read_text(str(p))
+    p.write_text("a\tb\tc\n1\t2\t3\t4\n")
+    with pytest.raises(DataError, match=r"line 2 has 4 cells, the header has 3$"):
+        read_text(str(p))
