@@ -45,3 +45,33 @@ def test_a_data_line_ending_in_a_delimiter_says_so(tmp_path):
     p.write_text("a\tb\tc\n1\t2\t3\t4\n")
     with pytest.raises(DataError, match=r"line 2 has 4 cells, the header has 3$"):
         read_text(str(p))
+
+
+@pytest.mark.parametrize("encoding, raw", [
+    ("utf-8", codecs.BOM_UTF8 + b"a,b\n1,0\n"),
+    ("UTF8", codecs.BOM_UTF8 + b"a,b\n1,0\n"),
+    ("utf-16-le", codecs.BOM_UTF16_LE + "a,b\n1,0\n".encode("utf-16-le")),
+    ("utf-16-be", codecs.BOM_UTF16_BE + "a,b\n1,0\n".encode("utf-16-be")),
+    ("utf-16", codecs.BOM_UTF16_BE + "a,b\n1,0\n".encode("utf-16-be")),
+    ("utf-16-le", "a,b\n1,0\n".encode("utf-16-le")),
+    ("utf-32-le", codecs.BOM_UTF32_LE + "a,b\n1,0\n".encode("utf-32-le")),
+])
+def test_a_given_encoding_drops_the_byte_order_mark(tmp_path, encoding, raw):
+    # with --encoding utf-8 (or utf-16-le) the mark was read as the first name's first
+    # character, '\ufeffa': no match with the model's 'a', and stored by spnc-learn
+    p = tmp_path / "x.csv"
+    p.write_bytes(raw)
+    tab = read_text(str(p), encoding=encoding)
+    assert tab.names == ["a", "b"] and tab.X.tolist() == [[1, 0]]
+
+
+@pytest.mark.parametrize("encoding, codec", [("utf-16", "utf-16"), ("UTF16", "utf-16"), ("utf-32", "utf-32")])
+def test_utf16_without_a_byte_order_mark_is_an_error_not_a_traceback(tmp_path, capsys, encoding, codec):
+    # the stream decoder raised UnicodeError('UTF-16 stream does not start with BOM')
+    from spnc.cli import learn
+    p = tmp_path / "x.csv"
+    p.write_bytes("a,b\n1,0\n0,1\n".encode(codec + "-le"))
+    assert learn.main([str(p), "-o", str(tmp_path / "m.h5"), "-q", "--encoding", encoding]) == 2
+    assert capsys.readouterr().err == (f"spnc-learn: error: {p}: does not start with a byte-order mark, which "
+                                       f"--encoding {encoding} needs: give --encoding {codec}-le (as Windows "
+                                       f"writes it) or {codec}-be\n")

@@ -24,10 +24,7 @@ def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
     not valid in it is an error naming the line."""
     refuse_binary(raw, path)
     if encoding:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise DataError(f"unknown --encoding {encoding!r}") from None
+        encoding = _given(raw, path, encoding)
     elif raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):   # before UTF-16: FF FE starts both
         encoding = "utf-32"
     elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -45,6 +42,28 @@ def _decode(raw: bytes, path: str, encoding: str | None) -> tuple[str, int]:
         raise DataError(f"{path}: line {line}: byte 0x{raw[e.start]:02x} is not valid {shown} "
                         "(give --encoding, e.g. --encoding latin-1)") from None
     return encoding, text.count("\n") + text.count("\r") + 1    # an upper bound on the rows
+
+
+_BOMS = {"utf-8": codecs.BOM_UTF8, "utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE,
+         "utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}
+
+
+def _given(raw: bytes, path: str, encoding: str) -> str:
+    """The codec to read ``raw`` with for ``--encoding encoding``: a byte-order mark the
+    file starts with is no text (it was the first name's first character), and UTF-16 or
+    UTF-32 without a byte order (the stream decoder's traceback) needs one."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise DataError(f"unknown --encoding {encoding!r}") from None
+    if name in ("utf-16", "utf-32"):
+        if not raw.startswith((_BOMS[name + "-le"], _BOMS[name + "-be"])):
+            raise DataError(f"{path}: does not start with a byte-order mark, which --encoding {encoding} needs: "
+                            f"give --encoding {name}-le (as Windows writes it) or {name}-be")
+        return name
+    if name in _BOMS and raw.startswith(_BOMS[name]):
+        return "utf-8-sig" if name == "utf-8" else name[:6]       # 'utf-16': reads the mark and drops it
+    return encoding
 
 
 def _isnum(t: str) -> bool:
