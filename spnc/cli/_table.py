@@ -3,9 +3,11 @@
 * CSV/TSV text (UTF-8, UTF-8 with BOM, UTF-16 or UTF-32 with BOM; ``--encoding`` for others), .npy,
   HDF5 (``--dataset``), Parquet (pandas + pyarrow), ``-`` = text on stdin;
 * a header is taken only when every cell of the first row is a name (not a number and not a
-  missing-value mark), or when ``--header`` says so; ``--no-header`` forces data. A first
-  row mixing numbers and text is a data row, and its text cell an error; a comment line
-  of names just before a data row (``# a,b,c``, as np.savetxt writes a header) is the header;
+  missing-value mark; not all True/False), or when ``--header`` says so; ``--no-header``
+  forces data. A first row mixing numbers and text is a data row, and its text cell an
+  error; a comment line of names just before a data row (``# a,b,c``, as np.savetxt writes
+  a header) is the header; comment lines after the first row that read as data rows but
+  for the ``#`` are named in a warning;
 * errors name the file, the line (text files; comment and blank lines count) or row, and
   the column.
 """
