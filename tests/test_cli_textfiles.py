@@ -75,3 +75,21 @@ def test_utf16_without_a_byte_order_mark_is_an_error_not_a_traceback(tmp_path, c
     assert capsys.readouterr().err == (f"spnc-learn: error: {p}: does not start with a byte-order mark, which "
                                        f"--encoding {encoding} needs: give --encoding {codec}-le (as Windows "
                                        f"writes it) or {codec}-be\n")
+
+
+@pytest.mark.parametrize("text, why", [
+    # a number with a thousands separator in a comma file spreads over two cells
+    ("a,b,c\n1,2,3\n1,234,2,3\n", "line 3 has 4 cells, the header has 3 (a thousands separator, as in 1,234? write "
+                                  "numbers without one, 1234)"),
+    ("a,b,c\n1,2,3\n-12,500.5,2,3\n", "line 3 has 4 cells, the header has 3 (a thousands separator, as in "
+                                      "-12,500.5? write numbers without one, -12500.5)"),
+    ("a,b,c\n1,0,1,1\n", "line 2 has 4 cells, the header has 3"),
+    ("a;b;c\n1,234;2;3\n", "line 2 has 2 cells, the header has 1 (the header seems to use ';' as delimiter: give "
+                          "--delimiter ';')"),
+])
+def test_a_line_of_more_cells_than_the_header_says_why(tmp_path, text, why):
+    p = tmp_path / "x.csv"
+    p.write_text(text)
+    with pytest.raises(DataError) as e:
+        read_text(str(p))
+    assert str(e.value) == f"{p}: {why}"

@@ -178,13 +178,7 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     empty_from = None
     for ln, toks in records:
         if len(toks) != width:
-            hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
-            if not hint and names is not None and width == 1:     # 'a;b' read as one name
-                cand = next((c for c in _CANDIDATES[1:] if c != d and c in names[0].strip()), None)
-                hint = "" if cand is None else f" (the header seems to use {_SHOW.get(cand, repr(cand))} as " \
-                    f"delimiter: give --delimiter {_SHOW.get(cand, repr(cand))})"
-            if len(toks) == width + 1 and not toks[-1].strip():
-                hint = " (its last cell is empty: does the line end with a delimiter? Remove it)"
+            hint = _width_hint(toks, width, names, d)
             raise DataError(f"{label}: line {ln} has {len(toks)} cell{'s' * (len(toks) != 1)}, {ref}{hint}")
         if toks[0].strip() or any(map(str.strip, toks)):
             empty_from = None
@@ -213,6 +207,25 @@ def read_text(path: str, delimiter: str | None = None, header: bool | None = Non
     else:
         X, lines = X[:n], lines[:n]
     return Table(X, names, label, lines)
+
+
+def _width_hint(toks: list[str], width: int, names: list[str] | None, d: str) -> str:
+    """A guess at why a line has ``len(toks)`` cells where ``width`` were expected."""
+    hint = _delim_hint(toks[0], d) if len(toks) == 1 else ""
+    if not hint and names is not None and width == 1:     # 'a;b' read as one name
+        cand = next((c for c in _CANDIDATES[1:] if c != d and c in names[0].strip()), None)
+        hint = "" if cand is None else f" (the header seems to use {_SHOW.get(cand, repr(cand))} as " \
+            f"delimiter: give --delimiter {_SHOW.get(cand, repr(cand))})"
+    if hint:
+        return hint
+    if len(toks) == width + 1 and not toks[-1].strip():
+        return " (its last cell is empty: does the line end with a delimiter? Remove it)"
+    if len(toks) > width and d == ",":                         # 1,234 split in two cells
+        for a, b in zip(toks, toks[1:]):
+            if re.fullmatch(r"\s*[+-]?\d{1,3}", a) and re.fullmatch(r"\d{3}(\.\d*)?\s*", b):
+                return (f" (a thousands separator, as in {a.strip()},{b.strip()}? write numbers without one, "
+                        f"{a.strip()}{b.strip()})")
+    return ""
 
 
 def _empty_tail(label: str, count: int, line: int) -> None:
