@@ -156,7 +156,7 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
  * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
  * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
  * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
- * W (slot = node) if evidence, else w_c, keyed by (seed, row, node). Leaves mark
+ * W (slot = node) if evidence, else with the plain weight w_c, keyed by (seed, row, node). Leaves mark
  * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
  * out_XT (laid out as XT): the most probable state (mode 1) or a drawn one; mb (n_vars words) is scratch
  * for the masks of the missing entries. row: the block's first row. With visit (descending,
@@ -209,9 +209,11 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                     double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
                     int64_t pick = -1, last = -1;
                     for (e = 0; e < k; e++) {
-                        double p = evidence ? W[(int64_t)g->child[a + e] * SPNC_B + j] + g->logw[a + e] - W[n * SPNC_B + j]
-                                            : g->logw[a + e];
-                        p = spnc_exp_nonpos(p < 0.0 ? p : 0.0);
+                        double p = g->w[a + e];      /* nothing observed: the weight itself, no exp */
+                        if (evidence) {
+                            p = W[(int64_t)g->child[a + e] * SPNC_B + j] + g->logw[a + e] - W[n * SPNC_B + j];
+                            p = spnc_exp_nonpos(p < 0.0 ? p : 0.0);
+                        }
                         if (p > 0.0) last = e;
                         cum += p;
                         if (cum >= u) { pick = e; break; }
