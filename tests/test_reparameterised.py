@@ -96,3 +96,22 @@ def test_a_table_over_other_variables_is_checked_again():
     moved = type(bern).from_arrays(bern.node, [np.array([1], dtype=np.int32)], bern.to_arrays())
     with pytest.raises(SpncError, match="real-valued variable 1"):
         spn._reparameterised(spn.weight, {**spn.leaf_tables, "bernoulli": moved})
+
+
+def test_scopes_checked_once_are_not_rechecked_by_params_only_copies():
+    """EM's M-step refits parameters on copies that share the leaves' scopes; the scope
+    check passed once is not repeated for them, and a table with other scopes is checked."""
+    from spnc.errors import StructureError
+    from spnc.leaves.univariate import BernoulliLeaves
+
+    card = np.array([2, 2, 2])
+    t = BernoulliLeaves(np.array([3, 4]), [np.array([0]), np.array([2])], {"p": np.array([0.2, 0.7])})
+    t.validate(card)
+    new = t.with_params({"p": np.array([0.4, 0.1])})
+    assert new.__dict__.get("_scopes_checked") is t.scopes
+    new.validate(card)
+    with pytest.raises(StructureError, match="outside"):
+        t.with_params({"p": np.array([0.4, 1.5])}).validate(card)     # parameters still checked
+    bad = BernoulliLeaves(t.node, [np.array([0, 1]), np.array([2])], {"p": np.array([0.4, 0.1])})
+    with pytest.raises(StructureError, match="exactly one variable"):
+        bad.validate(card)

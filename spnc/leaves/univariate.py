@@ -42,10 +42,13 @@ class _UnivariateTable(LeafType):
         return new
 
     def _check_scopes(self) -> None:
+        if self.__dict__.get("_scopes_checked") is self.scopes:
+            return                   # with_params' copies share the scopes checked here
         bad = np.flatnonzero(np.array([s.size for s in self.scopes], dtype=np.int64) != 1)
         if bad.size:
             i = int(bad[0])
             raise _err(self, i, f"scope must hold exactly one variable, got {self.scopes[i].tolist()}")
+        self._scopes_checked = self.scopes
 
     def _check_param(self, name: str, n: int | None = None) -> np.ndarray:
         a = self.params.get(name)
