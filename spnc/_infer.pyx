@@ -279,7 +279,8 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
            const double[::1] row_w, double[:, ::1] edge_acc, double[:, ::1] node_acc,
            double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint64_t[:, ::1] acts,
            double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None,
-           const double[:, :] rows=None, double[:, ::1] out_rows=None, const int32_t[::1] visit=None):
+           const double[:, :] rows=None, double[:, ::1] out_rows=None, const int32_t[::1] visit=None,
+           const uint8_t[::1] clear=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
     MARGINAL (sampling): a child drawn with probability w_c S_c / S at each sum node; with
@@ -294,8 +295,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     completed row is computed in the same block, with ``ll_states`` (MARGINAL tables).
     ``rows``: the chunk's rows, staged block by block in place of ``XT`` (models whose leaves
     are all inline); the completed rows then go to ``out_rows`` (same shape), not
-    ``out_XT``. ``visit`` (:func:`spnc._visit.select_visit`, only without leaf flags or counts):
-    the nodes swept, the products filling for the leaves that share their slot."""
+    ``out_XT``. ``visit``, ``clear`` (:func:`spnc._visit.select_visit`, only without leaf flags
+    or counts): the nodes swept, the products filling for the leaves that share their slot,
+    and which entries clear their slot after them (inactive nodes are skipped)."""
     cdef const GraphC *g = &graph.c
     cdef bint sampling = mode != MAX
     cdef spnc_net net = chunk_net(g, &states.c, XT, L, not sampling)
@@ -313,6 +315,9 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef uint8_t *la = &leaf_active[0, 0] if leaf_active.shape[0] > 0 else NULL
     cdef const int32_t *vis = &visit[0] if visit is not None and visit.shape[0] > 0 else NULL
     cdef Py_ssize_t n_vis = visit.shape[0] if vis != NULL else 0
+    if vis != NULL and (clear is None or clear.shape[0] != n_vis):
+        raise ValueError("select: visit needs its clear flags")
+    cdef const uint8_t *vcl = &clear[0] if vis != NULL else NULL
     cdef double *lr = &leaf_resp[0, 0] if leaf_resp.shape[0] > 0 else NULL
     if vis != NULL and (la != NULL or lr != NULL or count):
         raise ValueError("select: a visit list leaves out leaves that flags or counts need")
@@ -340,8 +345,11 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         A = &acts[t, 0]
         col0 = b * SPNC_B
         nb = block_net(&st, &net, t, col0)
-        for i in range(start.shape[0]):
-            A[g.pslot[start[i]]] = 0
+        if vis != NULL:        # every slot starts at 0 (the visited nodes keep them so)
+            memset(A, 0, g.n_pslots * sizeof(uint64_t))
+        else:
+            for i in range(start.shape[0]):
+                A[g.pslot[start[i]]] = 0
         if evidence:
             spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
         for j in range(SPNC_B):
@@ -355,7 +363,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         # staged: the block is completed in place in the thread's buffer
         spnc_select(nb, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
                     &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr,
-                    <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars, vis, n_vis)
+                    <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars, vis, vcl, n_vis)
         if unstage:
             spnc_unstage(nb.XT, &out_rows[col0, 0], out_rows.strides[0] // sizeof(double),
                          min(<Py_ssize_t> SPNC_B, rows.shape[0] - col0), n_vars)

@@ -73,7 +73,8 @@ cdef extern from "_select.h" nogil:
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                      const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                     double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit, int64_t n_visit)
+                     double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit,
+                     const uint8_t *vclear, int64_t n_visit)
     void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
                     double *edge_acc)
     void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb)

@@ -134,7 +134,8 @@ static inline void spnc_product_masks(const spnc_net *g, int64_t a, int64_t k, u
 }
 
 /* spnc_product_masks when the leaves sharing their product's slot are not visited (see
- * spnc_select): the product fills their missing entries itself. */
+ * spnc_select): the product fills their missing entries itself. Every slot is 0 before its
+ * first writer, so each child's mask is ORed in. */
 static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0, int mode, uint64_t an,
                                       const uint64_t *mb, uint64_t seed, int64_t row, double *out_XT,
                                       uint64_t *A)
@@ -144,8 +145,7 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
     for (e = 0; e < k; e++) {
         const int64_t c = g->child[a + e];
         if (!g->alias[c]) {
-            if (g->first[a + e]) A[g->pslot[c]] = an;
-            else A[g->pslot[c]] |= an;
+            A[g->pslot[c]] |= an;
         } else if (g->kind[c] >= 2 && out_XT && an) {
             spnc_leaf_fill(g, c, col0, mode, an, mb, seed, row, out_XT);
         }
@@ -162,12 +162,15 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
  * for the masks of the missing entries. row: the block's first row. With visit (descending,
  * spnc._visit.select_visit; only without leaf_active, leaf_resp and node_acc) just the n_visit
  * nodes listed are swept: the leaves sharing a product's slot are not, their product fills
- * for them. */
+ * for them. Every slot must then be 0 at the start; nodes without rows are skipped, masks
+ * are ORed into the children's slots, and an entry with vclear set zeroes its slot after it
+ * (the slot's last reader: a later node may own it). */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
                         const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                         double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
-                        double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit, int64_t n_visit)
+                        double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit,
+                        const uint8_t *vclear, int64_t n_visit)
 {
     const int64_t n_steps = visit ? n_visit : g->n_nodes;
     int64_t n, i;
@@ -189,9 +192,14 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
         const int64_t a = g->child_ptr[n = visit ? visit[i] : g->n_nodes - 1 - i], k = g->child_ptr[n + 1] - a;
         const uint64_t an = A[g->pslot[n]];
         int64_t e;
+        if (visit) {
+            if (!an) continue;
+            if (vclear[i]) A[g->pslot[n]] = 0;    /* an is read: no one below reads this slot */
+        }
         if (g->kind[n] == 0) {
-            for (e = 0; e < k; e++)
-                if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
+            if (!visit)
+                for (e = 0; e < k; e++)
+                    if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
             if (mode == 1) {
                 const double *restrict ar = arg + g->sidx[n] * SPNC_B;
 #ifdef SPNC_X86_512

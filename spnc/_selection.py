@@ -26,7 +26,7 @@ def select(spn, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evid
     none = np.empty((0, 1))
     rlw = spn._root_logw()
     no_active = np.empty((0, 1), dtype=np.uint8)
-    visit = None if sw.matrix else select_visit(sw.graph)    # leaves flagged for fill: visit all
+    visit, clear = (None, None) if sw.matrix else select_visit(sw.graph)   # leaves flagged: visit all
     for r0, r1, XT, L in sw:
         m = sw.width(r0, r1, XT)
         # inline leaves fill their variables in the kernel; the others need the flags
@@ -37,13 +37,13 @@ def select(spn, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evid
         if sw.staged:      # each block is completed in place and written to out
             _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, mode, evidence, seed, r0, rv,
                           active, rw, none, none, none, sw.n_threads, sw.ws, acts, None, ll_states, llc,
-                          rows=sw.rows(r0, r1), out_rows=out[r0:r1], visit=visit)
+                          rows=sw.rows(r0, r1), out_rows=out[r0:r1], visit=visit, clear=clear)
         else:
             # XT is this chunk's own transposed copy and the kernel reads a block's missing
             # entries before it fills them: with inline leaves only, fill it in place
             outT = XT.copy() if sw.matrix else XT
             _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, mode, evidence, seed, r0, rv, active,
-                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc, visit=visit)
+                          rw, none, none, none, sw.n_threads, sw.ws, acts, outT, ll_states, llc, visit=visit, clear=clear)
             active[:, r1 - r0:] = 0      # padding: nothing to complete
             for table in sw.matrix:
                 table.fill(XT, active, outT, mode, seed, r0)

@@ -48,18 +48,27 @@ def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want
     return out
 
 
-def select_visit(graph) -> np.ndarray:
-    """int32 nodes in descending order that a top-down selection sweep with nothing asked of
-    its leaves but their fills visits: all but the leaves sharing their product parent's
-    slot, which that product fills for. Kept on the graph."""
+def select_visit(graph) -> tuple[np.ndarray, np.ndarray]:
+    """What a top-down selection sweep with nothing asked of its leaves but their fills
+    visits: int32 nodes in descending order, all but the leaves sharing their product
+    parent's slot (that product fills for them), and uint8 flags, one per entry: the entry
+    is the last one reading its slot, so it clears the slot for the slot's next owner (the
+    sweep skips inactive nodes, whose slots stay 0). Kept on the graph."""
     cache = graph.visit_cache
     if cache is None:
         cache = graph.visit_cache = {}
     hit = cache.get("select")
     if hit is None:
         kind = np.asarray(graph.kind_)
-        skip = (kind >= LEAF) & (np.asarray(graph.alias_)[: kind.shape[0]] != 0)
-        hit = cache["select"] = np.ascontiguousarray(np.flatnonzero(~skip)[::-1], dtype=np.int32)
+        N = kind.shape[0]
+        skip = (kind >= LEAF) & (np.asarray(graph.alias_)[:N] != 0)
+        visit = np.ascontiguousarray(np.flatnonzero(~skip)[::-1], dtype=np.int32)
+        grp = np.asarray(graph.group_)[:N][visit]
+        clear = np.zeros(len(visit), dtype=np.uint8)
+        if len(visit):
+            _, first_rev = np.unique(grp[::-1], return_index=True)
+            clear[len(visit) - 1 - first_rev] = 1      # each group's lowest visited node
+        hit = cache["select"] = (visit, clear)
     return hit
 
 
