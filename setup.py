@@ -13,6 +13,7 @@ MODULES = [
     ("spnc._graph", False),
     ("spnc._structure", False),
     ("spnc._infer", True),
+    ("spnc._route", True),
     ("spnc._probe", False),
     ("spnc._data", True),
     ("spnc.leaves._kernels", True),

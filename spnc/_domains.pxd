@@ -96,3 +96,20 @@ cdef inline void _forward_roots(const spnc_net *net, int64_t col0, double *W, co
         for j in range(SPNC_B):
             if (redo >> j) & 1:
                 out[i * stride + j] = _root_log(W, ns[nodes[i]], j, SCALED)
+
+
+cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64_t *roots,
+                               const double *root_logw, Py_ssize_t R, Py_ssize_t j,
+                               double *best) noexcept nogil:
+    """The first root maximising its log value (row j of the block, W in log domain) plus its
+    log weight; that maximum in ``best`` (-inf when every root gives the row probability 0)."""
+    cdef int64_t pick = 0
+    cdef Py_ssize_t i
+    cdef double v
+    best[0] = -INFINITY
+    for i in range(R):
+        v = W[slot[roots[i]] * SPNC_B + j] + root_logw[i]
+        if v > best[0]:
+            best[0] = v
+            pick = i
+    return pick

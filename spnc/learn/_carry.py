@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _infer
+from .. import _route
 from .._kinds import MAX
 from .._sweep import Sweep
 from ..graph import SPN
@@ -198,7 +198,7 @@ def _route_below(spn: SPN, X: np.ndarray, heads: np.ndarray, eptr: np.ndarray, f
     roots = new_id[heads]
     none = np.zeros(len(heads))
     for r0, r1, XT, L in sw:
-        _infer.route(sw.graph, sw.states, XT, L, roots, none, False, r1 - r0, bits, r0 // 64, edge, nt,
+        _route.route(sw.graph, sw.states, XT, L, roots, none, False, r1 - r0, bits, r0 // 64, edge, nt,
                      sw.ws, acts, enter)
     ec[e] = edge.sum(0)[: sub.n_edges]
     return _as_csc(bits, rows.size), F, rows

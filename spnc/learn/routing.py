@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _infer
+from .. import _infer, _route
 from .._kinds import MAX
 from .._sweep import CHUNK_VALUES, Sweep
 from ..graph import PRODUCT, SUM, SPN
@@ -60,7 +60,7 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     mixture model. ``edge_counts`` (n_edges,), when given, receives the rows sent along
     each sum edge (added to its contents).
 
-    One compiled sweep per chunk of rows (:func:`spnc._infer.route`): the max-product
+    One compiled sweep per chunk of rows (:func:`spnc._route.route`): the max-product
     forward keeps only the live nodes' values and each sum's arg-max edge, the top-down
     pass writes one bit per (node, row); memory is ``n_nodes * n_rows / 8`` bytes.
     ``cache``: a :class:`._leafcache.LeafCache` of ``X`` in max mode (used when it
@@ -87,7 +87,7 @@ def route(spn: SPN, X, *, n_threads: int | None = None, edge_counts: np.ndarray 
     rlw = spn._root_logw()
     pick_one = spn.combine == "mixture"
     for r0, r1, XT, L in sw:
-        _infer.route(sw.graph, sw.states, XT, L, spn.roots, rlw, pick_one, r1 - r0, bits, r0 // 64, edge, nt,
+        _route.route(sw.graph, sw.states, XT, L, spn.roots, rlw, pick_one, r1 - r0, bits, r0 // 64, edge, nt,
                      sw.ws, acts)
     if edge_counts is not None:
         edge_counts += edge.sum(0)[: spn.n_edges]
