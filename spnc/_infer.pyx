@@ -13,6 +13,7 @@ each block stages its own rows, transposed, in the thread's cache.
 import numpy as np
 from spnc._buffers import aligned_empty
 from spnc._visit import backward_plan, edge_lane_totals
+from spnc._threads import reduction_groups
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, frexp, log, exp, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -162,12 +163,13 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
              double[:, ::1] state_acc=None, const double[:, :] rows=None, double seed=1.0):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho. Adds, weighted by ``row_w``, expected sum-edge counts
-    to ``edge_acc[t, e]`` and node counts to ``node_acc[t, n]`` (thread t); writes
+    to ``edge_acc[0, e]`` and node counts to ``node_acc[0, n]`` (other rows untouched; the
+    same bits for every ``n_threads``, see :func:`spnc._threads.reduction_groups`); writes
     ``leaf_resp[slot, r]`` if it has rows and ``all_post[n, r]`` if it has N rows. ``ws``:
     :func:`backward_ws` doubles per thread (the forward plan's values, each sum edge's share
     w_c S_c / S_n, the posteriors in the backward plan's slots; with ``Graph.shares`` false,
     every node's value instead of the shares, gathered from or pushed, ``Graph.gather``). With
-    ``state_acc`` (threads, STATE_LANES * n_states), inline discrete leaves add their
+    ``state_acc`` (row 0 added to, STATE_LANES * n_states), inline discrete leaves add their
     weighted posterior to the count of the observed state (EM's sufficient statistics), in
     STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
     up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`. ``seed``: the
@@ -207,49 +209,111 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     # EM's counts only (sums over rows): plain blocks whose roots absorbed an underflow are
     # kept (posteriors below 2^-1022 move by less than 2^-100 absolutely; _forward_roots)
     cdef Py_ssize_t R_kept = roots.shape[0] if g.bounded and want_states and not want_leaf and not want_all else 0
-    # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts
-    lanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(E, 1)), zero=True)
-    glanes_arr = aligned_empty((n_threads, SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)), zero=True)
-    cnt_arr = np.zeros((n_threads, max(N, 1)))
-    cdef double[:, ::1] lanes = lanes_arr, glanes = glanes_arr, cnt = cnt_arr
-    for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
-        t = threadid()
-        W = &ws[t, 0]
-        if shares:
-            T = W + 2 * g.n_slots * SPNC_B
-            P = T + g.n_sum_edges * SPNC_B
-        else:
-            T = NULL
-            P = W + 2 * N * SPNC_B
-        Q = P + g.n_pslots * SPNC_B     # the gathering sweep's q_s and q_s * wt (no shares only)
-        col0 = b * SPNC_B
-        nb = block_net(&st, &net, t, col0)
-        dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget, &roots[0], R_kept)
-        for i in range(start.shape[0]):
-            memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
-        _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom, seed)
-        if dom == PLAIN and gather:
-            spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[t, 0], &cnt[t, 0],
-                                 &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
-                                 &state_acc[t, 0] if want_states else NULL)
-        else:
-            spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[t, 0], &cnt[t, 0],
-                          &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
-                          &state_acc[t, 0] if want_states else NULL, vp, visit.shape[0], rp)
+    # Totals over rows that do not depend on the thread count: the blocks form groups fixed by
+    # the chunk alone, each group's partial sums start from zero in a slot of its own, and the
+    # slots are added to the totals in group order, whichever thread filled them. Per slot:
+    # sum edges' partial counts (by edge, or spar order when gathering), counted nodes' counts,
+    # inline leaves' state counts.
+    cdef Py_ssize_t per = _group_blocks(row_w, n_blocks, reduction_groups()), k, w0, ng, b1
+    cdef Py_ssize_t n_groups = (n_blocks + per - 1) // per
+    cdef Py_ssize_t n_lanes = SPNC_EDGE_LANES * max(E, 1)
+    cdef Py_ssize_t n_glanes = SPNC_EDGE_LANES * max(g.spar_ptr[N] if gather else 1, 1)
+    cdef Py_ssize_t n_sacc = state_acc.shape[1] if want_states else 1
+    # slots for up to 32 MB of partial sums, at least one per thread: one parallel region for
+    # all the groups of a small model's chunk, shared out dynamically (threads of a busy machine
+    # are not evenly fast)
+    cdef Py_ssize_t n_parts = _parts(n_groups, n_threads, n_lanes + max(N, 1) + (n_glanes if gather else 0)
+                                     + (n_sacc if want_states else 0))
+    lanes_arr = aligned_empty((n_parts, n_lanes))
+    glanes_arr = aligned_empty((n_parts, n_glanes))
+    cnt_arr = np.empty((n_parts, max(N, 1)))
+    sslot_arr = aligned_empty((n_parts, n_sacc))
+    lanes_tot_arr = aligned_empty((1, n_lanes), zero=True)
+    glanes_tot_arr = aligned_empty((1, n_glanes), zero=True)
+    cnt_tot_arr = np.zeros((1, max(N, 1)))
+    cdef double[:, ::1] lanes = lanes_arr, glanes = glanes_arr, cnt = cnt_arr, sslot = sslot_arr
+    cdef double[:, ::1] lanes_tot = lanes_tot_arr, glanes_tot = glanes_tot_arr, cnt_tot = cnt_tot_arr
+    cdef Py_ssize_t n_cnt = cnt.shape[1]
+    for w0 in range(0, n_groups, n_parts):
+        ng = min(n_parts, n_groups - w0)
+        for k in prange(ng, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+            t = threadid()
+            W = &ws[t, 0]
+            if shares:
+                T = W + 2 * g.n_slots * SPNC_B
+                P = T + g.n_sum_edges * SPNC_B
+            else:
+                T = NULL
+                P = W + 2 * N * SPNC_B
+            Q = P + g.n_pslots * SPNC_B     # the gathering sweep's q_s and q_s * wt (no shares only)
+            memset(&lanes[k, 0], 0, n_lanes * sizeof(double))
+            memset(&cnt[k, 0], 0, n_cnt * sizeof(double))
+            if gather:
+                memset(&glanes[k, 0], 0, n_glanes * sizeof(double))
+            if want_states:
+                memset(&sslot[k, 0], 0, n_sacc * sizeof(double))
+            b1 = min((w0 + k + 1) * per, n_blocks)
+            for b in range((w0 + k) * per, b1):
+                col0 = b * SPNC_B
+                nb = block_net(&st, &net, t, col0)
+                dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget, &roots[0], R_kept)
+                for i in range(start.shape[0]):
+                    memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
+                _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom, seed)
+                if dom == PLAIN and gather:
+                    spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[k, 0], &cnt[k, 0],
+                                         &leaf_resp[0, 0] if want_leaf else NULL,
+                                         &all_post[0, 0] if want_all else NULL,
+                                         &sslot[k, 0] if want_states else NULL)
+                else:
+                    spnc_backward(nb, col0, P, T, W, dom, &row_w[col0], &lanes[k, 0], &cnt[k, 0],
+                                  &leaf_resp[0, 0] if want_leaf else NULL, &all_post[0, 0] if want_all else NULL,
+                                  &sslot[k, 0] if want_states else NULL, vp, visit.shape[0], rp)
+        with nogil:
+            for k in range(ng):     # group order: the same sums for every thread count
+                _fold(&lanes_tot[0, 0], &lanes[k, 0], n_lanes)
+                _fold(&cnt_tot[0, 0], &cnt[k, 0], n_cnt)
+                if gather:
+                    _fold(&glanes_tot[0, 0], &glanes[k, 0], n_glanes)
+                if want_states:
+                    _fold(&state_acc[0, 0], &sslot[k, 0], n_sacc)
     graph.plain_record(n_blocks, budget0, budget)
-    edges_arr = edge_lane_totals(lanes_arr)
+    edges_arr = edge_lane_totals(lanes_tot_arr)
     if gather:
         spar = graph.spar_edge_[:g.spar_ptr[N]]
-        edges_arr[:, spar] += edge_lane_totals(glanes_arr)[:, :spar.shape[0]] * graph.w_[spar]
+        edges_arr[:, spar] += edge_lane_totals(glanes_tot_arr)[:, :spar.shape[0]] * graph.w_[spar]
     cdef double[:, ::1] edges = edges_arr
     with nogil:
-        for t in range(n_threads):
-            spnc_counts_from_parents(&net, &edges[t, 0], &cnt[t, 0])
+        spnc_counts_from_parents(&net, &edges[0, 0], &cnt_tot[0, 0])
     if seed != 1.0:
         edges_arr *= 1.0 / seed
-        cnt_arr *= 1.0 / seed
-    np.asarray(edge_acc)[:n_threads, :E] += edges_arr[:, :E]
-    np.asarray(node_acc)[:n_threads, :N] += cnt_arr[:, :N]
+        cnt_tot_arr *= 1.0 / seed
+    np.asarray(edge_acc)[0, :E] += edges_arr[0, :E]
+    np.asarray(node_acc)[0, :N] += cnt_tot_arr[0, :N]
+
+
+cdef Py_ssize_t _group_blocks(const double[::1] row_w, Py_ssize_t n_blocks, Py_ssize_t groups):
+    """Blocks per group: the blocks up to the last with a row of nonzero weight in about
+    ``groups`` groups. Padding (weight 0, adds exact zeros) does not move the groups' bounds,
+    so a chunk padded to an odd number of blocks sums as one padded to whole blocks."""
+    cdef Py_ssize_t n = min(n_blocks * SPNC_B, row_w.shape[0])
+    while n > 0 and row_w[n - 1] == 0.0:
+        n -= 1
+    n = max((n + SPNC_B - 1) // SPNC_B, 1)
+    groups = max(1, min(n, groups))
+    return (n + groups - 1) // groups
+
+
+cdef Py_ssize_t _parts(Py_ssize_t n_groups, int n_threads, Py_ssize_t per_slot):
+    """Slots of partial sums (``per_slot`` doubles each) for groups reduced in group order:
+    every group at once if that fits in 32 MB, else at least one per thread."""
+    return max(1, min(n_groups, max(<Py_ssize_t> n_threads, (<Py_ssize_t> 1 << 22) // max(per_slot, 1))))
+
+
+cdef inline void _fold(double *tot, const double *part, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        tot[i] += part[i]
 
 
 def select_ws(Graph graph) -> int:
@@ -272,9 +336,10 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     Writes ``root_value[r]`` (the forward value of the chosen root), marks the chosen
     leaves in ``leaf_active[slot, r]`` and/or ``leaf_resp[slot, r]`` (1.0/0.0) when they
     have rows, and, when ``edge_acc`` has rows, adds ``row_w[r]`` to the edge and node
-    counts of the chosen tree (per thread t). With ``out_XT`` (a copy of ``XT``), the inline
-    discrete leaves on the chosen tree write their missing variables there themselves (the
-    leaf tables' ``fill`` is then only needed for the others). With ``ll`` (single-root
+    counts of the chosen tree (to row 0, the same bits for every ``n_threads``). With
+    ``out_XT`` (a copy of ``XT``), the inline discrete leaves on the chosen tree write their
+    missing variables there themselves (the leaf tables' ``fill`` is then only needed for the
+    others). With ``ll`` (single-root
     models whose leaves are all inline, MPE), the sum-product log-likelihood of each
     completed row is computed in the same block, with ``ll_states`` (MARGINAL tables).
     ``rows``: the chunk's rows, staged block by block in place of ``XT`` (models whose leaves
@@ -322,42 +387,64 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     cdef double *W, *arg
     cdef uint64_t *A
     cdef int budget0 = graph.plain_budget(n_blocks, True) if want_ll else 0, budget = budget0
-    for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
-        t = threadid()
-        W = &ws[t, 0]
-        arg = W + W_arg
-        A = &acts[t, 0]
-        col0 = b * SPNC_B
-        nb = block_net(&st, &net, t, col0)
-        if vis != NULL:        # every slot starts at 0 (the visited nodes keep them so)
-            memset(A, 0, g.n_pslots * sizeof(uint64_t))
-        else:
-            for i in range(start.shape[0]):
-                A[g.pslot[start[i]]] = 0
-        if evidence:
-            spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
-        for j in range(SPNC_B):
-            pick = 0
-            best = 0.0
-            if evidence:
-                pick = _best_root(W, ns, &roots[0], &root_logw[0], R, j, &best)
-            root_value[col0 + j] = best
-            if best > -INFINITY:
-                A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
-        # staged: the block is completed in place in the thread's buffer
-        spnc_select(nb, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
-                    &edge_acc[t, 0] if count else NULL, &node_acc[t, 0] if count else NULL, la, lr,
-                    <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars, vis, vcl, n_vis)
-        if unstage:
-            spnc_unstage(nb.XT, &out_rows[col0, 0], out_rows.strides[0] // sizeof(double),
-                         min(<Py_ssize_t> SPNC_B, rows.shape[0] - col0), n_vars)
-        if want_ll:
-            lnb = staged_net(&st, &lnet, t, 1, col0) if staged else &lnet
-            if g.linear:
-                _forward_roots(lnb, col0, W, g.child_slot, g.node_slot, &roots[0], 1, &ll[col0], 0, g.bounded,
-                               &budget)
-            else:
-                spnc_forward_log(lnb, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
+    # counts (hard EM) as in backward: fixed groups of blocks whose partial counts start from
+    # zero in a slot of their own and are added to row 0 in group order; without counts the
+    # groups are the static schedule's thread shares
+    cdef Py_ssize_t per = (_group_blocks(row_w, n_blocks, reduction_groups()) if count
+                           else max((n_blocks + n_threads - 1) // n_threads, 1)), k, w0, ng
+    cdef Py_ssize_t n_groups = (n_blocks + per - 1) // per
+    cdef Py_ssize_t nE = edge_acc.shape[1] if count else 1, nN = node_acc.shape[1] if count else 1
+    cdef Py_ssize_t n_parts = _parts(n_groups, n_threads, nE + nN) if count else max(n_groups, 1)
+    eslot_arr = np.empty((n_parts if count else 1, nE))
+    nslot_arr = np.empty((n_parts if count else 1, nN))
+    cdef double[:, ::1] eslot = eslot_arr, nslot = nslot_arr
+    for w0 in range(0, n_groups, n_parts):
+        ng = min(n_parts, n_groups - w0)
+        for k in prange(ng, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+            t = threadid()
+            W = &ws[t, 0]
+            arg = W + W_arg
+            A = &acts[t, 0]
+            if count:
+                memset(&eslot[k, 0], 0, nE * sizeof(double))
+                memset(&nslot[k, 0], 0, nN * sizeof(double))
+            for b in range((w0 + k) * per, min((w0 + k + 1) * per, n_blocks)):
+                col0 = b * SPNC_B
+                nb = block_net(&st, &net, t, col0)
+                if vis != NULL:        # every slot starts at 0 (the visited nodes keep them so)
+                    memset(A, 0, g.n_pslots * sizeof(uint64_t))
+                else:
+                    for i in range(start.shape[0]):
+                        A[g.pslot[start[i]]] = 0
+                if evidence:
+                    spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
                 for j in range(SPNC_B):
-                    ll[col0 + j] = W[g.node_slot[roots[0]] * SPNC_B + j]
+                    pick = 0
+                    best = 0.0
+                    if evidence:
+                        pick = _best_root(W, ns, &roots[0], &root_logw[0], R, j, &best)
+                    root_value[col0 + j] = best
+                    if best > -INFINITY:
+                        A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
+                # staged: the block is completed in place in the thread's buffer
+                spnc_select(nb, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
+                            &eslot[k, 0] if count else NULL, &nslot[k, 0] if count else NULL, la, lr,
+                            <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars, vis, vcl, n_vis)
+                if unstage:
+                    spnc_unstage(nb.XT, &out_rows[col0, 0], out_rows.strides[0] // sizeof(double),
+                                 min(<Py_ssize_t> SPNC_B, rows.shape[0] - col0), n_vars)
+                if want_ll:
+                    lnb = staged_net(&st, &lnet, t, 1, col0) if staged else &lnet
+                    if g.linear:
+                        _forward_roots(lnb, col0, W, g.child_slot, g.node_slot, &roots[0], 1, &ll[col0], 0, g.bounded,
+                                       &budget)
+                    else:
+                        spnc_forward_log(lnb, col0, W, MARGINAL, g.child_slot, g.node_slot, NULL, NULL)
+                        for j in range(SPNC_B):
+                            ll[col0 + j] = W[g.node_slot[roots[0]] * SPNC_B + j]
+        if count:
+            with nogil:
+                for k in range(ng):     # group order: the same sums for every thread count
+                    _fold(&edge_acc[0, 0], &eslot[k, 0], nE)
+                    _fold(&node_acc[0, 0], &nslot[k, 0], nN)
     graph.plain_record(n_blocks, budget0, budget, True)

@@ -9,8 +9,9 @@ whose table has ``state_log_probs``) are evaluated inside the compiled sweep; a 
 no other leaves needs no transposed chunk at all, as its blocks stage their own rows. Per-row
 results (log-likelihoods, marginals, MPE, samples, posteriors) never depend on the chunking
 or the thread count. Totals over rows (the backward pass's counts, EM's statistics) are
-added per thread, then across threads, so they can differ in the last bits (about 1e-16
-relative) between thread counts.
+added in fixed groups of blocks, in group order (:func:`spnc._threads.reduction_groups`), and
+the chunks do not depend on the thread count either: they are the same bits for every
+``n_threads``.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import numpy as np
 from . import _data, _graph, _infer
 from ._buffers import aligned_empty, whole_lines
 from ._kinds import MAX
-from ._threads import effective_n_threads
+from ._threads import available_threads, effective_n_threads
 
 BLOCK = _infer.BLOCK
 #: leaf-matrix budget per chunk (float64 values): 16 MB, so the matrix is still in the
@@ -247,7 +248,9 @@ class Sweep:
         self._fill_matrix = leaf_matrix
         n_mat = sum(len(t) for t in self.matrix)
         rows = budget // max(n_mat if budget_rows is None else budget_rows, 1)
-        step = int(min(max(2 * BLOCK * nt, rows // BLOCK * BLOCK), MAX_CHUNK_ROWS)) // BLOCK
+        # at least two blocks per available thread, not per thread used: the chunks, and so the
+        # order in which totals over rows are added, must not depend on n_threads
+        step = int(min(max(2 * BLOCK * available_threads(), rows // BLOCK * BLOCK), MAX_CHUNK_ROWS)) // BLOCK
         self.step = (step - 1 + step % 2) * BLOCK if step > 1 else BLOCK   # an odd number of blocks
         m_max = _width(min(self.step, max(n, 1)))
         # linear sweeps keep a mantissa and an exponent per value

@@ -37,6 +37,13 @@ def available_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def reduction_groups() -> int:
+    """Groups of row blocks per chunk whose partial sums the backward pass adds in group
+    order: its totals (EM's counts) then depend on the machine (:func:`available_threads`),
+    never on ``n_threads``. Four per thread keep every thread busy up to that many."""
+    return 4 * available_threads()
+
+
 def effective_n_threads(n_threads: int | None, work: int = 0) -> int:
     """The thread count a kernel should use for ``work`` units (rows x graph size).
 
