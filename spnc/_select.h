@@ -146,7 +146,7 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
         const int64_t c = g->child[a + e];
         if (!g->alias[c]) {
             A[g->pslot[c]] |= an;
-        } else if (g->kind[c] >= 2 && out_XT && an) {
+        } else if (g->kind[c] >= 2 && out_XT) {   /* an != 0: empty nodes are skipped */
             spnc_leaf_fill(g, c, col0, mode, an, mb, seed, row, out_XT);
         }
     }

@@ -14,15 +14,20 @@ import numpy as np
 from ._kinds import SUM, PRODUCT, LEAF
 
 
+def _cache(graph) -> dict:
+    """The lists kept on ``graph`` (its ``visit_cache``, made on first use)."""
+    if graph.visit_cache is None:
+        graph.visit_cache = {}
+    return graph.visit_cache
+
+
 def backward_visit(graph, var: np.ndarray, want_leaf: bool, want_all: bool, want_states: bool) -> np.ndarray:
     """int32 nodes in descending order: every sum, every product with a child of a slot of
     its own, every counted node (roots, parentless nodes), and the leaves that write their
     responsibilities (``want_leaf``) or state counts (``want_states``: inline leaves, ``var``
     >= 0); every node with ``want_all`` (posteriors written for all). Kept on the graph."""
     key = (bool(want_leaf), bool(want_all), bool(want_states))
-    cache = graph.visit_cache
-    if cache is None:
-        cache = graph.visit_cache = {}
+    cache = _cache(graph)
     hit = cache.get(key)
     if hit is not None and (not want_states or hit[0] is var or np.array_equal(hit[0], var)):
         return hit[1]
@@ -54,9 +59,7 @@ def select_visit(graph) -> tuple[np.ndarray, np.ndarray]:
     parent's slot (that product fills for them), and uint8 flags, one per entry: the entry
     is the last one reading its slot, so it clears the slot for the slot's next owner (the
     sweep skips inactive nodes, whose slots stay 0). Kept on the graph."""
-    cache = graph.visit_cache
-    if cache is None:
-        cache = graph.visit_cache = {}
+    cache = _cache(graph)
     hit = cache.get("select")
     if hit is None:
         kind = np.asarray(graph.kind_)
@@ -80,9 +83,7 @@ def state_runs(graph, states) -> tuple[np.ndarray, ...]:
     states; <= 8 states, no count of their own). Such a product is listed even if it
     pushes nothing; its leaves are not. Kept on the graph."""
     var, off, nst = (np.asarray(a) for a in (states.var_, states.off_, states.nst_))
-    cache = graph.visit_cache
-    if cache is None:
-        cache = graph.visit_cache = {}
+    cache = _cache(graph)
     hit = cache.get("runs")
     if hit is not None and all(h is a or np.array_equal(h, a) for h, a in zip(hit[0], (var, off, nst))):
         return hit[1]
