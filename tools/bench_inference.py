@@ -36,6 +36,7 @@ import spnc  # noqa: E402
 from spnc._kinds import LEAF, PRODUCT, SUM  # noqa: E402
 from spnc.leaves.univariate import BernoulliLeaves  # noqa: E402
 from _datadir import default_data  # noqa: E402
+from _machine import cpu_model, vector_isa  # noqa: E402
 
 
 def random_model(n_vars: int, target_edges: int, seed: int = 0) -> spnc.SPN:
@@ -340,6 +341,7 @@ def main(argv=None) -> int:
     exp_rate = max(_probe.probe("exp") for _ in range(7))
     fma_rate = max(_probe.probe("fma") for _ in range(7))
     peak_rate = max(_probe.probe("peak") for _ in range(7))
+    print(f"cpu: {cpu_model()} ({vector_isa()})")
     print(f"spnc {spnc.__version__}  OpenMP={_infer.HAVE_OPENMP}  threads available={avail}  block={_infer.BLOCK}"
           f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}  load average {os.getloadavg()[0]:.2f}")
     print(f"limits of one core, measured now: exp {exp_rate:.3g}/s, multiply-add {fma_rate:.3g}/s streamed "
