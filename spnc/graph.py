@@ -262,12 +262,17 @@ class SPN:
         if Xq.shape[0] != Xe.shape[0]:
             raise DataError(f"X_query has {Xq.shape[0]} rows and X_evidence {Xe.shape[0]}: one evidence "
                             "row per query row")
+        bad = ~np.isnan(Xe) & (np.isnan(Xq) | (Xq != Xe))
+        if bad.any():
+            r, c = (int(i) for i in np.argwhere(bad)[0])
+            # DataFrames were put in the model's order: name each frame's own cell
+            q_at = cell("X_query", 0, r, frame_column(X_query, self.var_names, c))
+            e_at = cell("X_evidence", 0, r, frame_column(X_evidence, self.var_names, c))
+            var = f"variable {c}" + ("" if self.var_names is None else f" ({self.var_names[c]!r})")
+            raise DataError(f"{q_at} = {float(Xq[r, c])!r} must repeat the evidence value {e_at} = "
+                            f"{float(Xe[r, c])!r} ({var})")
         q = self.log_likelihood(Xq, n_threads=n_threads)
         e = self.log_likelihood(Xe, n_threads=n_threads)
-        both = ~np.isnan(Xe)
-        if np.any(both & (np.isnan(Xq) | (Xq != Xe))):
-            r, c = np.argwhere(both & (np.isnan(Xq) | (Xq != Xe)))[0]
-            raise DataError(f"X_query[{r}, {c}] must repeat the evidence value {float(Xe[r, c])!r}")
         return log_conditional(q, e)
 
     def mpe(self, X, *, log_likelihood: bool = False,

@@ -1,0 +1,34 @@
+"""Data reaching the Python API: errors that name the caller's own cells and columns."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import spnc
+from spnc import Bernoulli, Product, Sum
+from spnc.errors import DataError
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def named():
+    """A model over the named binary variables a, b, c."""
+    root = Sum([Product([Bernoulli(0, .2), Bernoulli(1, .7), Bernoulli(2, .4)]),
+                Product([Bernoulli(0, .9), Bernoulli(1, .1), Bernoulli(2, .5)])], weights=[.3, .7])
+    return spnc.compile(root, var_names=NAMES)
+
+
+def test_conditional_mismatch_names_each_frames_own_cell(named):
+    q = pd.DataFrame([[1.0, 0.0, 1.0]], columns=NAMES)[["c", "b", "a"]]
+    e = pd.DataFrame([[np.nan, np.nan, 0.0]], columns=NAMES)          # c observed as 0, queried as 1
+    with pytest.raises(DataError, match=r"X_query\[0, 0\] = 1\.0 must repeat the evidence value "
+                                        r"X_evidence\[0, 2\] = 0\.0 \(variable 2 \('c'\)\)"):
+        named.conditional(q, e)
+    # arrays: the model's columns
+    with pytest.raises(DataError, match=r"X_query\[0, 2\] = nan must repeat .* X_evidence\[0, 2\] = 0\.0"):
+        named.conditional([[1.0, 0.0, np.nan]], [[np.nan, np.nan, 0.0]])
+    # agreeing frames in different column orders give the array answer
+    ok = pd.DataFrame([[1.0, 0.0, 0.0]], columns=NAMES)[["c", "b", "a"]]
+    assert named.conditional(ok, e)[0] == named.conditional([[1.0, 0.0, 0.0]], [[np.nan, np.nan, 0.0]])[0]
