@@ -231,6 +231,12 @@ def real_array(X: Any, name: str = "X", dtype: Any = None) -> np.ndarray:
     kind = getattr(getattr(X, "dtype", None), "kind", "")
     if kind == "c":
         raise DataError(f"{name} has complex values; spnc's variables are real")
+    fields = getattr(getattr(X, "dtype", None), "names", None)
+    if fields:                       # np.genfromtxt(..., names=True): its dtype would fill the message
+        shown = ", ".join(map(repr, fields[:5])) + (", ..." if len(fields) > 5 else "")
+        raise DataError(f"{name} is a structured (record) array with {counted(len(fields), 'field')} ({shown}); "
+                        f"spnc reads 2-D arrays of numbers: pass pd.DataFrame({name}) (fields become named "
+                        f"columns) or numpy.lib.recfunctions.structured_to_unstructured({name})")
     if kind in "MmUSV" and kind:     # numpy would cast dates and text to numbers without a word
         raise DataError(f"{name} must be numeric (real numbers), got dtype {X.dtype}")
     try:

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 import spnc
+from spnc.learn import ChowLiuTree
 from spnc import Bernoulli, Product, Sum
 from spnc.errors import DataError
 
@@ -32,3 +33,20 @@ def test_conditional_mismatch_names_each_frames_own_cell(named):
     # agreeing frames in different column orders give the array answer
     ok = pd.DataFrame([[1.0, 0.0, 0.0]], columns=NAMES)[["c", "b", "a"]]
     assert named.conditional(ok, e)[0] == named.conditional([[1.0, 0.0, 0.0]], [[np.nan, np.nan, 0.0]])[0]
+
+
+@pytest.mark.parametrize("call", ["query", "fit"])
+def test_structured_arrays_are_refused_with_how_to_convert(named, tmp_path, call):
+    f = tmp_path / "t.csv"
+    np.savetxt(f, np.random.default_rng(0).integers(0, 2, (20, 3)), fmt="%d", delimiter=",",
+               header=",".join(NAMES), comments="")
+    rec = np.genfromtxt(f, delimiter=",", names=True)          # one field per column, no 2-D shape
+    run = (lambda: named.log_likelihood(rec)) if call == "query" else \
+        (lambda: ChowLiuTree().fit(rec))
+    with pytest.raises(DataError, match=r"X is a structured \(record\) array with 3 fields \('a', 'b', 'c'\); "
+                                        r".*pd\.DataFrame\(X\).*structured_to_unstructured\(X\)"):
+        run()
+    # what the message suggests works, by name
+    frame = pd.DataFrame(rec)[["c", "a", "b"]]
+    plain = np.column_stack([rec[n] for n in NAMES])
+    assert np.array_equal(named.log_likelihood(frame), named.log_likelihood(plain))
