@@ -140,7 +140,7 @@ def _raise_bad(A: np.ndarray, card: np.ndarray, name: str, row0=0) -> None:
                        "recode the column, or treat it as real-valued where the learner can")
             elif v in (np.inf, -np.inf):
                 why = f"is infinite: {codes}"
-            elif v < 0:
+            elif v < 0 and v == int(v):      # -1.45 is real-valued data more than a negative code
                 why = f"is negative: {codes}"
             else:
                 why = f"is not an integer: {codes}"

@@ -50,3 +50,15 @@ def test_structured_arrays_are_refused_with_how_to_convert(named, tmp_path, call
     frame = pd.DataFrame(rec)[["c", "a", "b"]]
     plain = np.column_stack([rec[n] for n in NAMES])
     assert np.array_equal(named.log_likelihood(frame), named.log_likelihood(plain))
+
+
+def test_real_data_for_discrete_learners_is_called_not_integer():
+    """The first bad value of real-valued data, -1.45, is refused as not an integer code, not
+    as a negative one (which reads as if shifting the column would do)."""
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    X[0, 0] = -1.45
+    with pytest.raises(DataError, match=r"X\[0, 0\] = -1\.45 is not an integer: discrete states are integer codes"):
+        ChowLiuTree().fit(X)
+    X[0, 0] = -2.0
+    with pytest.raises(DataError, match=r"X\[0, 0\] = -2\.0 is negative: discrete states are integer codes"):
+        ChowLiuTree().fit(X)
