@@ -45,7 +45,9 @@ def _check_models(models: Sequence[Any], what: str) -> list[SPN]:
         raise ParameterError("models", f"{what} needs at least one model")
     for i, m in enumerate(models):
         if not isinstance(m, SPN):
-            raise ParameterError("models", f"models[{i}] is a {type(m).__name__}, not a compiled spnc.SPN")
+            from .learn._params import model_hint
+            raise ParameterError("models", f"models[{i}] is a {type(m).__name__}, not a compiled spnc.SPN"
+                                           f"{model_hint(m, None)}")
     return models
 
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import spnc
-from spnc.learn import ChowLiuTree
+from spnc.learn import EM, ChowLiuTree, Merge
 from spnc import Bernoulli, Product, Sum
-from spnc.errors import DataError
+from spnc.errors import DataError, ParameterError
 
 NAMES = ["a", "b", "c"]
 
@@ -62,3 +62,23 @@ def test_real_data_for_discrete_learners_is_called_not_integer():
     X[0, 0] = -2.0
     with pytest.raises(DataError, match=r"X\[0, 0\] = -2\.0 is negative: discrete states are integer codes"):
         ChowLiuTree().fit(X)
+
+
+def test_a_model_given_as_its_estimator_or_file_says_how_to_pass_it(named, tmp_path):
+    X = np.random.default_rng(0).integers(0, 2, (60, 3))
+    est = ChowLiuTree().fit(X)
+    spnc.save(est.spn_, tmp_path / "m.h5")
+    path = str(tmp_path / "m.h5")
+    with pytest.raises(ParameterError, match=r"init must be a compiled spnc\.SPN, got a ChowLiuTree estimator "
+                                             r"\(pass the model it learned, init=est\.spn_\)$"):
+        EM(init=est).fit(X)
+    with pytest.raises(ParameterError, match=r"got a ChowLiuTree estimator \(pass the model it learned, "
+                                             r"init=est\.spn_, after fitting it\)$"):
+        Merge(init=ChowLiuTree()).fit(X)
+    with pytest.raises(ParameterError, match=r"got '.*m\.h5' \(load the file first: init=spnc\.load\('.*m\.h5'\)\)$"):
+        EM(init=path).fit(X)
+    with pytest.raises(ParameterError, match=r"models\[1\] is a ChowLiuTree, not a compiled spnc\.SPN "
+                                             r"\(pass the model it learned, est\.spn_\)$"):
+        spnc.mixture([named, est])
+    with pytest.raises(ParameterError, match=r"init must be a compiled spnc\.SPN, got 3$"):
+        EM(init=3).fit(X)

@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import math
 import numbers
+import os
 from typing import Any, Callable
 
 import numpy as np
@@ -65,8 +66,9 @@ class Constraint:
 
     c_int = False      # an integer range (values go to C ints)
 
-    def __init__(self, ok: Callable[[Any], bool], text: str | Callable[[str], str]):
-        self.ok, self.text = ok, text
+    def __init__(self, ok: Callable[[Any], bool], text: str | Callable[[str], str],
+                 hint: Callable[[Any], str] | None = None):
+        self.ok, self.text, self.hint = ok, text, hint
 
     def describe(self, name: str) -> str:
         return self.text(name) if callable(self.text) else self.text
@@ -132,8 +134,23 @@ def Options(*values) -> Constraint:
                       lambda name: ("one of " if len(values) > 1 else "") + ", ".join(pvalue(x, name) for x in values))
 
 
-def Instance(*classes: type, name: str | None = None) -> Constraint:
-    return Constraint(lambda v: isinstance(v, classes), name or " or ".join(c.__name__ for c in classes))
+def Instance(*classes: type, name: str | None = None, hint: Callable[[Any], str] | None = None) -> Constraint:
+    return Constraint(lambda v: isinstance(v, classes), name or " or ".join(c.__name__ for c in classes), hint)
+
+
+def _is_estimator(v) -> bool:
+    return hasattr(v, "get_params") and hasattr(v, "fit") and not isinstance(v, type)
+
+
+def model_hint(v, name: str | None = "init") -> str:
+    """How to pass what was meant for a compiled SPN (the parameter ``name``): a fitted
+    estimator's ``spn_``, a model file loaded first."""
+    to = f"{name}=" if name else ""
+    if _is_estimator(v):
+        return f" (pass the model it learned, {to}est.spn_" + ("" if hasattr(v, "spn_") else ", after fitting it") + ")"
+    if isinstance(v, (str, os.PathLike)):
+        return f" (load the file first: {to}spnc.load({str(v)!r}))"
+    return ""
 
 
 BOOL = Constraint(lambda v: isinstance(v, (bool, np.bool_, numbers.Integral)) and v in (0, 1), "a bool")
@@ -174,10 +191,12 @@ def validate_params(est) -> None:
         if any(c is not None and c.ok(v) for c in allowed):
             continue
         texts = [c.describe(name) for c in allowed if c is not None]
+        hint = next((h for h in (c.hint(v) for c in allowed if c is not None and c.hint) if h), "")
         if None in allowed and _flag(name) is None:      # an option left out is None
             texts.append("None")
         big = isinstance(v, numbers.Integral) and not isinstance(v, bool) and abs(int(v)) > MAX_INT and \
             any(getattr(c, "c_int", False) for c in allowed)
+        shown = f"a {type(v).__name__} estimator" if _is_estimator(v) else pvalue(v, name)    # not its repr
         raise ParameterError(name, f"{type(est).__name__}: {pname(name)} must be {' or '.join(texts)}, "
-                                   f"got {pvalue(v, name)}" + (f" (integers beyond +-{MAX_INT} are not supported)"
-                                                               if big else ""))
+                                   f"got {shown}" + (f" (integers beyond +-{MAX_INT} are not supported)"
+                                                     if big else "") + hint)

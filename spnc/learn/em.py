@@ -39,7 +39,7 @@ from ..data import as_data, is_frame, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
-from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, pname
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, model_hint, pname
 from ._training import bounded_vars, check_real_range
 from .base import DensityEstimator, check_observed, refuse_unscored
 
@@ -105,7 +105,7 @@ class EM(DensityEstimator):
 
     _allow_nan = True      # missing values are marginalised out
     _parameter_constraints = {
-        "init": [Instance(SPN, name="a compiled spnc.SPN")],
+        "init": [Instance(SPN, name="a compiled spnc.SPN", hint=model_hint)],
         "max_iter": [Interval(int, 1)],
         "tol": [Interval(float), Options(-np.inf)],
         "variant": [Options("soft", "hard", "online")],

@@ -52,7 +52,7 @@ from . import routing as _routing
 from ._hashcons import changed_nodes, hash_cons_changed
 from ._merge_round import _Round, redirect_target
 from ._redirect import redirect
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, Constraint, Instance, Interval, Options, model_hint
 from ._similarity import n_parameters, node_marginals, used_vars  # noqa: F401  (node_marginals: public here)
 from .base import DensityEstimator, check_observed, refuse_unscored
 
@@ -202,7 +202,7 @@ class Merge(DensityEstimator):
     """
 
     _parameter_constraints = {
-        "init": [Instance(SPN, name="a compiled spnc.SPN")],
+        "init": [Instance(SPN, name="a compiled spnc.SPN", hint=model_hint)],
         "epsilon": [Constraint(_epsilon_ok, "a number >= 0 or a non-empty list of them")],
         "distance": [Options(*DISTANCES)],
         "refit": [Options("hard_em", "counts", "em")],
