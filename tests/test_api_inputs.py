@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import spnc
-from spnc.learn import EM, ChowLiuTree, Merge
+from spnc.learn import EM, OSLRAU, ChowLiuTree, Merge
 from spnc import Bernoulli, Product, Sum
 from spnc.errors import DataError, ParameterError
 
@@ -82,3 +82,17 @@ def test_a_model_given_as_its_estimator_or_file_says_how_to_pass_it(named, tmp_p
         spnc.mixture([named, est])
     with pytest.raises(ParameterError, match=r"init must be a compiled spnc\.SPN, got 3$"):
         EM(init=3).fit(X)
+
+
+def test_a_resumed_oslrau_keeps_its_feature_names(tmp_path):
+    """A learner resumed from a model learned on a DataFrame says, as the original does,
+    that an array is taken by position."""
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(200, 3)), columns=NAMES)
+    est = OSLRAU().fit(X)
+    spnc.save(est.spn_, tmp_path / "o.h5")
+    for back in (OSLRAU.resume(est.spn_), OSLRAU.resume(tmp_path / "o.h5")):
+        assert list(back.feature_names_in_) == NAMES
+        for e in (est, back):
+            with pytest.warns(UserWarning, match="fitted with feature names: its columns are taken by position"):
+                e.score_samples(X.to_numpy())
+    assert not hasattr(OSLRAU.resume(OSLRAU().fit(X.to_numpy()).spn_), "feature_names_in_")

@@ -127,6 +127,8 @@ oSLRAU state."""
     self._n_batches = int(params["n_batches"])
     self._root = int(params["root"])
     self._names = None if spn.var_names is None else list(spn.var_names)
+    if self._names is not None:         # as after its fit on a DataFrame (scikit-learn's attribute)
+        self.feature_names_in_ = np.asarray(self._names, dtype=object)
     a = {k: np.asarray(arrays[k]) for k in ARRAYS}
     N = len(a["kind"])
     if len(a["child_ptr"]) != N + 1 or len(a["scope_ptr"]) != N + 1 or len(a["cov_ptr"]) != N + 1 \
