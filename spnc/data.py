@@ -115,6 +115,11 @@ def as_data(X: Any, var_names: Sequence[str] | None = None, name: str = "X",
         names = attr_names(X, name) if var_names is None and model_names else None
         if names is not None:
             storable_names(names, name)
+        if var_names is not None and len(getattr(X, "shape", ())) == 2:
+            # an HDF5/Zarr dataset naming its columns: by name, as a DataFrame and the streamed queries take it
+            order = dataset_order(X, X.shape[1], var_names, name)
+            if order is not None:
+                X = np.asarray(X)[:, order]
         return (X if dtype is None else np.asarray(X, dtype=dtype)), names
     cols = [str(c) for c in X.columns]
     check_unique(cols, lambda dup, i, j: DataError(f"{name}: column name {dup!r} appears twice"))
@@ -201,13 +206,22 @@ def dataset_order(A: Any, n_cols: int | None, var_names: Sequence[str] | None, n
     return None if np.array_equal(order, np.arange(len(order))) else order
 
 
+def column_names(X: Any) -> list[str] | None:
+    """The names of the columns of ``X``: a DataFrame's, or those an HDF5/Zarr dataset
+    stores (:func:`attr_names`); None for anything else."""
+    if is_frame(X):
+        return [str(k) for k in X.columns]
+    return attr_names(X)
+
+
 def frame_column(X: Any, var_names: Sequence[str] | None, c: int) -> int:
-    """The column of ``X`` that holds the model's variable ``c``: a DataFrame's columns were
-    matched to ``var_names`` by name (see :func:`as_data`), so its own position; for
-    anything else ``c``."""
-    if not is_frame(X) or var_names is None:
+    """The column of ``X`` that holds the model's variable ``c``: the columns of a
+    DataFrame or of a dataset naming them were matched to ``var_names`` by name (see
+    :func:`as_data`), so its own position; for anything else ``c``."""
+    cols = None if var_names is None else column_names(X)
+    if cols is None:
         return c
-    return next((j for j, k in enumerate(X.columns) if str(k) == var_names[c]), c)
+    return next((j for j, k in enumerate(cols) if k == var_names[c]), c)
 
 
 def _ragged(X: Any) -> str:

@@ -21,7 +21,7 @@ from ._selection import select
 from ._sweep import Sweep, cell, check_posterior_range
 from ._text import counted
 from ._warn import positional_frame
-from .data import as_data, frame_column, is_frame, real_array
+from .data import as_data, column_names, frame_column, is_frame, real_array
 from .errors import DataError, ParameterError, StructureError
 from .leaves import base as _lb
 from .nodes import Node
@@ -191,9 +191,9 @@ class SPN:
         if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
-        frame = X if is_frame(X) else None
+        given = X
         X = as_data(X, self.var_names, name, model_names=False)[0]    # a DataFrame: matched by name
-        if self.var_names is None and frame is not None:     # after as_data: no warning for a refused frame
+        if self.var_names is None and is_frame(given):     # after as_data: no warning for a refused frame
             positional_frame(name)
         A = real_array(X, name, np.float64)
         if A.ndim == 1 and self.n_vars > 1 and A.shape[0] == self.n_vars:
@@ -205,7 +205,7 @@ class SPN:
         r, c, code = _data.first_bad_value(A, self.cardinality)
         var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
         # a DataFrame's columns were put in the model's order: name the cell by the frame's
-        fc = frame_column(frame, self.var_names, c) if code else c
+        fc = frame_column(given, self.var_names, c) if code else c
         if code == 1:
             raise DataError(f"{cell(name, row0, r, fc)} = {A[r, c]}: infinite values are not allowed "
                             f"(use NaN for missing), {var}")
@@ -296,11 +296,13 @@ class SPN:
 
     def _in_order_of(self, X, rows: np.ndarray) -> np.ndarray:
         """``rows`` (the model's variable order) with the columns of ``X``: a DataFrame's
-        columns are taken by name and may come in another order."""
-        if not is_frame(X) or self.var_names is None:
+        columns, or a dataset's that names them, are taken by name and may come in another
+        order."""
+        cols = None if self.var_names is None else column_names(X)
+        if cols is None:
             return rows
         pos = {v: i for i, v in enumerate(self.var_names)}
-        order = np.array([pos[str(c)] for c in X.columns], dtype=np.int64)
+        order = np.array([pos[c] for c in cols], dtype=np.int64)
         return rows if np.array_equal(order, np.arange(len(order))) else rows[:, order]
 
     def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,

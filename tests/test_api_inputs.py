@@ -1,6 +1,8 @@
 """Data reaching the Python API: errors that name the caller's own cells and columns."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -96,3 +98,37 @@ def test_a_resumed_oslrau_keeps_its_feature_names(tmp_path):
             with pytest.warns(UserWarning, match="fitted with feature names: its columns are taken by position"):
                 e.score_samples(X.to_numpy())
     assert not hasattr(OSLRAU.resume(OSLRAU().fit(X.to_numpy()).spn_), "feature_names_in_")
+
+
+def test_queries_take_a_datasets_named_columns_by_name(named, tmp_path):
+    """An HDF5 dataset whose ``columns`` attribute names its columns (as the console tools
+    and stream functions read it) was taken by position by every in-memory query."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 2, (40, 3)).astype(float)
+    X[rng.random(X.shape) < .3] = np.nan
+    order = [2, 0, 1]
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["X"] = X[:, order]
+        f["X"].attrs["columns"] = [NAMES[i] for i in order]
+        f["bad"] = np.where(np.isnan(X), 0.0, X)[:, order]
+        f["bad"][3, 1] = 2.0                               # column 1 of the file: variable 'a'
+        f["bad"].attrs["columns"] = [NAMES[i] for i in order]
+        f["other"] = X
+        f["other"].attrs["columns"] = ["a", "b", "z"]
+    with h5py.File(tmp_path / "d.h5", "r") as f:
+        ds = f["X"]
+        assert np.array_equal(named.log_likelihood(ds), named.log_likelihood(X))
+        filled, logp = named.mpe(ds)                       # in the dataset's own column order
+        ref, ref_logp = named.mpe(X)
+        assert np.array_equal(filled, ref[:, order]) and np.array_equal(logp, ref_logp)
+        assert np.array_equal(named.sample(evidence=ds, seed=3), named.sample(evidence=X, seed=3)[:, order])
+        with pytest.raises(DataError, match=r"X\[3, 1\] = 2\.0 is not a state 0\.\.1 of discrete variable 0 \('a'\)"):
+            named.log_likelihood(f["bad"])
+        with pytest.raises(DataError, match=r"the model's variable 'c' is not among its column names attribute "
+                                            r"\(unmatched columns: 'z'\)"):
+            named.log_likelihood(f["other"])
+        est = ChowLiuTree().fit(pd.DataFrame(np.nan_to_num(X), columns=NAMES))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                 # named columns: no warning about positions
+            assert np.array_equal(est.score_samples(ds), est.score_samples(pd.DataFrame(X, columns=NAMES)))

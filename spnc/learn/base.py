@@ -14,7 +14,7 @@ from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
 from .._warn import warn_user
-from ..data import as_data, is_frame, unmasked
+from ..data import as_data, attr_names, is_frame, unmasked
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -269,7 +269,7 @@ class DensityEstimator:
                 warn_user(f"X has feature names, but {type(self).__name__} was fitted without feature names: "
                           "the DataFrame's columns are taken by position")
                 return as_data(X, None, "X", model_names=False)[0]     # said once, not again by the SPN
-        elif getattr(self, "feature_names_in_", None) is not None:
+        elif getattr(self, "feature_names_in_", None) is not None and attr_names(X) is None:
             warn_user(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
                       "names: its columns are taken by position")
         return X
