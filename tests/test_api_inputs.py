@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import spnc
-from spnc.learn import EM, OSLRAU, ChowLiuTree, Merge
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, Merge
 from spnc import Bernoulli, Product, Sum
 from spnc.errors import DataError, ParameterError
 
@@ -132,3 +132,22 @@ def test_queries_take_a_datasets_named_columns_by_name(named, tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")                 # named columns: no warning about positions
             assert np.array_equal(est.score_samples(ds), est.score_samples(pd.DataFrame(X, columns=NAMES)))
+
+
+def test_bagging_takes_a_named_validation_dataset_by_name(tmp_path):
+    """BaggedSPN's bags learn unnamed models: it matched X_valid to the training frame's
+    names only for a DataFrame, and took a dataset naming its columns by position."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(2)
+    X = rng.integers(0, 2, (300, 3))
+    X[:, 1] = np.where(rng.random(300) < .9, X[:, 0], X[:, 1])
+    V = rng.integers(0, 2, (100, 3)).astype(float)
+    with h5py.File(tmp_path / "v.h5", "w") as f:
+        f["V"] = V[:, [1, 2, 0]]
+        f["V"].attrs["columns"] = ["b", "c", "a"]
+    frame = pd.DataFrame(X, columns=NAMES)
+    bag = lambda: BaggedSPN(ChowLiuTree(), n_bags=3, weights="valid", random_state=0)   # noqa: E731
+    ref = bag().fit(frame, X_valid=pd.DataFrame(V, columns=NAMES))
+    with h5py.File(tmp_path / "v.h5", "r") as f:
+        got = bag().fit(frame, X_valid=f["V"])
+    assert np.array_equal(got.spn_.log_likelihood(V), ref.spn_.log_likelihood(V))

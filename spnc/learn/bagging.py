@@ -28,7 +28,7 @@ from .. import _budget
 from .._sweep import resampled_rows
 from .._warn import warn_user
 from ..compose import fit_weights
-from ..data import as_data, is_frame, real_array, with_names
+from ..data import as_data, column_names, real_array, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
@@ -295,8 +295,8 @@ class BaggedSPN(DensityEstimator):
             X_valid = self._unused_valid(X_valid, f"weights={self.weights!r} and no merge")
         frame_valid = None
         self._positional_valid(X_valid, names is not None)
-        if names is not None and X_valid is not None and is_frame(X_valid):
-            frame_valid = X_valid                                # for messages: the frame's cells and names
+        if names is not None and X_valid is not None and column_names(X_valid) is not None:
+            frame_valid = X_valid          # a DataFrame or named dataset; for messages: its cells and names
             X_valid = as_data(X_valid, names, "X_valid")[0]      # the bags' models have no names
         self._check_valid(X_valid, n_cols=X.shape[1])
         plans = self._bag_plans(X)
