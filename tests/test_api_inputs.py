@@ -151,3 +151,13 @@ def test_bagging_takes_a_named_validation_dataset_by_name(tmp_path):
     with h5py.File(tmp_path / "v.h5", "r") as f:
         got = bag().fit(frame, X_valid=f["V"])
     assert np.array_equal(got.spn_.log_likelihood(V), ref.spn_.log_likelihood(V))
+
+
+@pytest.mark.parametrize("ext", ["h5", "json"])
+def test_model_files_named_by_bytes_paths(named, tmp_path, ext):
+    """A bytes path (as open() takes) was refused as of an 'unknown extension b'.h5''."""
+    path = bytes(tmp_path / f"m.{ext}")
+    spnc.save(named, path)
+    back = spnc.load(path)
+    X = np.array([[1.0, 0.0, np.nan], [0.0, 1.0, 1.0]])
+    assert back.var_names == NAMES and np.array_equal(back.log_likelihood(X), named.log_likelihood(X))

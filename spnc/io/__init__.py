@@ -39,6 +39,12 @@ __all__ = ["save", "load", "to_dot", "render", "read_validated", "write_tree", "
 _EXT = {".h5": "hdf5", ".hdf5": "hdf5", ".json": "json", ".dot": "dot", ".gv": "dot"}
 
 
+def _text_path(path):
+    """A bytes path (which open() and h5py take) as text: the checks on names and
+    extensions here compare text."""
+    return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
 def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
     """'hdf5', 'json' or 'dot', from ``fmt`` or the file extension."""
     if fmt is not None:
@@ -58,6 +64,7 @@ def read_validated(path: str | os.PathLike, *, fmt: str | None = None,
     """Read and check a model file; the result's ``tree`` is fully in memory. Every failure,
     including any libhdf5/h5py error on a damaged file, is a :class:`FormatError` whose
     message starts with the file name."""
+    path = _text_path(path)
     name = os.fspath(path)
     try:
         kind = format_of(path, fmt)
@@ -142,6 +149,7 @@ def save(model: Any, path: str | os.PathLike, *, fmt: str | None = None,
     renamed over ``path``, so an existing file survives any failure. ``provenance`` adds
     root attributes such as ``{"source_format": "spflow-text"}``."""
     from ..graph import SPN
+    path = _text_path(path)
     if not isinstance(model, SPN):
         hint = " (a fitted estimator's model is its spn_)" if hasattr(model, "spn_") else \
             " (compile Node objects with spnc.compile first)"
@@ -166,6 +174,7 @@ def load(path: str | os.PathLike, *, fmt: str | None = None,
     Refuses a file whose content hash does not match (formats/spnc-hdf5.md §11). Warns when
     the file holds what the model cannot carry (extensions, vendor leaf types replaced by
     their fallbacks), as a later :func:`save` drops it."""
+    path = _text_path(path)
     v = read_validated(path, fmt=fmt, limits=limits)
     try:
         model = model_from_validated(v)
