@@ -181,10 +181,13 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
         names = _index_names(models, base.n_vars)
     card, vtype = _card_of(models, perms, base.n_vars)
     if weights is not None:
-        w = np.asarray(weights, dtype=np.float64)
+        want = f"weights must be {len(models)} finite non-negative numbers with a positive total"
+        try:
+            w = np.asarray(weights, dtype=np.float64)
+        except (TypeError, ValueError):          # text, ragged lists: not numbers
+            raise ParameterError("weights", f"{want}, got {weights!r:.80}") from None
         if w.shape != (len(models),) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.max() > 0:
-            raise ParameterError("weights", f"weights must be {len(models)} finite non-negative "
-                                 "numbers with a positive total")
+            raise ParameterError("weights", f"{want}, got {weights!r:.80}")
         w = w / w.max()              # first: a sum of huge weights may overflow
         w = w / w.sum()
     elif X is not None:

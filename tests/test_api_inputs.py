@@ -161,3 +161,11 @@ def test_model_files_named_by_bytes_paths(named, tmp_path, ext):
     back = spnc.load(path)
     X = np.array([[1.0, 0.0, np.nan], [0.0, 1.0, 1.0]])
     assert back.var_names == NAMES and np.array_equal(back.log_likelihood(X), named.log_likelihood(X))
+
+
+@pytest.mark.parametrize("weights", ["ab", ["0.5", "x"], [[0.5], [0.2, 0.3]], [0.5, -0.5], [1.0]])
+def test_mixture_weights_that_are_not_numbers_are_parameter_errors(named, weights):
+    with pytest.raises(ParameterError, match=r"weights must be 2 finite non-negative numbers with a positive "
+                                             r"total, got ") as e:
+        spnc.mixture([named, named], weights)
+    assert e.value.param == "weights"
