@@ -169,3 +169,17 @@ def test_mixture_weights_that_are_not_numbers_are_parameter_errors(named, weight
                                              r"total, got ") as e:
         spnc.mixture([named, named], weights)
     assert e.value.param == "weights"
+
+
+def test_oslrau_partial_fit_takes_a_named_dataset_by_name_without_warning(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    X = np.random.default_rng(3).normal(size=(400, 3))
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f["X"] = X[200:, [2, 0, 1]]
+        f["X"].attrs["columns"] = ["c", "a", "b"]
+    ref = OSLRAU().partial_fit(pd.DataFrame(X[:200], columns=NAMES)).partial_fit(pd.DataFrame(X[200:], columns=NAMES))
+    est = OSLRAU().partial_fit(pd.DataFrame(X[:200], columns=NAMES))
+    with h5py.File(tmp_path / "b.h5", "r") as f, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.partial_fit(f["X"])
+    assert np.array_equal(est.spn_.log_likelihood(X), ref.spn_.log_likelihood(X))

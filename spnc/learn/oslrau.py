@@ -46,7 +46,7 @@ from .._progress import Progress
 from .._sweep import row_number
 from .._text import counted
 from .._warn import warn_user
-from ..data import as_data, is_frame, real_array, with_names
+from ..data import as_data, attr_names, is_frame, real_array, with_names
 from ..errors import DataError, NotFittedError, ParameterError
 from ._training import check_real_range
 from ..graph import SPN
@@ -277,7 +277,9 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise ParameterError("select", "OSLRAU: select chooses the settings during fit; partial_fit "
                                            "on an unfitted learner would ignore it (call fit first, or "
                                            "set select=None)")
-        if started and not _IN_FIT.get() and is_frame(X) != (getattr(self, "_names", None) is not None):
+        named = getattr(self, "_names", None) is not None
+        # a dataset naming its columns is matched by name, as a DataFrame is (as_data)
+        if started and not _IN_FIT.get() and is_frame(X) != named and not (named and attr_names(X) is not None):
             warn_user("X has feature names, but OSLRAU was fitted without feature names: the DataFrame's columns "
                       "are taken by position" if is_frame(X) else "X does not have valid feature names, but OSLRAU "
                       "was fitted with feature names: its columns are taken by position")
