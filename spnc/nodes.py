@@ -3,9 +3,38 @@
 appear under several parents; it is compiled once (DAG sharing)."""
 from __future__ import annotations
 
-from typing import Sequence
+import numbers
+from typing import Any, Sequence
 
 import numpy as np
+
+from .errors import StructureError
+
+
+def real_number(value: Any, what: str) -> float:
+    """``value`` as one real number; text (which numpy would parse), booleans and arrays of
+    several values are refused with a :class:`StructureError` naming ``what``."""
+    v = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise StructureError(f"{what} must be a real number, got {_shown(value)}")
+    return float(v)
+
+
+def real_array(value: Any, what: str) -> np.ndarray:
+    """``value`` (a sequence or array of real numbers) as a new float64 array; text, booleans,
+    objects and ragged lists are refused with a :class:`StructureError` naming ``what``."""
+    try:
+        a = np.asarray(value)
+    except ValueError:                  # ragged nesting
+        a = None
+    if a is None or a.dtype.kind not in "iuf":
+        raise StructureError(f"{what} must be real numbers, got {_shown(value)}")
+    return a.astype(np.float64)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}" + ("..." if len(text) > 60 else "")
 
 
 class Node:
@@ -23,7 +52,7 @@ class Sum(Node):
         self.children = list(children)
         if weights is None:
             weights = np.full(len(self.children), 1.0 / max(len(self.children), 1))
-        self.weights = np.asarray(weights, dtype=np.float64).copy()
+        self.weights = real_array(weights, "Sum: weights")
 
     def __repr__(self) -> str:
         return f"Sum({len(self.children)} children)"

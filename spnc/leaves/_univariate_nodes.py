@@ -6,7 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..nodes import Leaf
+from ..errors import StructureError
+from ..nodes import Leaf, real_array, real_number
 
 # ---------------------------------------------------------------- construction objects
 
@@ -16,7 +17,7 @@ class _Univariate(Leaf):
 
     def __init__(self, var: int):
         if isinstance(var, (bool, np.bool_)) or not isinstance(var, (int, np.integer)) or var < 0:
-            raise ValueError(f"variable index must be a non-negative integer, got {var!r}")
+            raise StructureError(f"{type(self).__name__}: variable index must be a non-negative integer, got {var!r}")
         self.var = int(var)
 
     @property
@@ -31,7 +32,7 @@ class Bernoulli(_Univariate):
 
     def __init__(self, var: int, p: float):
         super().__init__(var)
-        self.p = float(p)
+        self.p = real_number(p, "Bernoulli: p")
 
     def cardinality_hint(self) -> dict[int, int]:
         return {self.var: 2}
@@ -47,7 +48,7 @@ class Categorical(_Univariate):
 
     def __init__(self, var: int, probs: Sequence[float]):
         super().__init__(var)
-        self.probs = np.array(probs, dtype=np.float64).ravel()
+        self.probs = real_array(probs, "Categorical: probs").ravel()
 
     def cardinality_hint(self) -> dict[int, int]:
         return {self.var: len(self.probs)}
@@ -63,8 +64,8 @@ class Gaussian(_Univariate):
 
     def __init__(self, var: int, mean: float, std: float):
         super().__init__(var)
-        self.mean = float(mean)
-        self.std = float(std)
+        self.mean = real_number(mean, "Gaussian: mean")
+        self.std = real_number(std, "Gaussian: std")
 
     def cardinality_hint(self) -> dict[int, int]:
         return {self.var: 0}
@@ -80,8 +81,8 @@ class Indicator(_Univariate):
 
     def __init__(self, var: int, value: int):
         super().__init__(var)
-        if not float(value).is_integer() or value < 0:
-            raise ValueError(f"indicator value must be a non-negative integer, got {value!r}")
+        if not real_number(value, "Indicator: value").is_integer() or value < 0:
+            raise StructureError(f"Indicator: value must be a non-negative integer, got {value!r}")
         self.value = int(value)
 
     def cardinality_hint(self) -> dict[int, int]:

@@ -15,7 +15,7 @@ from . import _cltree as K
 from ..chowliu import (check_weights, cpts_from_counts, fit_chow_liu, forest_to_tree,
                        resolve_threads, _tables_direct)
 from ..errors import DataError, StructureError
-from ..nodes import Leaf
+from ..nodes import Leaf, real_array
 from ._cltree_arrays import (ROW_TOL, _bfs_order, _binary_if_consistent, _check_tree, _exclusive_within,
                              _solve_cards)
 from .base import LeafType, _err, register_leaf
@@ -48,7 +48,7 @@ class ChowLiuLeaf(Leaf):
             raise StructureError(f"ChowLiuLeaf: parents must be {v.size} integers (one per variable), got {parents!r}")
         if len(cpts) != v.size:
             raise StructureError(f"ChowLiuLeaf: {len(cpts)} CPTs for {v.size} variables")
-        tabs = [np.array(c, dtype=np.float64) for c in cpts]
+        tabs = [real_array(c, f"ChowLiuLeaf: cpts[{j}]") for j, c in enumerate(cpts)]
         for j, c in enumerate(tabs):
             if c.ndim != 2:
                 raise StructureError(f"ChowLiuLeaf: cpts[{j}] must be 2-D (parent states x states), got shape {c.shape}")

@@ -7,7 +7,8 @@ import numpy as np
 
 from .._kinds import MAX_REAL
 from . import _kernels as K
-from ..nodes import Leaf
+from ..errors import StructureError
+from ..nodes import Leaf, real_array
 from .base import LeafStats, LeafType, _err, overflow_units, register_leaf, warn_kept
 from ._univariate_stats import _MOVES
 from .univariate import _weight_units
@@ -59,14 +60,16 @@ class MultivariateGaussian(Leaf):
     __slots__ = ("vars", "mean", "cov")
 
     def __init__(self, vars: Sequence[int], mean: Sequence[float], cov):
-        v = np.asarray(vars, dtype=np.int64).ravel()
-        mean = np.asarray(mean, dtype=np.float64).ravel()
-        cov = np.asarray(cov, dtype=np.float64)
-        if v.size == 0 or np.any(v < 0) or len(np.unique(v)) != v.size:
-            raise ValueError(f"vars must be distinct non-negative integers, got {v.tolist()}")
+        v = np.asarray(vars).ravel()
+        whole = v.dtype.kind in "iu" or (v.dtype.kind == "f" and np.all(np.isfinite(v)) and np.all(v == np.round(v)))
+        if v.size == 0 or not whole or np.any(v < 0) or len(np.unique(v)) != v.size:
+            raise StructureError(f"MultivariateGaussian: vars must be distinct non-negative integers, got {vars!r}")
+        v = v.astype(np.int64)
+        mean = real_array(mean, "MultivariateGaussian: mean").ravel()
+        cov = real_array(cov, "MultivariateGaussian: cov")
         if mean.shape != (v.size,) or cov.shape != (v.size, v.size):
-            raise ValueError(f"mean must have shape ({v.size},) and cov ({v.size}, {v.size}); "
-                             f"got {mean.shape} and {cov.shape}")
+            raise StructureError(f"MultivariateGaussian: mean must have shape ({v.size},) and cov ({v.size}, "
+                                 f"{v.size}); got {mean.shape} and {cov.shape}")
         order = np.argsort(v)
         self.vars = v[order]
         self.mean = mean[order]
