@@ -1,6 +1,7 @@
 /* Input checks of the queries: one branch-free pass over the data that the compiler
- * vectorises (a row's columns, or a column's rows for column-major data); the exact first
- * bad cell is looked for only once a bad value is known to exist. */
+ * vectorises (a row's columns, or a column's rows for column-major data), or over each
+ * block a sweep stages; the exact first bad cell is looked for only once a bad value is
+ * known to exist. */
 #ifndef SPNC_CHECK_H
 #define SPNC_CHECK_H
 
@@ -37,6 +38,28 @@ static int spnc_any_bad(const double *X, int64_t n, int64_t d, int64_t rs, int64
         }
     }
     return bad;
+}
+
+/* 1 if a staged block (n_vars rows of SPNC_B values, padding NaN) holds a bad value; each
+ * is replaced by NaN, as no kernel may index a state table with it. The block is in L1:
+ * this costs a fraction of the separate pass over X it replaces. */
+SPNC_CLONES
+static int spnc_bad_block(double *xb, int64_t n_vars, const double *card)
+{
+    int any = 0;
+    int64_t v, j;
+    for (v = 0; v < n_vars; v++) {
+        double *x = xb + v * SPNC_B;
+        const double k = card[v];
+        int bad = 0;
+        for (j = 0; j < SPNC_B; j++) bad |= spnc_bad(x[j], k);
+        if (bad) {
+            for (j = 0; j < SPNC_B; j++)
+                if (spnc_bad(x[j], k)) x[j] = NAN;
+            any = 1;
+        }
+    }
+    return any;
 }
 
 #endif

@@ -1,6 +1,6 @@
 """The number formats of a forward block (log, scaled, plain doubles), which one a block
 ran in, and the log of a node's value read back from any of them."""
-from libc.math cimport INFINITY, frexp, log
+from libc.math cimport INFINITY, exp, frexp, isfinite, log
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from spnc._kinds cimport MARGINAL
@@ -113,3 +113,37 @@ cdef inline int64_t _best_root(const double *W, const int32_t *slot, const int64
             best[0] = v
             pick = i
     return pick
+
+
+cdef inline void _mix_roots(const double *W, const int32_t *slot, const int64_t *roots, Py_ssize_t R,
+                            const double *root_logw, double *ll, double *P, const int32_t *pslot, int domain,
+                            double seed) noexcept nogil:
+    """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]) (root values in their forward
+    ``slot``); P[pslot[root_i], j] += the root's share times ``seed`` (a power of two). A
+    single root with a finite log value takes no exp or log: exp(0) is 1 and log(1) is 0, so
+    its bits are the general path's."""
+    cdef Py_ssize_t i, j
+    cdef double mx, s, v
+    for j in range(SPNC_B):
+        if R == 1:
+            v = _root_log(W, slot[roots[0]], j, domain) + root_logw[0]
+            if isfinite(v):
+                ll[j] = v
+                if P != NULL:
+                    P[pslot[roots[0]] * SPNC_B + j] += seed
+                continue
+        mx = -INFINITY
+        for i in range(R):
+            v = _root_log(W, slot[roots[i]], j, domain) + root_logw[i]
+            if v > mx:
+                mx = v
+        s = 0.0
+        if mx > -INFINITY:
+            for i in range(R):
+                s = s + exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - mx)
+            ll[j] = mx + log(s)
+            if P != NULL:
+                for i in range(R):
+                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - ll[j]) * seed
+        else:
+            ll[j] = -INFINITY

@@ -26,27 +26,38 @@ from spnc._net cimport (spnc_net, Staging, block_net, chunk_net, staged_net, SPN
                        spnc_forward_plain, spnc_fp_clear, spnc_fp_bad, spnc_budget_left, spnc_budget_spend,
                        spnc_backward, spnc_backward_gather, spnc_runs, spnc_select, spnc_unstage)
 from spnc._openmp cimport SPNC_OPENMP
-from spnc._domains cimport LOG_DOMAIN, SCALED, PLAIN, _sum_forward, _root_log, _forward_roots, _best_root
+from spnc._domains cimport LOG_DOMAIN, SCALED, PLAIN, _sum_forward, _mix_roots, _forward_roots, _best_root
 
 BLOCK = SPNC_B
 STATE_LANES = SPNC_STATE_LANES     # partial sums per state of EM's state counts
 HAVE_OPENMP = bool(SPNC_OPENMP)
 
 
-cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads, bint ahead=True):
+cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_threads, bint ahead=True,
+                     object check=None):
     """Set up ``st`` for ``rows`` (None: the kernels read the transposed chunk ``net``
-    has); ``net.m`` becomes the chunk's width in whole blocks. Returns the buffers, which
-    must outlive the sweep."""
+    has); ``net.m`` becomes the chunk's width in whole blocks. ``check``: None, or the
+    variables' state counts (float64) and a flag per thread (uint8, set to 1 where a block had
+    a bad value; see ``spnc._sweep.Sweep.check_cells``). Returns the buffers, which must
+    outlive the sweep."""
+    st.X = NULL
+    st.card = NULL
     if rows is None:
-        st.X = NULL
         return None
     cdef Py_ssize_t n = rows.shape[0], d = rows.shape[1], es = sizeof(double)
     if rows.strides[0] % es or rows.strides[1] % es:
         raise ValueError("staged rows must be aligned to whole doubles")
     bufs = (aligned_empty((n_threads, max(d, 1) * SPNC_B)),
-            np.empty(2 * n_threads * sizeof(spnc_net), dtype=np.uint8))
+            np.empty(2 * n_threads * sizeof(spnc_net), dtype=np.uint8), check)
     cdef double[:, ::1] b = bufs[0]
     cdef uint8_t[::1] nb = bufs[1]
+    cdef const double[::1] card
+    cdef uint8_t[::1] bad
+    if check is not None and d:
+        card, bad = check
+        if card.shape[0] != d or bad.shape[0] < n_threads:
+            raise ValueError("check: a state count per variable and a flag per thread")
+        st.card, st.bad = &card[0], &bad[0]
     st.X = &rows[0, 0] if n and d else NULL
     st.rs, st.cs, st.n, st.n_vars = rows.strides[0] // es, rows.strides[1] // es, n, d
     st.ahead = ahead
@@ -57,7 +68,8 @@ cdef object _staging(Staging *st, spnc_net *net, const double[:, :] rows, int n_
 
 def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
             const int64_t[::1] out_nodes, double[:, ::1] out, double[:, ::1] all_values,
-            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False, const double[:, :] rows=None):
+            int mode, int n_threads, double[:, ::1] ws, bint keep_all=False, const double[:, :] rows=None,
+            check=None):
     """Values of ``out_nodes`` for every column of the chunk: ``out[i, r]``. If
     ``all_values`` has N rows, every node's value is stored there too (N, m) and ``ws``
     holds N slots per thread; otherwise twice the forward plan's n_slots (linear sweeps
@@ -66,14 +78,15 @@ def forward(Graph graph, LeafStates states, const double[:, ::1] XT, const doubl
     the OS preempts on a busy machine does not hold the others up. ``keep_all``: every
     node keeps its value in ``ws`` (N slots per thread) without ``all_values``, so
     ``out_nodes`` may be any nodes, not only roots. ``rows``: the chunk's rows (n, n_vars),
-    staged block by block, in place of ``XT`` (models whose leaves are all inline)."""
+    staged block by block, in place of ``XT`` (models whose leaves are all inline), and
+    checked with ``check`` (see :func:`_staging`)."""
     cdef const GraphC *g = &graph.c
     cdef Py_ssize_t N = g.n_nodes, R = out_nodes.shape[0]
     cdef bint copy_all = all_values.shape[0] == N
     cdef bint keep = copy_all or keep_all
     cdef spnc_net net = chunk_net(g, &states.c, XT, L, not keep)
     cdef Staging st
-    bufs = _staging(&st, &net, rows, n_threads)
+    bufs = _staging(&st, &net, rows, n_threads, True, check)
     cdef spnc_net *nb
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, j
     cdef const int32_t *child = g.child if keep else g.child_slot
@@ -115,39 +128,6 @@ def forward_some(Graph graph, LeafStates states, const double[:, ::1] XT, const 
                               nodes.shape[0])
 
 
-cdef void _mix_roots(const double *W, const int32_t *slot, const int64_t[::1] roots, const double[::1] root_logw,
-                     double *ll, double *P, const int32_t *pslot, int domain, double seed) noexcept nogil:
-    """ll[j] = log sum_i exp(log S_root_i[j] + root_logw[i]) (root values in their forward
-    ``slot``); P[pslot[root_i], j] += the root's share times ``seed`` (a power of two). A
-    single root with a finite log value takes no exp or log: exp(0) is 1 and log(1) is 0, so
-    its bits are the general path's."""
-    cdef Py_ssize_t R = roots.shape[0], i, j
-    cdef double mx, s, v
-    for j in range(SPNC_B):
-        if R == 1:
-            v = _root_log(W, slot[roots[0]], j, domain) + root_logw[0]
-            if isfinite(v):
-                ll[j] = v
-                if P != NULL:
-                    P[pslot[roots[0]] * SPNC_B + j] += seed
-                continue
-        mx = -INFINITY
-        for i in range(R):
-            v = _root_log(W, slot[roots[i]], j, domain) + root_logw[i]
-            if v > mx:
-                mx = v
-        s = 0.0
-        if mx > -INFINITY:
-            for i in range(R):
-                s = s + exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - mx)
-            ll[j] = mx + log(s)
-            if P != NULL:
-                for i in range(R):
-                    P[pslot[roots[i]] * SPNC_B + j] += exp(_root_log(W, slot[roots[i]], j, domain) + root_logw[i] - ll[j]) * seed
-        else:
-            ll[j] = -INFINITY
-
-
 def backward_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`backward` needs."""
     cdef const GraphC *g = &graph.c
@@ -160,7 +140,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
              const int64_t[::1] roots, const double[::1] root_logw, const double[::1] row_w,
              double[::1] ll, double[:, ::1] edge_acc, double[:, ::1] node_acc,
              double[:, ::1] leaf_resp, double[:, ::1] all_post, int n_threads, double[:, ::1] ws,
-             double[:, ::1] state_acc=None, const double[:, :] rows=None, double seed=1.0):
+             double[:, ::1] state_acc=None, const double[:, :] rows=None, double seed=1.0, check=None):
     """Forward then backward over each block: ``ll[r]`` the log-likelihood (roots mixed by
     ``root_logw``), node posteriors rho. Adds, weighted by ``row_w``, expected sum-edge counts
     to ``edge_acc[0, e]`` and node counts to ``node_acc[0, n]`` (other rows untouched; the
@@ -172,7 +152,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
     ``state_acc`` (row 0 added to, STATE_LANES * n_states), inline discrete leaves add their
     weighted posterior to the count of the observed state (EM's sufficient statistics), in
     STATE_LANES partial sums per state (state s at STATE_LANES s onwards) that the caller adds
-    up (``spnc.learn._em_pass.lane_totals``). ``rows`` as for :func:`forward`. ``seed``: the
+    up (``spnc.learn._em_pass.lane_totals``). ``rows``, ``check`` as for :func:`forward`. ``seed``: the
     roots' posterior, a power of two (counts only: no ``leaf_resp``, no ``all_post``). Every
     posterior is then ``seed`` times its value, exactly: with 2^600, posteriors down to
     2^-1674 stay normal doubles (a subnormal operand costs a microcode assist). The edge
@@ -182,7 +162,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
         raise ValueError("backward: a seed other than 1 is for counts only")
     cdef spnc_net net = chunk_net(g, &states.c, XT, L, True)
     cdef Staging st
-    bufs = _staging(&st, &net, rows, n_threads, False)
+    bufs = _staging(&st, &net, rows, n_threads, False, check)
     cdef spnc_net *nb
     cdef Py_ssize_t N = g.n_nodes, E = g.n_edges
     cdef Py_ssize_t n_blocks = net.m // SPNC_B, b, i, t, col0
@@ -259,7 +239,7 @@ def backward(Graph graph, LeafStates states, const double[:, ::1] XT, const doub
                 dom = _sum_forward(nb, col0, W, cs, ns, T, linear, &budget, &roots[0], R_kept)
                 for i in range(start.shape[0]):
                     memset(P + g.pslot[start[i]] * SPNC_B, 0, SPNC_B * sizeof(double))
-                _mix_roots(W, ns, roots, root_logw, &ll[col0], P, g.pslot, dom, seed)
+                _mix_roots(W, ns, &roots[0], roots.shape[0], &root_logw[0], &ll[col0], P, g.pslot, dom, seed)
                 if dom == PLAIN and gather:
                     spnc_backward_gather(nb, col0, P, W, Q, &row_w[col0], &glanes[k, 0], &cnt[k, 0],
                                          &leaf_resp[0, 0] if want_leaf else NULL,
@@ -328,7 +308,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
            double[:, ::1] leaf_resp, int n_threads, double[:, ::1] ws, uint64_t[:, ::1] acts,
            double[:, ::1] out_XT=None, LeafStates ll_states=None, double[::1] ll=None,
            const double[:, :] rows=None, double[:, ::1] out_rows=None, const int32_t[::1] visit=None,
-           const uint8_t[::1] clear=None):
+           const uint8_t[::1] clear=None, check=None):
     """Top-down choice of one induced tree per row. mode MAX (MPE, hard EM): max-product
     forward, the best root (first maximum) and the arg-max child at each sum node. mode
     MARGINAL (sampling): a child drawn with probability w_c S_c / S at each sum node; with
@@ -343,15 +323,15 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
     models whose leaves are all inline, MPE), the sum-product log-likelihood of each
     completed row is computed in the same block, with ``ll_states`` (MARGINAL tables).
     ``rows``: the chunk's rows, staged block by block in place of ``XT`` (models whose leaves
-    are all inline); the completed rows then go to ``out_rows`` (same shape), not
-    ``out_XT``. ``visit``, ``clear`` (:func:`spnc._visit.select_visit`, only without leaf flags
+    are all inline, checked with ``check`` as in :func:`forward`); the completed rows then go
+    to ``out_rows`` (same shape), not ``out_XT``. ``visit``, ``clear`` (:func:`spnc._visit.select_visit`, only without leaf flags
     or counts): the nodes swept, the products filling for the leaves that share their slot,
     and which entries clear their slot after them (inactive nodes are skipped)."""
     cdef const GraphC *g = &graph.c
     cdef bint sampling = mode != MAX
     cdef spnc_net net = chunk_net(g, &states.c, XT, L, not sampling)
     cdef Staging st
-    bufs = _staging(&st, &net, rows, n_threads)
+    bufs = _staging(&st, &net, rows, n_threads, True, check)
     cdef bint staged = rows is not None, unstage = out_rows is not None
     if unstage and not (staged and out_rows.shape[0] == rows.shape[0] and out_rows.shape[1] == rows.shape[1]):
         raise ValueError("select: out_rows needs staged rows of the same shape")

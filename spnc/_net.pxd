@@ -81,6 +81,9 @@ cdef extern from "_select.h" nogil:
     void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int64_t n_ahead, int64_t n_vars)
     void spnc_unstage(const double *xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
 
+cdef extern from "_check.h" nogil:
+    int spnc_bad_block(double *xb, int64_t n_vars, const double *card)
+
 
 cdef struct Staging:
     # rows of the chunk that each block stages itself (instead of a transposed chunk)
@@ -89,16 +92,21 @@ cdef struct Staging:
     bint ahead                  # prefetch the next block's rows (not where the sweep's
                                 # own workspace outgrows the caches: the backward pass)
     double *buf                 # n_vars * SPNC_B per thread
+    const double *card          # not NULL: each staged block is checked against these state
+    uint8_t *bad                # counts (spnc_bad); thread t sets bad[t] if one had a bad value
     spnc_net *nets              # two per thread: the sweep's nets reading its staged block
 
 
 cdef inline spnc_net *block_net(Staging *st, spnc_net *net, int t, int64_t col0) noexcept nogil:
     """The net thread ``t`` sweeps the block at ``col0`` with: ``net`` itself, or a copy
-    reading the block's rows staged into the thread's buffer."""
+    reading the block's rows staged into the thread's buffer (bad values checked there and
+    made NaN, if ``st.card`` is set)."""
     if st.X == NULL:
         return net
-    spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars,
-               st.buf + t * st.n_vars * SPNC_B)
+    cdef double *xb = st.buf + t * st.n_vars * SPNC_B
+    spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars, xb)
+    if st.card != NULL and spnc_bad_block(xb, st.n_vars, st.card):
+        st.bad[t] = 1
     if st.ahead and col0 + SPNC_B < st.n:
         spnc_stage_ahead(st.X + (col0 + SPNC_B) * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0 - SPNC_B),
                          st.n_vars)

@@ -14,12 +14,14 @@ from .errors import DataError
 
 
 def select(spn, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evidence: bool,
-           ll: np.ndarray | None = None, root_value: np.ndarray | None = None) -> np.ndarray:
-    """The completion of ``X`` (rows checked by ``spn``), MPE or a sample; with ``ll``, also
-    the log-likelihood of each completed row (in the same sweep when every leaf is inline);
-    with ``root_value``, the forward value of the chosen root (the max-product value)."""
+           ll: np.ndarray | None = None, root_value: np.ndarray | None = None, check=None) -> np.ndarray:
+    """The completion of ``X`` (rows checked by ``spn``, or by ``check`` here: see
+    :class:`Sweep`), MPE or a sample; with ``ll``, also the log-likelihood of each completed
+    row (in the same sweep when every leaf is inline); with ``root_value``, the forward value
+    of the chosen root (the max-product value)."""
     out = aligned_empty(X.shape)  # every entry is written back, chunk by chunk (rows on lines)
-    sw = Sweep(spn, X, mode, n_threads, workspace="select", leaf_matrix=evidence, stage=True)
+    sw = Sweep(spn, X, mode, n_threads, workspace="select", leaf_matrix=evidence, stage=True,
+               check=check)
     fused = ll is not None and not sw.matrix
     ll_states = leaf_states(spn, MARGINAL)[0] if fused else None
     acts = sw.acts()
@@ -37,7 +39,8 @@ def select(spn, X: np.ndarray, mode: int, seed: int, n_threads: int | None, evid
         if sw.staged:      # each block is completed in place and written to out
             _infer.select(sw.graph, sw.states, XT, L, spn.roots, rlw, mode, evidence, seed, r0, rv,
                           active, rw, none, none, none, sw.n_threads, sw.ws, acts, None, ll_states, llc,
-                          rows=sw.rows(r0, r1), out_rows=out[r0:r1], visit=visit, clear=clear)
+                          rows=sw.rows(r0, r1), out_rows=out[r0:r1], visit=visit, clear=clear, check=sw.cells)
+            sw.check_cells(r0, r1)
         else:
             # XT is this chunk's own transposed copy and the kernel reads a block's missing
             # entries before it fills them: with inline leaves only, fill it in place

@@ -233,11 +233,16 @@ class Sweep:
     when it can (every leaf inline, float64 rows), :attr:`staged` is True and the chunks
     come untransposed: XT is an empty (n_vars, 0) array and the kernel takes :meth:`rows`.
     ``transposed``: a :class:`TransposedRows` of ``X`` whose kept chunks the sweep reads
-    (read only) instead of transposing them again."""
+    (read only) instead of transposing them again.
+    ``check``: the check of ``X``'s values that ``spn._check_X(..., defer=True)`` left to the
+    sweep, ``check(r0, r1)`` raising DataError on the first bad cell of rows r0:r1. A staged
+    sweep checks each block it stages (bad values become NaN there) and the query calls
+    :meth:`check_cells` after each chunk's kernel; otherwise all rows are checked here."""
 
     def __init__(self, spn, X: np.ndarray, mode: int, n_threads: int | None, *, workspace: str = "plan",
                  budget: int = CHUNK_VALUES, budget_rows: int | None = None, leaf_matrix: bool = True,
-                 leaf_values=None, stage: bool = False, transposed: "TransposedRows | None" = None):
+                 leaf_values=None, stage: bool = False, transposed: "TransposedRows | None" = None,
+                 check=None):
         self.spn, self.X, self.mode = spn, X, mode
         self.leaf_values = leaf_values
         self.transposed = transposed
@@ -264,6 +269,11 @@ class Sweep:
         self.staged = bool(stage and not self.matrix and X.dtype == np.float64
                            and all(st % X.itemsize == 0 for st in X.strides))
         self._no_XT = np.empty((max(spn.n_vars, 1), 0))   # never read: the kernels stage rows
+        self._check, self.cells = check, None
+        if check is not None and self.staged:       # the kernels' argument ``check``
+            self.cells = (np.asarray(spn.cardinality, dtype=np.float64), np.zeros(nt, dtype=np.uint8))
+        elif check is not None:
+            check(0, n)
 
     def acts(self) -> np.ndarray:
         """Per-thread row masks of the selection kernels (a 64-bit word per slot and one per
@@ -294,6 +304,13 @@ class Sweep:
     def rows(self, r0: int, r1: int) -> np.ndarray | None:
         """The rows the kernel stages for chunk r0:r1 (None: it reads the chunk's XT)."""
         return self.X[r0:r1] if self.staged else None
+
+    def check_cells(self, r0: int, r1: int) -> None:
+        """After the kernel swept chunk r0:r1: raise the DataError of its first bad cell if a
+        staged block had one (its results are not valid then)."""
+        if self.cells is not None and self.cells[1].any():
+            self._check(r0, r1)
+            raise RuntimeError("spnc: a staged block was flagged bad, but its rows check good")
 
     def width(self, r0: int, r1: int, XT: np.ndarray) -> int:
         """Columns of chunk r0:r1 in the kernels' outputs: XT's, or whole blocks."""

@@ -8,6 +8,7 @@ and threads in :mod:`spnc._sweep`, the compiled passes in :mod:`spnc._infer`.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -185,9 +186,12 @@ class SPN:
         st["learner"] = dict(self.learner)
         return SPN.from_arrays(leaf_tables=tables, **st)
 
-    def _check_X(self, X, name: str = "X", row0: int = 0) -> np.ndarray:
+    def _check_X(self, X, name: str = "X", row0: int = 0, *, defer: bool = False):
         """``X`` as a float64 (n, n_vars) array; raises DataError naming the bad cell (its row
-        counted from ``row0``, the row of the whole input where a block ``X`` starts)."""
+        counted from ``row0``, the row of the whole input where a block ``X`` starts). With
+        ``defer``, returns ``(X, check)`` and leaves the check of the values (inf, categories)
+        to ``check`` (None if done here), which a :class:`Sweep` runs on the blocks it stages
+        (``check(r0, r1)`` raises on rows r0:r1 as this would on all rows)."""
         if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
             raise DataError(f"{name} is a file name ({X!r}); this call needs rows in memory: read them with "
                             "spnc.stream.load, or use the spnc.stream functions that stream")
@@ -202,20 +206,29 @@ class SPN:
             raise DataError(f"{name} must be 2-D (n_rows, {self.n_vars}), got shape {A.shape}")
         if A.shape[1] != self.n_vars:
             raise DataError(f"{name} has {counted(A.shape[1], 'column')}, the model has {counted(self.n_vars, 'variable')}")
-        r, c, code = _data.first_bad_value(A, self.cardinality)
-        var = f"variable {c}" + ("" if self.var_names is None or not code else f" ({self.var_names[c]!r})")
+        check = functools.partial(self._check_values, A, name, row0, given)
+        hooks = [t for t in self.leaf_tables.values() if len(t) and type(t).check_data is not _lb.LeafType.check_data]
+        if not defer or hooks:      # a leaf type's own check sees values that passed the general one
+            check(0, A.shape[0])
+            check = None
+        for t in hooks:             # a leaf type's own support (the hook of LeafType)
+            t.check_data(A, self.cardinality)
+        return (A, check) if defer else A
+
+    def _check_values(self, A: np.ndarray, name: str, row0, given, r0: int, r1: int) -> None:
+        """Raise DataError naming the first inf or out-of-range category in rows r0:r1 of A."""
+        r, c, code = _data.first_bad_value(A[r0:r1], self.cardinality)
+        if not code:
+            return
+        r += r0
+        var = f"variable {c}" + ("" if self.var_names is None else f" ({self.var_names[c]!r})")
         # a DataFrame's columns were put in the model's order: name the cell by the frame's
-        fc = frame_column(given, self.var_names, c) if code else c
+        fc = frame_column(given, self.var_names, c)
         if code == 1:
             raise DataError(f"{cell(name, row0, r, fc)} = {A[r, c]}: infinite values are not allowed "
                             f"(use NaN for missing), {var}")
-        if code == 2:
-            raise DataError(f"{cell(name, row0, r, fc)} = {float(A[r, c])!r} is not a state "
-                            f"0..{self.cardinality[c] - 1} of discrete {var}")
-        for t in self.leaf_tables.values():     # a leaf type's own support (the hook of LeafType)
-            if len(t) and type(t).check_data is not _lb.LeafType.check_data:
-                t.check_data(A, self.cardinality)
-        return A
+        raise DataError(f"{cell(name, row0, r, fc)} = {float(A[r, c])!r} is not a state "
+                        f"0..{self.cardinality[c] - 1} of discrete {var}")
 
     def _root_logw(self) -> np.ndarray:
         if self.combine == "mixture":
@@ -227,18 +240,19 @@ class SPN:
         """log p(x) for each row of ``X`` (n, n_vars); NaN entries are marginalised out, so
         one call answers joint and marginal queries. For ``combine='independent'`` the
         result has one column per root."""
-        X = self._check_X(X)
-        return self._forward(X, MARGINAL, n_threads)
+        X, check = self._check_X(X, defer=True)
+        return self._forward(X, MARGINAL, n_threads, check)
 
-    def _forward(self, X: np.ndarray, mode: int, n_threads: int | None) -> np.ndarray:
+    def _forward(self, X: np.ndarray, mode: int, n_threads: int | None, check=None) -> np.ndarray:
         R = len(self.roots)
         vals = np.empty((R, X.shape[0]))
         empty = np.empty((0, 0))
-        sw = Sweep(self, X, mode, n_threads, stage=True)
+        sw = Sweep(self, X, mode, n_threads, stage=True, check=check)
         for r0, r1, XT, L in sw:
             out = np.empty((R, sw.width(r0, r1, XT)))
             _infer.forward(sw.graph, sw.states, XT, L, self.roots, out, empty, mode, sw.n_threads, sw.ws,
-                           rows=sw.rows(r0, r1))
+                           rows=sw.rows(r0, r1), check=sw.cells)
+            sw.check_cells(r0, r1)
             vals[:, r0:r1] = out[:, : r1 - r0]
         if self.combine == "single":
             return vals[0]
@@ -257,8 +271,10 @@ class SPN:
         (NaN elsewhere), ``X_evidence`` only the evidence values, one row per query row.
         Evidence of probability zero, or log-likelihoods too large for their difference
         to be accurate, raise :class:`DataError` (:func:`log_conditional`)."""
-        Xq = self._check_X(X_query, "X_query")
-        Xe = self._check_X(X_evidence, "X_evidence")
+        Xq, cq = self._check_X(X_query, "X_query", defer=True)
+        Xe, ce = self._check_X(X_evidence, "X_evidence", defer=True)
+        q = self._forward(Xq, MARGINAL, n_threads, cq)      # bad values are refused first
+        e = self._forward(Xe, MARGINAL, n_threads, ce)
         if Xq.shape[0] != Xe.shape[0]:
             raise DataError(f"X_query has {Xq.shape[0]} rows and X_evidence {Xe.shape[0]}: one evidence "
                             "row per query row")
@@ -271,8 +287,6 @@ class SPN:
             var = f"variable {c}" + ("" if self.var_names is None else f" ({self.var_names[c]!r})")
             raise DataError(f"{q_at} = {float(Xq[r, c])!r} must repeat the evidence value {e_at} = "
                             f"{float(Xe[r, c])!r} ({var})")
-        q = self.log_likelihood(Xq, n_threads=n_threads)
-        e = self.log_likelihood(Xe, n_threads=n_threads)
         return log_conditional(q, e)
 
     def mpe(self, X, *, log_likelihood: bool = False,
@@ -286,11 +300,11 @@ class SPN:
         sum-product value, at the cost of about one more log-likelihood pass). Observed
         entries are kept, variables in no leaf stay NaN; the columns are X's (a DataFrame's
         in its own order). Evidence too improbable for exact conditionals raises DataError."""
-        A = self._check_X(X)
+        A, check = self._check_X(X, defer=True)
         self._need_single_root("mpe")
         ll = np.empty(A.shape[0]) if log_likelihood else None
         rv = np.empty(A.shape[0])
-        filled = select(self, A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv)
+        filled = select(self, A, MAX, seed=0, n_threads=n_threads, evidence=True, ll=ll, root_value=rv, check=check)
         check_mpe_evidence(self, A, rv, n_threads)
         return self._in_order_of(X, filled), (ll if log_likelihood else rv)
 
@@ -323,11 +337,11 @@ class SPN:
             _budget.check(16.0 * int(n) * self.n_vars, f"{int(n)} samples of {self.n_vars} variables")
             X = np.full((int(n), self.n_vars), np.nan)
         else:
-            X = self._check_X(evidence, "evidence")
+            X, check = self._check_X(evidence, "evidence", defer=True)
+            ll = self._forward(X, MARGINAL, n_threads, check)     # bad values are refused first
             if n is not None and int(n) != X.shape[0]:
                 raise ParameterError("n", f"n={n} does not match the {X.shape[0]} evidence rows")
             if X.shape[0]:
-                ll = self.log_likelihood(X, n_threads=n_threads)
                 if np.any(ll == -np.inf):
                     r = int(np.flatnonzero(ll == -np.inf)[0])
                     raise DataError(f"evidence row {r} has probability zero under the model")
@@ -354,13 +368,13 @@ class SPN:
         the probability rho_n that node n is on a row's induced tree, with which
         ``log dS/dS_n = log rho_n + log S - log S_n``, and ``leaf_responsibilities``
         (n, n_leaves) in leaf-slot order (the EM weights of leaf refits)."""
-        X = self._check_X(X)
+        X, check = self._check_X(X, defer=True)
         if self.combine == "independent":
             raise StructureError("backward needs a single-root or mixture model")
         n = X.shape[0]
         from .chowliu import check_weights
         w = np.ones(n) if sample_weight is None else check_weights(sample_weight, n, positive_total=False)
-        sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward", stage=True)
+        sw = Sweep(self, X, MARGINAL, n_threads, workspace="backward", stage=True, check=check)
         nt = sw.n_threads
         ll = np.empty(n)
         edge_acc = np.zeros((nt, self.n_edges))
@@ -377,7 +391,8 @@ class SPN:
             lr = np.empty((self.n_leaves, m)) if leaf_responsibilities else np.empty((0, m))
             ap = np.empty((self.n_nodes, m)) if node_posteriors else np.empty((0, m))
             _infer.backward(sw.graph, sw.states, XT, L, self.roots, rlw, rw, llc,
-                            edge_acc, node_acc, lr, ap, nt, sw.ws, rows=sw.rows(r0, r1))
+                            edge_acc, node_acc, lr, ap, nt, sw.ws, rows=sw.rows(r0, r1), check=sw.cells)
+            sw.check_cells(r0, r1)
             ll[r0:r1] = llc[: r1 - r0]
             check_posterior_range(llc[: r1 - r0], r0)
             if post is not None:

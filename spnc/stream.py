@@ -104,7 +104,8 @@ def block_log_likelihood(spn, block, row0: int, n_threads: int | None = None) ->
     """``spn.log_likelihood(block)`` for a block that starts at row ``row0`` of the input:
     an error names the row of the input, not of the block."""
     from ._kinds import MARGINAL
-    return spn._forward(spn._check_X(block, row0=row0), MARGINAL, n_threads)
+    A, check = spn._check_X(block, row0=row0, defer=True)
+    return spn._forward(A, MARGINAL, n_threads, check)
 
 
 def load(X, dtype=np.float64, name: str = "X", var_names=None, query: bool = False) -> np.ndarray:
