@@ -77,13 +77,10 @@ cdef extern from "_select.h" nogil:
                      const uint8_t *vclear, int64_t n_visit)
     void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
                     double *edge_acc)
-    void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb)
+    int spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb,
+                   const double *card)
     void spnc_stage_ahead(const double *X, int64_t rs, int64_t cs, int64_t n_ahead, int64_t n_vars)
     void spnc_unstage(const double *xb, double *Y, int64_t rs, int64_t n, int64_t n_vars)
-
-cdef extern from "_check.h" nogil:
-    int spnc_bad_block(double *xb, int64_t n_vars, const double *card)
-
 
 cdef struct Staging:
     # rows of the chunk that each block stages itself (instead of a transposed chunk)
@@ -104,8 +101,7 @@ cdef inline spnc_net *block_net(Staging *st, spnc_net *net, int t, int64_t col0)
     if st.X == NULL:
         return net
     cdef double *xb = st.buf + t * st.n_vars * SPNC_B
-    spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars, xb)
-    if st.card != NULL and spnc_bad_block(xb, st.n_vars, st.card):
+    if spnc_stage(st.X + col0 * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0), st.n_vars, xb, st.card):
         st.bad[t] = 1
     if st.ahead and col0 + SPNC_B < st.n:
         spnc_stage_ahead(st.X + (col0 + SPNC_B) * st.rs, st.rs, st.cs, min(<int64_t> SPNC_B, st.n - col0 - SPNC_B),

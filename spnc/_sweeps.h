@@ -12,6 +12,7 @@
 #define SPNC_SWEEPS_H
 
 #include "_kernels.h"
+#include "_check.h"
 
 typedef struct {
     int64_t n_nodes;
@@ -81,12 +82,82 @@ static void spnc_transpose(const double *src, int64_t sr, double *restrict dst, 
         for (c = 0; c < nc; c++) dst[c * dr + r] = src[r * sr + c];
 }
 
+#ifdef SPNC_X86_512
+/* r = the 8 x 8 matrix a transposed (a[k]: its row k), in registers. */
+__attribute__((target("avx512f")))
+static inline void spnc_tr8x8_512(const __m512d a[8], __m512d r[8])
+{
+    __m512d t[8], u[8];
+    int k;
+    for (k = 0; k < 8; k += 2) {         /* pairs of rows, columns interleaved */
+        t[k] = _mm512_unpacklo_pd(a[k], a[k + 1]);
+        t[k + 1] = _mm512_unpackhi_pd(a[k], a[k + 1]);
+    }
+    for (k = 0; k < 8; k += 4) {         /* quads of rows, by 128-bit lanes */
+        u[k] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0x88);
+        u[k + 1] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0xDD);
+        u[k + 2] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0x88);
+        u[k + 3] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0xDD);
+    }
+    /* u[0..3] hold rows 0..3 of columns (0,4), (2,6), (1,5), (3,7); u[4..7] rows 4..7 */
+    static const int col_of[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+    for (k = 0; k < 4; k++) {
+        r[col_of[k][0]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0x88);
+        r[col_of[k][1]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0xDD);
+    }
+}
+
+/* Rows j..j+7 of variables v..v+7 of a staged block, as one vector per row (r[k]: row j+k). */
+__attribute__((target("avx512f")))
+static inline void spnc_rows8x8_512(const double *restrict xb, int64_t j, int64_t v, __m512d r[8])
+{
+    __m512d a[8];
+    int k;
+    for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(xb + (v + k) * SPNC_B + j);
+    spnc_tr8x8_512(a, r);
+}
+
+/* Stage a whole block of rows whose columns are contiguous in 8 x 8 tiles, each staged
+ * variable written 8 rows at a time, and (card not NULL) check each vector while it is in
+ * a register (spnc_good8; no value is replaced). The last n_vars % 8 variables go through
+ * spnc_transpose and are checked from the buffer. 1 if every value is good. */
+__attribute__((target("avx512f"), noinline))
+static int spnc_stage512(const double *X, int64_t rs, int64_t n_vars, double *restrict xb, const double *card)
+{
+    const int64_t v8 = n_vars & ~(int64_t)7;
+    __mmask8 good[4] = {0xFF, 0xFF, 0xFF, 0xFF};
+    int64_t j, v;
+    int k;
+    __m512d a[8], r[8];
+    for (v = 0; v < v8; v += 8)
+        for (j = 0; j < SPNC_B; j += 8) {
+            for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(X + (j + k) * rs + v);
+            spnc_tr8x8_512(a, r);
+            for (k = 0; k < 8; k++) {
+                _mm512_storeu_pd(xb + (v + k) * SPNC_B + j, r[k]);
+                if (card) good[k & 3] = spnc_good8(good[k & 3], r[k], card[v + k]);
+            }
+        }
+    if (v8 == n_vars)
+        return (good[0] & good[1] & good[2] & good[3]) == 0xFF;
+    spnc_transpose(X + v8, rs, xb + v8 * SPNC_B, SPNC_B, SPNC_B, n_vars - v8);
+    return !card || spnc_good_block512(xb, v8, n_vars, card, good);
+}
+#endif
+
 /* Stage one block: rows 0..n-1 of X (strides rs, cs in elements; n <= SPNC_B) as n_vars
  * rows of SPNC_B values in xb, NaN (missing) past row n. Runs inside the block's sweep, so
- * the staged block stays in cache and no transposed copy of the chunk is ever written. */
-static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *restrict xb)
+ * the staged block stays in cache and no transposed copy of the chunk is ever written.
+ * With card (the variables' state counts), the block is checked too (spnc_bad_block): 1 if
+ * it held a bad value, now NaN. */
+static inline int spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars,
+                             double *restrict xb, const double *card)
 {
     int64_t v, j;
+#ifdef SPNC_X86_512
+    if (cs == 1 && n == SPNC_B && SPNC_HAS_512())
+        return spnc_stage512(X, rs, n_vars, xb, card) ? 0 : spnc_bad_block(xb, n_vars, card);
+#endif
     if (cs == 1)
         spnc_transpose(X, rs, xb, SPNC_B, n, n_vars);
     else
@@ -95,35 +166,10 @@ static inline void spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n
     if (n < SPNC_B)
         for (v = 0; v < n_vars; v++)
             for (j = n; j < SPNC_B; j++) xb[v * SPNC_B + j] = NAN;
+    return card ? spnc_bad_block(xb, n_vars, card) : 0;
 }
 
 #ifdef SPNC_X86_512
-/* Rows j..j+7 of variables v..v+7 of a staged block, as one vector per row (r[k]: row j+k):
- * an 8 x 8 transposition in registers. */
-__attribute__((target("avx512f")))
-static inline void spnc_rows8x8_512(const double *restrict xb, int64_t j, int64_t v, __m512d r[8])
-{
-    __m512d a[8], t[8], u[8];
-    int k;
-    for (k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(xb + (v + k) * SPNC_B + j);
-    for (k = 0; k < 8; k += 2) {         /* pairs of variables, rows interleaved */
-        t[k] = _mm512_unpacklo_pd(a[k], a[k + 1]);
-        t[k + 1] = _mm512_unpackhi_pd(a[k], a[k + 1]);
-    }
-    for (k = 0; k < 8; k += 4) {         /* quads of variables, by 128-bit lanes */
-        u[k] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0x88);
-        u[k + 1] = _mm512_shuffle_f64x2(t[k], t[k + 2], 0xDD);
-        u[k + 2] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0x88);
-        u[k + 3] = _mm512_shuffle_f64x2(t[k + 1], t[k + 3], 0xDD);
-    }
-    /* u[0..3] hold variables v..v+3 of rows (0,4), (2,6), (1,5), (3,7); u[4..7] v+4..v+7 */
-    static const int row_of[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
-    for (k = 0; k < 4; k++) {
-        r[row_of[k][0]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0x88);
-        r[row_of[k][1]] = _mm512_shuffle_f64x2(u[k], u[k + 4], 0xDD);
-    }
-}
-
 /* spnc_unstage of a whole block whose output rows are whole cache lines (Y on a line,
  * rs and n_vars multiples of 8): 8 x 8 tiles, each output line written at once with a
  * streaming store. The completed rows are written, never read, and usually far larger than
