@@ -61,6 +61,28 @@ def refuse_polars(X: Any, name: str = "X") -> None:
                         f"and arrays (columns taken in order): convert it with {how}")
 
 
+def refuse_1d(X: Any, name: str = "X") -> None:
+    """A 1-D ``X`` given to a fit, which cannot tell one feature from one sample: say how to
+    reshape it, as scikit-learn does (a Series is refused by :func:`as_data`, with its own hint)."""
+    if is_frame(X) or hasattr(X, "to_frame") or isinstance(X, (str, bytes)) or callable(X):
+        return
+    if getattr(getattr(X, "dtype", None), "names", None):      # a record array: its own message
+        return
+    shape = getattr(X, "shape", None)
+    if shape is None and isinstance(X, (list, tuple)):
+        try:
+            a = np.asarray(X)
+        except (TypeError, ValueError):     # ragged rows: refused with their row later
+            return
+        # a list of matrices or other objects is refused, as it is, by the later checks
+        shape = a.shape if a.dtype.kind in "biuf" else None
+    if shape is None or len(shape) != 1:
+        return
+    a = f"{name}.reshape" if hasattr(X, "reshape") else f"np.asarray({name}).reshape"
+    raise DataError(f"{name} must be 2-D (n_rows, n_vars), got a 1-D array of shape {tuple(shape)}: reshape it "
+                    f"with {a}(-1, 1) if it holds a single feature, or {a}(1, -1) if it holds a single sample")
+
+
 def storable_names(cols: Sequence[str], name: str = "X") -> None:
     """Refuse column names a model file cannot store (they name a learned model's
     variables): empty, longer than the format's limit, with NUL or a lone surrogate."""

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import spnc
-from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, Merge
+from spnc.learn import EM, OSLRAU, BaggedSPN, ChowLiuTree, LearnSPN, Merge, Prometheus, TreeSPN
 from spnc import Bernoulli, Product, Sum
 from spnc.errors import DataError, ParameterError
 
@@ -183,3 +183,22 @@ def test_oslrau_partial_fit_takes_a_named_dataset_by_name_without_warning(tmp_pa
         warnings.simplefilter("error")
         est.partial_fit(f["X"])
     assert np.array_equal(est.spn_.log_likelihood(X), ref.spn_.log_likelihood(X))
+
+
+@pytest.mark.parametrize("make", [LearnSPN, Prometheus, OSLRAU, ChowLiuTree, TreeSPN,
+                                  lambda: BaggedSPN(ChowLiuTree(), n_bags=2)])
+def test_a_1d_x_in_fit_says_how_to_reshape_it(make):
+    """Was "X must be 2-D (n_rows, n_vars), got shape (50,)", not saying which way round."""
+    x = np.random.default_rng(0).integers(0, 2, 50)
+    hint = r"X must be 2-D .*shape \(50,\): reshape it with {}\(-1, 1\) .*single feature.*{}\(1, -1\) .*single sample"
+    with pytest.raises(DataError, match=hint.format(r"X\.reshape", r"X\.reshape")):
+        make().fit(x)
+    with pytest.raises(DataError, match=hint.format(r"np\.asarray\(X\)\.reshape", r"np\.asarray\(X\)\.reshape")):
+        make().fit(x.tolist())
+
+
+def test_a_1d_x_for_a_given_model_or_a_batch_says_how_to_reshape_it(named):
+    x = np.array([0, 1, 1, 0, 1, 0])
+    for run in (lambda: EM(init=named).fit(x), lambda: Merge(init=named).fit(x), lambda: OSLRAU().partial_fit(x * .5)):
+        with pytest.raises(DataError, match=r"X\.reshape\(-1, 1\) if it holds a single feature"):
+            run()

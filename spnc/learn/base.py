@@ -14,7 +14,7 @@ from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
 from .._warn import warn_user
-from ..data import as_data, attr_names, is_frame, unmasked
+from ..data import as_data, attr_names, is_frame, refuse_1d, unmasked
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
 from ._params import json_value, validate_params
@@ -104,6 +104,7 @@ def _fresh_fit(fit):
             return fit(self, *args, **kwargs)
         try:
             _forget_fitted(self)
+            refuse_1d(args[0] if args else kwargs.get("X"))
             out = fit(self, *args, **kwargs)
         finally:
             _leave_fit(token)

@@ -46,7 +46,7 @@ from .._progress import Progress
 from .._sweep import row_number
 from .._text import counted
 from .._warn import warn_user
-from ..data import as_data, attr_names, is_frame, real_array, with_names
+from ..data import as_data, attr_names, is_frame, real_array, refuse_1d, with_names
 from ..errors import DataError, NotFittedError, ParameterError
 from ._training import check_real_range
 from ..graph import SPN
@@ -272,6 +272,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             raise DataError(f"partial_fit takes one batch of rows in memory, and X is {what}: fit makes a pass over "
                             "a file from scratch; to continue learning over one, give its blocks in turn: "
                             "for _, b in spnc.stream.open_source(X).blocks(): model.partial_fit(b)")
+        refuse_1d(X)
         started = getattr(self, "_d", None) is not None
         if not started and self.select is not None:
             raise ParameterError("select", "OSLRAU: select chooses the settings during fit; partial_fit "
