@@ -158,9 +158,15 @@ def mixture(models: Sequence[SPN], weights: Sequence[float] | None = None, X=Non
             max_iter: int = 200, tol: float = 1e-9) -> SPN:
     """A sum node over ``models`` (all over the same variables).
 
-    ``weights`` are used as given (normalised); without them they are fitted on the rows
-    of ``X`` by EM on the root weights only (each model's own parameters stay fixed), or
-    set uniform when ``X`` is None too. Returns a new single-root :class:`SPN`."""
+    The root weights come from one of: ``weights``, used as given (normalised); the rows
+    of ``X``, on which they are fitted by EM on the root weights only (each model's own
+    parameters stay fixed); neither, uniform weights. ``X`` is only for fitting the
+    weights: giving both is a :class:`~spnc.errors.ParameterError` (score the result on
+    ``X`` with its ``log_likelihood``). Returns a new single-root :class:`SPN`."""
+    if weights is not None and X is not None:
+        raise ParameterError("weights", "mixture: give weights or X, not both: X is the data the weights are "
+                                        "fitted on when weights is None (to score a mixture of given weights "
+                                        "on X, call its log_likelihood(X))")
     models = _check_models(models, "mixture")
     base = models[0]
     perms: list[np.ndarray | None] = [None]

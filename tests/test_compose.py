@@ -230,3 +230,22 @@ def test_huge_or_empty_mixture_weights(tmp_path, capsys):
     assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "a.h5"), "-o", str(tmp_path / "m.h5"),
                      "--weights", ""]) == 2                  # was: equal weights, silently
     assert "--weights '': not comma-separated numbers" in capsys.readouterr().err
+
+
+def test_mixture_refuses_weights_and_x_together(tmp_path, capsys):
+    """X was ignored without a word when weights were given too; the console tool, which
+    scores given weights on --data, keeps doing so."""
+    a, b = bern_model([0.2, 0.7]), bern_model([0.9, 0.1])
+    X = np.vstack([a.sample(50, seed=1), b.sample(50, seed=2)])
+    with pytest.raises(spnc.errors.ParameterError, match=r"give weights or X, not both") as e:
+        spnc.mixture([a, b], weights=[0.5, 0.5], X=X)
+    assert e.value.param == "weights"
+    spnc.save(a, tmp_path / "a.h5")
+    spnc.save(b, tmp_path / "b.h5")
+    np.savetxt(tmp_path / "d.csv", X, delimiter=",", fmt="%d")
+    assert cli.main(["mix", str(tmp_path / "a.h5"), str(tmp_path / "b.h5"), "-o", str(tmp_path / "m.h5"),
+                     "--data", str(tmp_path / "d.csv"), "--no-header", "--weights", "1,3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = spnc.mixture([a, b], weights=[1, 3])
+    assert got["weights"] == pytest.approx([0.25, 0.75])
+    assert got["mean_ll"]["mixture"] == pytest.approx(float(want.log_likelihood(X).mean()))

@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                    "inputs; product: a product node; em: refine one model with EM on --data")
     p.add_argument("inputs", nargs="+", metavar="IN", help="model files")
     p.add_argument("-o", "--output", required=True, help="output model file (any format spnc writes)")
-    p.add_argument("--data", help="mix: data to fit the mixture weights on (EM on the root weights)")
+    p.add_argument("--data", help="mix: data to fit the mixture weights on (EM on the root weights); with "
+                   "--weights, only scored (mean LL)")
     p.add_argument("--weights", help="mix: comma-separated weights (instead of --data)")
     p.add_argument("--valid", help="em: validation data (early stopping, best model kept)")
     p.add_argument("--max-iter", type=int, default=30, help="em: at most this many passes (default 30)")
@@ -85,7 +86,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.data:
             X, tab = _read(args.data, args, models[0])
         with _data.rows_of_files(X=tab):
-            out = mixture(models, weights=w, X=X)
+            # given weights are used as they are; --data then only scores the mixture
+            out = mixture(models, weights=w, X=X if w is None else None)
         ws = out.weight[out.child_ptr[out.root]:out.child_ptr[out.root + 1]]
         summary["weights"] = [float(x) for x in ws]
         if X is not None:
