@@ -148,15 +148,18 @@ def test_pickled_estimator_and_model_score_the_same(name):
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if "random_state" in CASES[n][0]().get_params()])
-def test_random_state_int_repeats_and_generators_are_refused(name):
+def test_random_state_int_repeats_and_generators_give_a_seed(name):
     make, X = CASES[name]
     a = make().set_params(random_state=7).fit(X).score_samples(X)
     b = make().set_params(random_state=np.int64(7)).fit(X).score_samples(X)
     np.testing.assert_array_equal(a, b)
-    for rs in (np.random.default_rng(7), np.random.RandomState(7)):
-        with pytest.raises(ParameterError, match="random_state must be an integer") as err:
-            make().set_params(random_state=rs).fit(X)
-        assert err.value.param == "random_state"
+    # a generator seeds the fit with a draw from it (were refused; see test_api_seeds.py)
+    seed = int(np.random.default_rng(7).integers(2**63))
+    c = make().set_params(random_state=np.random.default_rng(7)).fit(X).score_samples(X)
+    np.testing.assert_array_equal(c, make().set_params(random_state=seed).fit(X).score_samples(X))
+    with pytest.raises(ParameterError, match="random_state must be an integer") as err:
+        make().set_params(random_state=0.5).fit(X)
+    assert err.value.param == "random_state"
 
 
 def test_nested_parameters_round_trip():

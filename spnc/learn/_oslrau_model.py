@@ -12,6 +12,7 @@ from ..errors import FormatError
 from ..graph import SPN
 from ..leaves.mvgaussian import MVGaussianLeaves
 from ..leaves.univariate import GaussianLeaves
+from ._params import GENERATORS
 
 VERSION = "1"
 ARRAYS = ("kind", "count", "merges", "scope_ptr", "scope", "cov_ptr", "mean", "cov", "child_ptr", "child")
@@ -86,6 +87,8 @@ def export_state(self) -> dict:
         self._rebuild()
     params = {k: _plain(v) for k, v in self._cfg.items()}
     params["select"] = getattr(self, "selection_", None)
+    if isinstance(params.get("random_state"), GENERATORS):     # the seed drawn from it, as other learners record
+        params["random_state"] = int(self._seed)
     params.update(n_vars=int(self._d), seed=str(self._seed), n_seen=int(self._n_seen),
                   prequential_ll_sum=float(self._preq[0]),
                   n_batches=int(self._n_batches), root=int(self._root))

@@ -33,7 +33,7 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
-from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, json_value
+from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, SeedLike, json_value
 from .base import DensityEstimator, check_observed
 from .merge import Merge
 
@@ -206,7 +206,7 @@ class BaggedSPN(DensityEstimator):
 
     def __init__(self, base_learner: DensityEstimator | None = None, n_bags: int = 40, param_distributions=None,
                  weights: str = "train", oob_valid: bool = False, merge: Merge | None = None,
-                 n_jobs: int | None = None, backend: str = "processes", random_state: int | None = None,
+                 n_jobs: int | None = None, backend: str = "processes", random_state: SeedLike = None,
                  verbose: int = 0):
         self.base_learner = base_learner
         self.n_bags = n_bags

@@ -17,7 +17,7 @@ from .._warn import warn_user
 from ..data import as_data, attr_names, is_frame, refuse_1d, unmasked
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
-from ._params import json_value, validate_params
+from ._params import GENERATORS, json_value, seed_of, validate_params
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,6 +89,18 @@ def _leave_fit(token: contextvars.Token) -> None:
     _FITTING.reset(token)
 
 
+def _drawn_seed(est):
+    """``(the estimator's random_state, swapped)``: a numpy generator given as
+    ``random_state`` is replaced, for the duration of the fit, by the seed drawn from it
+    (:func:`~spnc.learn._params.seed_of`), so that every use of it in the fit, nested fits
+    and the recorded parameters see one integer."""
+    rs = est.__dict__.get("random_state")
+    if not isinstance(rs, GENERATORS):
+        return rs, False
+    est.random_state = seed_of(rs)
+    return rs, True
+
+
 def _fresh_fit(fit):
     """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
     so that a refit, even one that fails, leaves nothing stale (such as a choice made for
@@ -102,12 +114,15 @@ def _fresh_fit(fit):
         token = _enter_fit(self)
         if token is None:               # a nested fit of the same estimator
             return fit(self, *args, **kwargs)
+        rs, swapped = _drawn_seed(self)
         try:
             _forget_fitted(self)
             refuse_1d(args[0] if args else kwargs.get("X"))
             out = fit(self, *args, **kwargs)
         finally:
             _leave_fit(token)
+            if swapped:
+                self.random_state = rs
         X = args[0] if args else kwargs.get("X")
         if is_frame(X):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)

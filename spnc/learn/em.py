@@ -39,7 +39,7 @@ from ..data import as_data, is_frame, with_names
 from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
-from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, model_hint, pname
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, SeedLike, model_hint, pname
 from ._training import bounded_vars, check_real_range
 from .base import DensityEstimator, check_observed, refuse_unscored
 
@@ -126,7 +126,7 @@ class EM(DensityEstimator):
                  alpha: float = 0.0,
                  weight_floor: float = 1e-10, min_std: float = 1e-3, patience: int = 5,
                  batch_size: int = 4096, step_decay: float = 0.7, freeze=None, check_leaves: bool = True,
-                 random_state: int | None = None, verbose: int = 0, n_threads: int | None = None):
+                 random_state: SeedLike = None, verbose: int = 0, n_threads: int | None = None):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol

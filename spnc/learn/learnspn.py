@@ -16,7 +16,7 @@ from ..errors import DataError, ParameterError
 from ..graph import SPN, compile as _compile
 from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
-from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Interval, Options, setting
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Interval, Options, SeedLike, setting
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
 from .base import DensityEstimator
@@ -207,7 +207,8 @@ class LearnSPN(DensityEstimator):
         reaches) or ``"none"``.
     refine_iter : passes of the refinement (with ``X_valid`` the best is kept).
     random_state : seed (int) for the sample, restarts and random choices; equal seeds give
-        equal models.
+        equal models. A numpy ``Generator`` or ``RandomState`` gives each fit a seed drawn
+        from it (as do the other learners' ``random_state``).
     progress : print nodes built and rows processed to stderr while fitting.
     n_threads : OpenMP threads of the kernels (None: automatic, -1: all cores).
 
@@ -267,7 +268,7 @@ class LearnSPN(DensityEstimator):
                  max_depth: int | None = None, n_clusters: int = 2, n_restarts: int = 3, n_iter: int = 15,
                  criterion: str = "info_gain", min_std: float = 1e-2, data_type: str = "auto",
                  cardinality=None, sample_rows: int | None = None, refine: str = "auto",
-                 refine_iter: int = 5, random_state: int | None = None, progress: bool = False,
+                 refine_iter: int = 5, random_state: SeedLike = None, progress: bool = False,
                  n_threads: int | None = None):
         self.splitter = splitter
         self.sum_split = sum_split

@@ -53,7 +53,7 @@ from ..graph import SPN
 from . import _oslrau_model as _model
 from ._oslrau_edit import StructureEdits
 from ._oslrau_store import _DTYPES, TreeStore
-from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, RANDOM_STATE, Interval, Options, SeedLike, seed_of
 from .base import DensityEstimator
 
 #: inside fit, whose batches partial_fit sees as arrays (names kept by fit)
@@ -156,7 +156,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                  min_merge_points: int | None = None, spaced_merges: bool = False,
                  min_var: float = 1e-6, variance_floor: str = "always", max_nodes: int | None = 20_000,
                  weighted_routing: bool = False, select=None, race_after: int | None = 100_000,
-                 random_state: int | None = None):
+                 random_state: SeedLike = None):
         self.correlation_threshold = correlation_threshold
         self.max_leaf_vars = max_leaf_vars
         self.batch_size = batch_size
@@ -178,10 +178,11 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         _budget.check(32.0 * d * d, f"oSLRAU statistics over {d} real variables", "use fewer columns")
         self._d = d
         self._preq = np.zeros(1)
-        if self.random_state is None:
+        seed = seed_of(self.random_state)       # a generator, in partial_fit: a seed drawn from it
+        if seed is None:
             self._seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
         else:
-            self._seed = int(self.random_state) & (2**64 - 1)
+            self._seed = int(seed) & (2**64 - 1)
         self._n_seen = 0
         self._n_batches = 0
         self._alloc({k: np.zeros(0, dt) for k, dt in _DTYPES.items()} |

@@ -12,7 +12,7 @@ from ..chowliu import resolve_threads
 from ..data import as_data
 from ..errors import ParameterError
 from ..graph import SPN, compile as _compile
-from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, setting
+from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, SeedLike, setting
 from ._prometheus_build import Builder, Settings
 from ._sample import close, refine_mode, refine_params, structure_rows
 from ._training import prepare
@@ -137,7 +137,7 @@ class Prometheus(DensityEstimator):
                  min_instances: int = 100, max_depth: int | None = 4,
                  refine: str = "auto", refine_iter: int = 30, alpha: float = 0.1, min_std: float = 1e-2,
                  data_type: str = "auto", cardinality=None, sample_rows: int | None = None,
-                 random_state: int | None = None, n_threads: int | None = None, verbose: int = 0):
+                 random_state: SeedLike = None, n_threads: int | None = None, verbose: int = 0):
         self.n_clusters = n_clusters
         self.clustering = clustering
         self.n_restarts = n_restarts

@@ -10,7 +10,7 @@ from . import _learnspn as _LK
 from ..chowliu import fit_chow_liu, forest_to_tree
 from ..data import is_frame
 from ..leaves.cltree import ChowLiuLeaf
-from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options
+from ._params import ARRAY_LIKE, BOOL, N_THREADS, RANDOM_STATE, Interval, Options, SeedLike
 from .base import DensityEstimator
 from .em import EM
 from .learnspn import LearnSPN
@@ -134,7 +134,7 @@ class TreeSPN(DensityEstimator):
                  alpha: float = 0.1, tree_share: float = 0.5, tree_init: str = "clusters",
                  tree_alpha: float | None = 10.0, n_restarts: int = 3, n_iter: int = 15,
                  em_max_iter: int = 100, em_alpha: float = 0.1, patience: int = 3, cardinality=None,
-                 random_state: int | None = None, verbose: int = 0, n_threads: int | None = None):
+                 random_state: SeedLike = None, verbose: int = 0, n_threads: int | None = None):
         self.n_trees = n_trees
         self.max_depth = max_depth
         self.g_factor = g_factor
