@@ -202,3 +202,33 @@ def test_a_1d_x_for_a_given_model_or_a_batch_says_how_to_reshape_it(named):
     for run in (lambda: EM(init=named).fit(x), lambda: Merge(init=named).fit(x), lambda: OSLRAU().partial_fit(x * .5)):
         with pytest.raises(DataError, match=r"X\.reshape\(-1, 1\) if it holds a single feature"):
             run()
+
+
+def test_named_streams_set_feature_names_as_a_frame_does(tmp_path):
+    """A dataset naming its columns (also as a spec string) and DataFrame blocks named the
+    learned model's variables, but only an in-memory DataFrame set feature_names_in_."""
+    h5py = pytest.importorskip("h5py")
+    X = np.random.default_rng(4).normal(size=(200, 3))
+    cols = ["c", "a", "b"]
+    frame = pd.DataFrame(X, columns=cols)
+    with h5py.File(tmp_path / "n.h5", "w") as f:
+        f["X"] = X
+        f["X"].attrs["columns"] = cols
+    init = LearnSPN("correlation", min_instances=50, random_state=0).fit(X).spn_       # no names
+    makers = [lambda: LearnSPN("correlation", min_instances=50, random_state=0),
+              lambda: OSLRAU(batch_size=20, random_state=0), lambda: EM(init=init, max_iter=2),
+              lambda: ChowLiuTree()]
+    for make in makers:
+        data = (frame > 0).astype(int) if isinstance(make(), ChowLiuTree) else frame
+        ref = make().fit(data).feature_names_in_
+        assert ref.dtype == object and list(ref) == cols
+        with h5py.File(tmp_path / "n.h5", "r") as f:
+            sources = [f["X"], f"{tmp_path / 'n.h5'}:/X", [data.iloc[:100], data.iloc[100:]],
+                       spnc.stream.open_source(f["X"])]
+            if isinstance(make(), ChowLiuTree):
+                sources = sources[2:3]
+            for src in sources:
+                got = make().fit(src).feature_names_in_
+                assert got.dtype == object and list(got) == cols, (make(), src)
+    # a model learned from arrays has none, streamed or not
+    assert not hasattr(LearnSPN("correlation", min_instances=50).fit([X[:100], X[100:]]), "feature_names_in_")

@@ -383,8 +383,8 @@ def test_fit_on_dataframe_batches_matches_columns_by_name():
     kw = dict(batch_size=8, max_leaf_vars=2, min_merge_points=12, random_state=3)
     b = OSLRAU(**kw).fit(X)
     batches = OSLRAU(**kw).fit([df[:200], df[200:][cols[::-1]]])       # the second batch reordered
-    assert batches.spn_.var_names == cols
-    np.testing.assert_array_equal(batches.score_samples(X[:50]), b.score_samples(X[:50]))
+    assert batches.spn_.var_names == cols and list(batches.feature_names_in_) == cols
+    np.testing.assert_array_equal(batches.score_samples(df[:50]), b.score_samples(X[:50]))
 
 
 # ---------------------------------------------------------------------- real data

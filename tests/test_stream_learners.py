@@ -138,7 +138,9 @@ def test_oslrau_reads_a_source_opened_by_the_caller(tmp_path):
             got = OSLRAU(random_state=0).fit(opened)
         want = OSLRAU(random_state=0).fit(data)
         assert got.spn_.var_names == want.spn_.var_names == ["a", "b", "c"]
-        assert np.array_equal(got.score_samples(X), want.score_samples(X))
+        assert list(got.feature_names_in_) == list(want.feature_names_in_) == ["a", "b", "c"]
+        named = pd.DataFrame(X, columns=list("abc"))     # fitted with feature names: queried by them
+        assert np.array_equal(got.score_samples(named), want.score_samples(named))
 
 
 def test_oslrau_partial_fit_of_a_file_says_how(tmp_path):

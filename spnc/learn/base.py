@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import os
 from typing import Any
 
 import numpy as np
 
-from .._sources import is_streamed
+from .._sources import ArraySource, is_streamed, open_source
 from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
@@ -89,6 +90,32 @@ def _leave_fit(token: contextvars.Token) -> None:
     _FITTING.reset(token)
 
 
+def _input_names(X, est) -> list[str] | None:
+    """The column names the training data ``X`` of ``est`` has, in its own column order
+    (None: it has none): a DataFrame's, a dataset's ``columns`` attribute (HDF5, Zarr, as
+    a spec string or a block source), the first block's of a list of DataFrame blocks.
+    Blocks from a callable or iterator are read once only: their names are the learned
+    model's, unless it had them from a named ``init``."""
+    if is_frame(X):
+        return [str(c) for c in X.columns]
+    if isinstance(X, (list, tuple)) and X and all(is_frame(b) for b in X):
+        return [str(c) for c in X[0].columns]
+    if isinstance(X, (str, os.PathLike)):
+        try:
+            with open_source(X) as src:
+                return src.names
+        except DataError:       # the file changed since the fit read it: no names claimed
+            return None
+    A = X.A if isinstance(X, ArraySource) else X
+    if getattr(A, "attrs", None) is not None:
+        return attr_names(A)
+    spn = getattr(est, "spn_", None)
+    if is_streamed(X) and not isinstance(X, (list, tuple)) and spn is not None \
+            and getattr(getattr(est, "init", None), "var_names", None) is None:
+        return spn.var_names
+    return None
+
+
 def _drawn_seed(est):
     """``(the estimator's random_state, swapped)``: a numpy generator given as
     ``random_state`` is replaced, for the duration of the fit, by the seed drawn from it
@@ -104,8 +131,8 @@ def _drawn_seed(est):
 def _fresh_fit(fit):
     """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
     so that a refit, even one that fails, leaves nothing stale (such as a choice made for
-    "auto" parameters), and records a DataFrame's column names as ``feature_names_in_``
-    (scikit-learn's convention). Only the outermost ``fit`` of an estimator forgets: a
+    "auto" parameters), and records the training data's column names, a DataFrame's or a
+    named stream's (:func:`_input_names`), as ``feature_names_in_`` (scikit-learn's convention). Only the outermost ``fit`` of an estimator forgets: a
     subclass's ``fit`` calling ``super().fit`` keeps what it set before the call. (The
     wrapper refers to module functions only: a class defined in a function is pickled by
     value, wrapper included, to Dask workers.)"""
@@ -123,9 +150,9 @@ def _fresh_fit(fit):
             _leave_fit(token)
             if swapped:
                 self.random_state = rs
-        X = args[0] if args else kwargs.get("X")
-        if is_frame(X):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        names = _input_names(args[0] if args else kwargs.get("X"), self)
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
         return out
     return fresh
 
