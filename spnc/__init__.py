@@ -14,8 +14,8 @@ if _find_spec("spnc._graph") is None:  # a source tree without its build, e.g. t
         "that was not built in place (Python imports it because it is the current directory). "
         "Run from another directory, or install with `pip install -e .` to build it here.")
 
-from .errors import (DataError, FormatError, NotFittedError, ParameterError, ScopeError,  # noqa: E402
-                     SpncError, StructureError)
+from .errors import (DataError, FormatError, NotFittedError, ParameterError, ScaleWarning,  # noqa: E402
+                     ScopeError, SpncError, StructureError)
 from .nodes import Leaf, Node, Product, Sum  # noqa: E402
 from .leaves import (Bernoulli, Categorical, ChowLiuLeaf, Gaussian, Indicator,  # noqa: E402
                      MultivariateGaussian)
@@ -25,7 +25,7 @@ __all__ = [
     "SPN", "compile", "Sum", "Product", "Leaf", "Node",
     "Bernoulli", "Categorical", "Gaussian", "MultivariateGaussian", "Indicator", "ChowLiuLeaf",
     "SpncError", "StructureError", "ScopeError", "DataError", "FormatError", "ParameterError",
-    "NotFittedError",
+    "NotFittedError", "ScaleWarning",
     "save", "load", "to_dot", "mixture", "product",
 ]
 from .io import load, save, to_dot  # noqa: E402

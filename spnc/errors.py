@@ -35,3 +35,8 @@ class ParameterError(SpncError, ValueError):
     def __reduce__(self):
         # both arguments, so the error survives pickling (worker processes, joblib, Dask)
         return type(self), (self.param, str(self))
+
+
+class ScaleWarning(UserWarning):
+    """Real training columns vary less than the std floor of Gaussian leaves, which then
+    sets their spread (every row gets nearly the same likelihood)."""

@@ -20,6 +20,7 @@ import pickle
 import sys
 import time
 import uuid
+import warnings
 from typing import Any
 
 import numpy as np
@@ -29,11 +30,12 @@ from .._sweep import resampled_rows
 from .._warn import warn_user
 from ..compose import fit_weights
 from ..data import as_data, column_names, real_array, with_names
-from ..errors import DataError, ParameterError, StructureError
+from ..errors import DataError, ParameterError, ScaleWarning, StructureError
 from ..graph import SPN, compile as _compile
 from ..nodes import Sum
 from ..stream import is_streamed
 from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, SeedLike, json_value
+from ._scale import column_std, learner_floor, warn_small
 from .base import DensityEstimator, check_observed
 from .merge import Merge
 
@@ -61,7 +63,9 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
             out = np.ones(X.shape[0], dtype=bool)
             out[rows] = False
             missed = np.flatnonzero(out)
-        with resampled_rows(rows, missed):    # errors name rows of X, not of the sample
+        # BaggedSPN warned of columns below the std floor, once: not every bag again
+        with resampled_rows(rows, missed), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScaleWarning)
             if oob:
                 est = cls(**params).fit(X[rows], X_valid=X[missed] if missed.size else None)
             else:
@@ -273,6 +277,15 @@ class BaggedSPN(DensityEstimator):
             plans.append((params, np.sort(rng.integers(0, n, size=n))))
         return plans
 
+    def _warn_scale(self, X: np.ndarray, names) -> None:
+        """Real columns below the std floor of the base learner's Gaussian leaves, said once
+        (the bags do not say it again)."""
+        floor, kind = learner_floor(self.base_learner), getattr(self.base_learner, "data_type", "continuous")
+        if floor is None or kind == "discrete" or (kind == "auto" and not np.any((X != np.round(X)) & np.isfinite(X))):
+            return
+        warn_small(column_std(X), floor[0], floor[1], f"BaggedSPN ({type(self.base_learner).__name__})",
+                   names=names, what=floor[2])
+
     def fit(self, X, y=None, X_valid=None) -> "BaggedSPN":
         """Fit the bags on bootstrap samples of ``X``; ``X_valid`` is used by ``merge`` and
         by ``weights="valid"`` (otherwise ignored, with a warning)."""
@@ -291,6 +304,7 @@ class BaggedSPN(DensityEstimator):
         X = real_array(X).astype(np.float64)
         if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
             raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {X.shape}")
+        self._warn_scale(X, names)
         if not self._uses_valid(X.shape[0]):
             X_valid = self._unused_valid(X_valid, f"weights={self.weights!r} and no merge")
         frame_valid = None

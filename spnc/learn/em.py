@@ -40,6 +40,7 @@ from ..errors import DataError, ParameterError, StructureError
 from ..graph import SPN
 from ..leaves import base as _lb
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, SeedLike, model_hint, pname
+from ._scale import column_std, warn_small
 from ._training import bounded_vars, check_real_range
 from .base import DensityEstimator, check_observed, refuse_unscored
 
@@ -173,12 +174,14 @@ class EM(DensityEstimator):
             X = model._check_X(X)
             if X.shape[0] == 0:
                 raise DataError("X has no rows")
-            check_real_range(X, 0, bounded_vars(model))
+            gauss = bounded_vars(model)         # the variables of Gaussian leaves
+            check_real_range(X, 0, gauss)
             w = np.ones(X.shape[0]) if sample_weight is None else check_weights(sample_weight, X.shape[0])
             wsum = float(w.sum())
             ids = np.flatnonzero(w > 0)     # rows of weight 0 play no part (even of probability 0)
             if len(ids) < X.shape[0]:
                 X, w = X[ids], w[ids]
+            warn_small(column_std(X, gauss), float(self.min_std), "min_std", "EM", cols=gauss, names=model.var_names)
         if X_valid is not None and _stream.is_streamed(X_valid):   # read whole, within the memory budget
             X_valid = _stream.load(X_valid, name="X_valid", var_names=model.var_names, query=True)
         Xv = None if X_valid is None else model._check_X(X_valid, "X_valid")

@@ -18,6 +18,7 @@ from ..nodes import Node, Product, Sum
 from ._auto import AUTO, auto_names, fit_auto
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Interval, Options, SeedLike, setting
 from ._sample import close, refine_mode, refine_params, structure_rows
+from ._scale import column_std, warn_small
 from ._training import prepare
 from .base import DensityEstimator
 from .structure import Context, Slice, UnivariateLeaves, resolve_step, step_constraint
@@ -294,9 +295,11 @@ class LearnSPN(DensityEstimator):
         self.progress = progress
         self.n_threads = n_threads
 
-    def _prepare(self, X, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _prepare(self, X, row0=0, names=None) -> tuple[np.ndarray, np.ndarray, bool]:
         A = np.asarray(X)
         data, card, continuous = prepare(A, self.data_type, self.cardinality, "LearnSPN", row0)
+        if continuous:
+            warn_small(column_std(data), float(self.min_std), "min_std", "LearnSPN", names=names)
         if self.leaves == "bernoulli" and (continuous or np.any(card != 2)):
             bad = np.argwhere((A != 0) & (A != 1))
             if not bad.size:
@@ -343,7 +346,7 @@ class LearnSPN(DensityEstimator):
             if auto_names(self):
                 # the data's own errors first: a bad value must not depend on which rows the
                 # candidates hold out (nor surface as a candidate's failure)
-                _, card, continuous = self._prepare(rows.data, rows.ids)
+                _, card, continuous = self._prepare(rows.data, rows.ids, names)
                 # a one-shot iterator was read whole into rows.data: the final fit reads the
                 # same rows from there, still as streamed blocks
                 # a DataFrame again as one: the final model has its names and matches a
@@ -360,7 +363,7 @@ class LearnSPN(DensityEstimator):
         return self
 
     def _fit(self, rows, names, X_valid) -> "LearnSPN":
-        data, card, continuous = self._prepare(rows.data, rows.ids)
+        data, card, continuous = self._prepare(rows.data, rows.ids, names)
         leaves = "univariate" if self.leaves == "bernoulli" else self.leaves
         try:
             splitter = resolve_step("splitter", self.splitter, self, continuous)

@@ -38,7 +38,7 @@ from typing import Iterable
 
 import numpy as np
 
-from . import _oslrau
+from . import _oslrau, _scale
 from .. import _budget
 from .. import stream as _stream
 from .._kinds import LEAF, PRODUCT
@@ -238,6 +238,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
             self._names = X.names
         if self.select is not None:
             race.keep_best()
+        _scale.warn_tracked(self if "_scale_stats" in vars(self) else learners[0], self._names)
         return self
 
     def _pass(self, X, step: int, cut, learners, race, prog) -> None:
@@ -293,6 +294,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         self._start(X.shape[1])
         if X.shape[1] != self._d:
             raise DataError(f"X has {counted(X.shape[1], 'column')}, the model has {counted(self._d, 'variable')}")
+        _scale.track(self, X, fresh=not started or not self._n_seen, warn=not _IN_FIT.get())
         n = X.shape[0]
         cfg = self._cfg
         thr = float(cfg["correlation_threshold"])

@@ -15,6 +15,7 @@ from ..graph import SPN, compile as _compile
 from ._params import ARRAY_LIKE, BOOL, MIN_STD, N_THREADS, RANDOM_STATE, Instance, Interval, Options, SeedLike, setting
 from ._prometheus_build import Builder, Settings
 from ._sample import close, refine_mode, refine_params, structure_rows
+from ._scale import column_std, warn_small
 from ._training import prepare
 from .base import DensityEstimator
 from .structure import Context, InstanceSplitter, resolve_step
@@ -187,6 +188,8 @@ class Prometheus(DensityEstimator):
 
     def _fit(self, rows, X_valid, names=None) -> "Prometheus":
         data, card, continuous = prepare(rows.data, self.data_type, self.cardinality, "Prometheus", rows.ids)
+        if continuous:
+            warn_small(column_std(data), float(self.min_std), "min_std", "Prometheus", names=names)
         if self.affinity == "mi" and continuous:
             raise ParameterError("affinity", f"Prometheus: {setting('affinity', 'mi')} needs discrete data; "
                                              f"use {setting('affinity', 'correlation')}")
