@@ -132,10 +132,11 @@ def _fresh_fit(fit):
     """``fit`` that starts by forgetting every fitted (``*_``) attribute of an earlier fit,
     so that a refit, even one that fails, leaves nothing stale (such as a choice made for
     "auto" parameters), and records the training data's column names, a DataFrame's or a
-    named stream's (:func:`_input_names`), as ``feature_names_in_`` (scikit-learn's convention). Only the outermost ``fit`` of an estimator forgets: a
-    subclass's ``fit`` calling ``super().fit`` keeps what it set before the call. (The
-    wrapper refers to module functions only: a class defined in a function is pickled by
-    value, wrapper included, to Dask workers.)"""
+    named stream's (:func:`_input_names`), as ``feature_names_in_`` (scikit-learn's
+    convention). Only the outermost ``fit`` of an estimator forgets: a subclass's ``fit``
+    calling ``super().fit`` keeps what it set before the call. (The wrapper refers to
+    module functions only: a class defined in a function is pickled by value, wrapper
+    included, to Dask workers.)"""
     @functools.wraps(fit)
     def fresh(self, *args, **kwargs):
         token = _enter_fit(self)
