@@ -11,6 +11,12 @@ import pytest
 import spnc
 from spnc.nodes import Product, Sum
 
+import _dask_guard
+
+# the Dask tests' watchdog
+pytest_configure, pytest_unconfigure = _dask_guard.pytest_configure, _dask_guard.pytest_unconfigure
+pytest_runtest_protocol = _dask_guard.pytest_runtest_protocol
+
 def _data_root() -> Path:
     """tools/_datadir.py's choice: $SPNC_DATA, else shared/data next to this checkout or
     (git worktree) next to the main one."""

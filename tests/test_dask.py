@@ -15,6 +15,7 @@ from spnc.chowliu import fit_chow_liu  # noqa: E402
 from spnc.learn.chowliu import ChowLiuTree  # noqa: E402
 from spnc.learn.em import EM  # noqa: E402
 
+from _dask_guard import process_cluster  # noqa: E402
 from conftest import random_spn  # noqa: E402
 from test_em import MODELS, data_for  # noqa: E402
 from test_stream import _same_fit, _tree_data  # noqa: E402
@@ -133,10 +134,7 @@ def client():
     # processes: the model really is shipped to other interpreters; one thread per worker.
     # The worker-loss tests kill every worker once; on a loaded machine the restarts can
     # cost a task more than the default 3 tries (KilledWorker, seen once under load)
-    import dask
-    with dask.config.set({"distributed.scheduler.allowed-failures": 10}), \
-            distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None,
-                                     silence_logs=50) as cluster, distributed.Client(cluster) as c:
+    with process_cluster(4, **{"distributed.scheduler.allowed-failures": 10}) as c:
         yield c
 
 

@@ -4,7 +4,6 @@ EM on discrete and Gaussian leaves; and what is refused (skipped without distrib
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 
@@ -20,6 +19,7 @@ from spnc.chowliu import fit_chow_liu  # noqa: E402
 from spnc.errors import DataError, ParameterError  # noqa: E402
 from spnc.learn.em import EM  # noqa: E402
 
+from _dask_guard import process_cluster  # noqa: E402
 from conftest import random_spn  # noqa: E402
 from test_em import MODELS, data_for  # noqa: E402
 from test_stream import _same_fit, _tree_data  # noqa: E402
@@ -27,25 +27,9 @@ from test_stream import _same_fit, _tree_data  # noqa: E402
 UNEVEN = ((7, 600, 393, 1),)        # 1001 rows: a chunk of 7 rows first, a chunk of 1 row last
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    """A Dask call that hangs (closing clients races inside distributed) fails its test
-    after 120 s instead of stalling the whole suite."""
-    def fire(signum, frame):
-        raise TimeoutError("a Dask call was still running after 120 s")
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(120)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as c:
+    with process_cluster(2) as c:     # a stuck call ends the run: tests/_dask_guard.py
         yield c
 
 
