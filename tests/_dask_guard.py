@@ -39,13 +39,14 @@ def pytest_unconfigure(config):
         os.close(_stderr.pop())
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)     # the old-style wrapper: pytest 7 has no wrapper=True
 def pytest_runtest_protocol(item, nextitem):
-    if not item.path.name.startswith("test_dask") or not _stderr:
-        return (yield)
+    if not os.path.basename(item.nodeid.split("::")[0]).startswith("test_dask") or not _stderr:
+        yield
+        return
     faulthandler.dump_traceback_later(_timeout(), exit=True, file=_stderr[-1])
     try:
-        return (yield)
+        yield
     finally:
         faulthandler.cancel_dump_traceback_later()
 
