@@ -179,10 +179,8 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         self._d = d
         self._preq = np.zeros(1)
         seed = seed_of(self.random_state)       # a generator, in partial_fit: a seed drawn from it
-        if seed is None:
-            self._seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-        else:
-            self._seed = int(seed) & (2**64 - 1)
+        self._seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed) \
+            & (2**64 - 1)
         self._n_seen = 0
         self._n_batches = 0
         self._alloc({k: np.zeros(0, dt) for k, dt in _DTYPES.items()} |
