@@ -35,6 +35,15 @@ def check_real_range(F: np.ndarray, row0=0, cols=None) -> None:
                         f"+-{MAX_REAL:g} for Gaussian statistics (rescale the column)")
 
 
+def is_continuous(A: np.ndarray, data_type: str) -> bool:
+    """Whether a learner reads ``A`` as real values: ``data_type="continuous"``, or "auto"
+    and float data with a non-integer value (NaN and inf are judged by the path taken)."""
+    if data_type != "auto" or not np.issubdtype(A.dtype, np.floating):
+        return data_type == "continuous"
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(np.isfinite(A) & (A != np.round(A))))
+
+
 def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(data, cardinality, continuous)``. ``data_type="auto"``: float data with a
     non-integer value is continuous, anything else discrete codes. Errors name rows as
@@ -42,10 +51,7 @@ def prepare(X, data_type: str, cardinality, learner: str, row0=0) -> tuple[np.nd
     A = real_array(X)
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
         raise DataError(f"X must be a non-empty 2-D array (n_rows, n_vars), got shape {A.shape}")
-    continuous = data_type == "continuous"
-    if data_type == "auto" and np.issubdtype(A.dtype, np.floating):
-        with np.errstate(invalid="ignore"):     # NaN or inf are refused below, by the path taken
-            continuous = bool(np.any(np.isfinite(A) & (A != np.round(A))))
+    continuous = is_continuous(A, data_type)
     if not continuous:
         try:
             codes, card, _ = check_codes(A, cardinality, row0=row0)

@@ -36,6 +36,7 @@ from ..nodes import Sum
 from ..stream import is_streamed
 from ._params import BOOL, MAX_INT, RANDOM_STATE, Constraint, Instance, Interval, Options, SeedLike, json_value
 from ._scale import column_std, learner_floor, warn_small
+from ._training import is_continuous
 from .base import DensityEstimator, check_observed
 from .merge import Merge
 
@@ -280,8 +281,8 @@ class BaggedSPN(DensityEstimator):
     def _warn_scale(self, X: np.ndarray, names) -> None:
         """Real columns below the std floor of the base learner's Gaussian leaves, said once
         (the bags do not say it again)."""
-        floor, kind = learner_floor(self.base_learner), getattr(self.base_learner, "data_type", "continuous")
-        if floor is None or kind == "discrete" or (kind == "auto" and not np.any((X != np.round(X)) & np.isfinite(X))):
+        floor = learner_floor(self.base_learner)
+        if floor is None or not is_continuous(X, getattr(self.base_learner, "data_type", "continuous")):
             return
         warn_small(column_std(X), floor[0], floor[1], f"BaggedSPN ({type(self.base_learner).__name__})",
                    names=names, what=floor[2])
