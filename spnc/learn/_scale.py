@@ -30,10 +30,16 @@ def column_std(A: np.ndarray, cols=None) -> np.ndarray:
         top = np.abs(D).max(axis=0)
         scale = np.where(top > 0, top, 1.0)
         std = top * np.sqrt(np.sum((D / scale) ** 2, axis=0) / n)
-        # a constant column: its deviations from the rounded mean are rounding, not spread
-        spread = np.where(seen, A, -np.inf).max(axis=0) - np.where(seen, A, np.inf).min(axis=0)
-        flat = ~(spread > 4 * np.finfo(np.float64).eps * np.where(seen, np.abs(A), 0.0).max(axis=0))
+        flat = _flat(np.where(seen, A, np.inf).min(axis=0), np.where(seen, A, -np.inf).max(axis=0))
     return np.where(flat, 0.0, std)
+
+
+def _flat(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Columns whose smallest and largest values ``lo``, ``hi`` differ by a few ulps at most:
+    constant, their deviations from the rounded mean being rounding, not spread (a column
+    with no value, lo = inf and hi = -inf, too)."""
+    with np.errstate(invalid="ignore"):
+        return ~(hi - lo > 4 * np.finfo(np.float64).eps * np.maximum(np.abs(lo), np.abs(hi)))
 
 
 def warn_small(std, floor: float, param: str, learner: str, cols=None,
@@ -109,6 +115,5 @@ def warn_tracked(est, names: Sequence[str] | None = None) -> None:
     if st is None or st["warned"] or floor is None:
         return
     std = st["scale"] * np.sqrt(st["m2"] / st["n"])
-    top = np.maximum(np.abs(st["lo"]), np.abs(st["hi"]))
-    std[~(st["hi"] - st["lo"] > 4 * np.finfo(np.float64).eps * top)] = 0.0     # constant: as column_std
+    std[_flat(st["lo"], st["hi"])] = 0.0
     st["warned"] = warn_small(std, floor[0], floor[1], type(est).__name__, names=names, what=floor[2])
