@@ -104,6 +104,24 @@ def test_bagged_spn_errors_name_the_row_of_x_not_of_the_sample(base, n_jobs):
     assert "X[37, 2]" in str(e.value) and re.search("bag [12] of 2", str(e.value))
 
 
+class _FailsOnSeven(LearnSPN):
+    def fit(self, X, y=None, X_valid=None):
+        if self.min_instances == 7:
+            raise ValueError("min_instances=7 fails")
+        return super().fit(X, y, X_valid)
+
+
+def test_other_errors_of_a_bag_name_it_in_a_note():
+    # was: only a DataError named its bag; any other error of a bag's learner did not
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 3)).astype(float)
+    bag = BaggedSPN(_FailsOnSeven(g_factor=5.0), n_bags=4, param_distributions={"min_instances": [20, 7]},
+                    random_state=1)
+    first = [p["min_instances"] for p, _ in bag._bag_plans(X)].index(7)
+    with pytest.raises(ValueError, match="min_instances=7 fails") as e:
+        bag.fit(X)
+    assert e.value.__notes__ == [f"BaggedSPN: raised by bag {first + 1} of 4"]
+
+
 def test_bagged_spn_out_of_bag_errors_name_the_row_of_x():
     """A bad value in a bag's out-of-bag validation rows is named by its row of X, not by
     its place among the rows the sample missed."""

@@ -77,6 +77,9 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
     except DataError as e:
         oob_rows = " (its X_valid: the rows of X its bootstrap sample missed)" if oob else ""
         raise DataError(f"BaggedSPN, bag {bag[0] + 1} of {bag[1]}{oob_rows}: {e}") from e
+    except Exception as e:
+        e.add_note(f"BaggedSPN: raised by bag {bag[0] + 1} of {bag[1]}")
+        raise
     return spn, ll, secs
 
 
@@ -188,7 +191,7 @@ class BaggedSPN(DensityEstimator):
     verbose : one line per bag (on stderr, as each finishes) when > 0, with any backend.
 
     A data error in a bag names the bag and the row of ``X`` (not of its bootstrap sample
-    or of its out-of-bag rows).
+    or of its out-of-bag rows); any other error of a bag names it in a note.
 
     Attributes after :meth:`fit`: ``spn_`` (the ensemble, merged if asked),
     ``ensemble_`` (before merging), ``bag_params_``, ``bag_weights_``, ``bag_seconds_``,
