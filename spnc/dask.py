@@ -18,6 +18,7 @@ totals reach the client, which does the cheap parts (spanning tree, M-step).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import uuid
 from typing import Any, Callable
@@ -183,6 +184,65 @@ def map_reduce(fn: Callable, X, ctx: Any = None, combine: Callable = add, *, cli
         parts = [comb(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
     return _raise_first(_compute(parts, cl, f"{_name(fn)} over the {len(X.chunks[0])} row chunks of X"))[0]
+
+
+class _UntilFirstFailure:
+    """``fn(*args)`` as one of a group of tasks that stops at its first failure. The group
+    runs while its Event is set: the client sets it first, the first task to fail clears it
+    before its error leaves the worker, and a task that starts after that returns None
+    unrun. (Dask cannot interrupt a task that is running.)"""
+
+    def __init__(self, fn: Callable, event: str):
+        self.func, self.event = fn, event
+
+    def __call__(self, *args):
+        from distributed import Event
+        go = Event(self.event)
+        if not go.is_set():
+            return None
+        try:
+            return self.func(*args)
+        except Exception:
+            go.clear()
+            raise
+
+
+def each(fn: Callable, calls: list[tuple], keys: list[str], done: Callable[[int, Any], None], *, client,
+         what: str) -> None:
+    """``fn(*args)`` for each ``args`` of ``calls`` (Futures among them are passed as their
+    values), one task each on ``client`` under the matching key; ``done(i, result)`` as
+    each finishes, in any order (``fn`` must not return None). At the first failure (or
+    an interrupt) no further task starts, those waiting are cancelled and the error is
+    raised at once: tasks already running cannot be interrupted and end unseen."""
+    import dask
+    from distributed import Event, as_completed
+    go = Event(f"spnc-go-{uuid.uuid4().hex}", client)
+    go.set()
+    task = dask.delayed(_UntilFirstFailure(fn, go.name), pure=False)
+    futs = client.compute([task(*args, dask_key_name=k) for args, k in zip(calls, keys)])
+    where = {f.key: i for i, f in enumerate(futs)}
+    stopped, ok = [], False
+    try:
+        for f in as_completed(futs):
+            out = f.result()        # the first error: raised here
+            if out is None:         # stopped by a failure whose error is on its way
+                stopped.append(where[f.key])
+            else:
+                done(where[f.key], out)
+        ok = not stopped
+    except Exception as e:
+        raise failed(e, client, what)
+    finally:
+        if client.status == "running":
+            with contextlib.suppress(Exception):   # not to hide the error being raised
+                go.clear()      # also forgets it (a cleared Event is the default)
+            if not ok:
+                # cancelling also drops the futures' states, whose error would otherwise
+                # hold this frame (and so the futures) for as long as the client lives
+                client.cancel(futs)
+    if stopped:     # the failed task was lost with its worker, recomputed, and stopped itself
+        raise RuntimeError(f"spnc.dask: tasks {sorted(i + 1 for i in stopped)} of {what} were stopped by a "
+                           "failure that was then lost with its worker; run again")
 
 
 def _ll_block(block: np.ndarray, r0: int, ctx: tuple) -> np.ndarray:

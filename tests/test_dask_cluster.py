@@ -181,3 +181,46 @@ def test_a_client_closed_during_bagging_is_named(client, tmp_path):
     finally:
         t.join()
         own.close()
+
+
+def _bag_tasks(dask_scheduler) -> list[str]:
+    return [str(k) for k in dask_scheduler.tasks if str(k).startswith("spnc-bag-")]
+
+
+def test_the_first_failed_bag_stops_the_others(client, tmp_path):
+    # was: the error reached the caller while the other bags went on starting and running
+    # to the end, and their tasks and the rows stayed on the cluster (the error, kept in
+    # the failed future's state, held the frame that held the futures)
+    from spnc.learn import LearnSPN
+    from spnc.learn.bagging import BaggedSPN
+    from test_learnspn import planted
+
+    class FailFirst(LearnSPN):
+        def fit(self, X, y=None, X_valid=None):
+            open(os.path.join(self.log, f"started-{self.random_state}"), "w").close()
+            try:
+                os.close(os.open(os.path.join(self.log, "failed"), os.O_CREAT | os.O_EXCL))
+            except FileExistsError:     # not the first bag to start: a slow one
+                time.sleep(2.0)
+                open(os.path.join(self.log, f"done-{self.random_state}"), "w").close()
+                return super().fit(X, y, X_valid)
+            raise DataError("the first bag to start fails")
+
+    FailFirst.log = log = str(tmp_path)
+    X = planted(np.random.default_rng(1), n=200).astype(np.float64)
+    kw = dict(n_bags=8, random_state=0, backend="dask")
+    with client.as_current():
+        with pytest.raises(DataError, match=r"^BaggedSPN, bag [1-8] of 8: the first bag to start fails"):
+            BaggedSPN(FailFirst(min_instances=50, g_factor=5.0), **kw).fit(X)
+        assert not any(f.startswith("done") for f in os.listdir(log))     # not waiting for the running one
+        end = time.monotonic() + 10
+        while client.run_on_scheduler(_bag_tasks) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert client.run_on_scheduler(_bag_tasks) == []      # waiting bags cancelled, rows released
+        time.sleep(2.5)         # a running bag cannot be stopped: one per worker ends unseen
+        started = [f for f in os.listdir(log) if f.startswith("started")]
+        assert len(started) <= 2, started       # the failed bag and one that had started
+        # the client stays usable
+        got = BaggedSPN(LearnSPN(min_instances=50, g_factor=5.0), **{**kw, "n_bags": 2}).fit(X)
+    ref = BaggedSPN(LearnSPN(min_instances=50, g_factor=5.0), n_bags=2, random_state=0).fit(X)
+    assert np.array_equal(got.spn_.log_likelihood(X), ref.spn_.log_likelihood(X))

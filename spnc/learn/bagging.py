@@ -134,22 +134,22 @@ def _fit_bags_dask(cls: type, plans: list, X: np.ndarray, oobs: list[bool], verb
     if client is None:
         raise ParameterError("backend", "backend='dask' needs a running dask.distributed Client "
                                         "(distributed.Client() for a local cluster, or a scheduler address)")
-    import dask
-    from distributed import as_completed
     Xd = _dask.shared(X, client, "spnc-bag-rows")     # not scattered: recomputable if workers die
-    fit = dask.delayed(_fit_bag, pure=False)
     tok = uuid.uuid4().hex
-    futs = client.compute([fit(cls, p, Xd, rows, oobs[i], (i, len(plans)), dask_key_name=f"spnc-bag-{i + 1}-{tok}")
-                           for i, (p, rows) in enumerate(plans)])
-    where = {f.key: i for i, f in enumerate(futs)}
     results: list = [None] * len(plans)
-    try:
-        for f in as_completed(futs):
-            i = where[f.key]
-            results[i] = f.result()
-            _report(verbose, i, len(plans), results[i])
-    except Exception as e:
-        raise _dask.failed(e, client, f"the {len(plans)} bags")
+
+    def done(i: int, result: tuple) -> None:
+        results[i] = result
+        _report(verbose, i, len(plans), result)
+
+    try:        # the first bag to fail stops the others
+        _dask.each(_fit_bag, [(cls, p, Xd, rows, oobs[i], (i, len(plans))) for i, (p, rows) in enumerate(plans)],
+                   [f"spnc-bag-{i + 1}-{tok}" for i in range(len(plans))], done, client=client,
+                   what=f"the {len(plans)} bags")
+    except BaseException:
+        if client.status == "running":
+            client.cancel([Xd])     # the rows copied to every worker, held by this frame
+        raise
     return results
 
 
@@ -186,7 +186,8 @@ class BaggedSPN(DensityEstimator):
     backend : ``"processes"`` (``n_jobs`` local processes) or ``"dask"``: one task per bag
         on the current ``dask.distributed`` client (``Client()`` for a local cluster,
         ``Client("tcp://scheduler:8786")`` for a real one), the training rows shipped once
-        per worker; ``n_jobs`` is then ignored.
+        per worker; ``n_jobs`` is then ignored. The first bag to fail stops the others: no
+        bag starts after it, and its error is raised without waiting for those running.
     random_state : seed of the samples, the draws and the bags' own seeds.
     verbose : one line per bag (on stderr, as each finishes) when > 0, with any backend.
 
