@@ -2,7 +2,9 @@
 across processes, weights, out-of-bag validation, merging as a whole."""
 from __future__ import annotations
 
+import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -120,6 +122,30 @@ def test_other_errors_of_a_bag_name_it_in_a_note():
     with pytest.raises(ValueError, match="min_instances=7 fails") as e:
         bag.fit(X)
     assert e.value.__notes__ == [f"BaggedSPN: raised by bag {first + 1} of 4"]
+
+
+class _FirstToStartFails(LearnSPN):
+    """The first bag to start (in any process) fails; the others take 2 s. Bags log to the
+    directory $SPNC_TEST_BAG_LOG."""
+
+    def fit(self, X, y=None, X_valid=None):
+        log = os.environ["SPNC_TEST_BAG_LOG"]
+        try:
+            os.close(os.open(os.path.join(log, "failed"), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            time.sleep(2.0)
+            open(os.path.join(log, f"done-{self.random_state}"), "w").close()
+            return super().fit(X, y, X_valid)
+        raise spnc.errors.DataError("the first bag to start fails")
+
+
+def test_a_failed_bag_in_a_process_is_raised_without_waiting_for_the_others(tmp_path, monkeypatch):
+    # was: the error was raised only after every other bag had been fitted
+    monkeypatch.setenv("SPNC_TEST_BAG_LOG", str(tmp_path))     # the spawned processes inherit it
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 3)).astype(float)
+    with pytest.raises(spnc.errors.DataError, match=r"^BaggedSPN, bag [1-8] of 8: the first bag to start fails"):
+        BaggedSPN(_FirstToStartFails(g_factor=5.0), n_bags=8, n_jobs=2, random_state=0).fit(X)
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("done")]     # none waited for
 
 
 def test_bagged_spn_out_of_bag_errors_name_the_row_of_x():

@@ -341,20 +341,23 @@ class BaggedSPN(DensityEstimator):
                 _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
+            pool, ok = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx), False
             try:
-                with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                    with _main_not_rerun(cls, plans), _stdlib_start_method():
-                        futs = {pool.submit(_fit_bag, cls, p, X, rows, oobs[i], (i, len(plans))): i
-                                for i, (p, rows) in enumerate(plans)}
-                    for f in cf.as_completed(futs):
-                        i = futs[f]
-                        results[i] = f.result()
-                        _report(self.verbose, i, len(plans), results[i])
+                with _main_not_rerun(cls, plans), _stdlib_start_method():
+                    futs = {pool.submit(_fit_bag, cls, p, X, rows, oobs[i], (i, len(plans))): i
+                            for i, (p, rows) in enumerate(plans)}
+                for f in cf.as_completed(futs):
+                    i = futs[f]
+                    results[i] = f.result()
+                    _report(self.verbose, i, len(plans), results[i])
+                ok = True
             except cf.process.BrokenProcessPool as e:
                 raise RuntimeError("BaggedSPN: a worker process stopped before its bag was fitted (n_jobs > 1 "
                                    "starts fresh Python processes: if the base learner or its parameters are "
                                    "defined in a script, run the script's code under `if __name__ == "
                                    "\"__main__\":`; or out of memory)") from e
+            finally:    # the first failed bag stops the others: no waiting for those running
+                pool.shutdown(wait=ok, cancel_futures=not ok)
         models = [r[0] for r in results]
         if self.weights == "valid":
             if frame_valid is not None:
