@@ -18,6 +18,7 @@ from . import _validation as _v
 from ._buffers import aligned_empty
 from ._kinds import COMBINE, MARGINAL, MAX, PRODUCT, SUM, VAR_BINARY, VAR_CATEGORICAL, VAR_REAL, WEIGHT_TOL  # noqa: F401
 from ._conditional import check_evidence_range, check_mpe_evidence, log_conditional
+from ._seeds import SeedLike, seed_of
 from ._selection import select
 from ._sweep import Sweep, cell, check_posterior_range
 from ._text import counted
@@ -319,18 +320,21 @@ class SPN:
         order = np.array([pos[c] for c in cols], dtype=np.int64)
         return rows if np.array_equal(order, np.arange(len(order))) else rows[:, order]
 
-    def sample(self, n: int | None = None, evidence=None, seed: int | None = None, *,
+    def sample(self, n: int | None = None, evidence=None, seed: SeedLike = None, *,
                n_threads: int | None = None) -> np.ndarray:
         """Draw rows (n, n_vars) from the model, or from p(missing | observed) for each row of
         ``evidence`` (NaN: to sample; a DataFrame's in its own column order; refused as in
-        :meth:`mpe`). Variables in no leaf stay NaN. Reproducible for a given ``seed``,
-        whatever ``n_threads``."""
+        :meth:`mpe`). Variables in no leaf stay NaN. Reproducible for a given integer
+        ``seed``, whatever ``n_threads``; a numpy ``Generator`` or ``RandomState`` draws
+        the seed (and advances)."""
         self._need_single_root("sample")
+        seed = seed_of(seed)
         whole = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))  # noqa: E731
         if n is not None and not whole(n):
             raise ParameterError("n", f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
         if seed is not None and not (whole(seed) and 0 <= int(seed) < 2**64):
-            raise ParameterError("seed", f"seed must be an integer in [0, 2**64) or None, got {seed!r}")
+            raise ParameterError("seed", "seed must be an integer in [0, 2**64), a numpy Generator, a "
+                                         f"RandomState or None, got {seed!r}")
         if evidence is None:
             if n is None or int(n) < 0:
                 raise ParameterError("n", f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")

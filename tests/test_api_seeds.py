@@ -75,3 +75,29 @@ def test_clone_keeps_a_generator():
     twin = base.clone(est)
     assert isinstance(twin.random_state, np.random.Generator) and twin.random_state is not g
     assert np.array_equal(_ll(twin.fit(REAL), REAL), _ll(est.fit(REAL), REAL))    # a copy of the same state
+
+
+@pytest.mark.parametrize("kind", ["generator", "randomstate"])
+def test_sample_takes_a_generator(kind):
+    """``seed`` of SPN.sample and est.sample took integers only (ParameterError). A generator
+    draws the seed, as random_state does: the same rows as that integer, then new ones."""
+    est = ChowLiuTree().fit(CODES)
+    spn = est.spn_
+    new = (lambda: np.random.default_rng(7)) if kind == "generator" else (lambda: np.random.RandomState(7))
+    ref = new()
+    seed = int(ref.integers(2**63)) if kind == "generator" else int(ref.randint(2**63 - 1, dtype=np.int64))
+    g = new()
+    first = spn.sample(50, seed=g)
+    assert np.array_equal(first, spn.sample(50, seed=seed))
+    assert not np.array_equal(first, spn.sample(50, seed=g))          # the generator moved on
+    assert np.array_equal(est.sample(50, seed=new()), first)
+    ev = np.full((5, CODES.shape[1]), np.nan)
+    ev[:, 0] = 1
+    assert np.array_equal(spn.sample(evidence=ev, seed=new()), spn.sample(evidence=ev, seed=seed))
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", -1, 2**64, True])
+def test_sample_refuses_other_seeds(bad):
+    spn = ChowLiuTree().fit(CODES).spn_
+    with pytest.raises(ParameterError, match="seed must be an integer"):
+        spn.sample(5, seed=bad)

@@ -14,10 +14,11 @@ import contextvars
 import math
 import numbers
 import os
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import numpy as np
 
+from .._seeds import GENERATORS, SeedLike, seed_of  # noqa: F401  (the learners import them from here)
 from ..errors import ParameterError
 
 
@@ -155,25 +156,10 @@ def model_hint(v, name: str | None = "init") -> str:
 
 BOOL = Constraint(lambda v: isinstance(v, (bool, np.bool_, numbers.Integral)) and v in (0, 1), "a bool")
 CALLABLE = Constraint(callable, "a callable")
-#: numpy random generators a ``random_state`` may be, besides an integer seed
-GENERATORS = (np.random.Generator, np.random.RandomState)
-#: what ``random_state`` takes (the type hint)
-SeedLike = Union[int, np.random.Generator, np.random.RandomState, None]
 #: seeds reach numpy and the kernels as unsigned 64-bit integers, not C ints
 RANDOM_STATE = Constraint(lambda v: isinstance(v, GENERATORS) or (
     isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= int(v) <= 2**64 - 1),
     "an integer >= 0 and <= 2**64 - 1, a numpy Generator or a RandomState")
-
-
-def seed_of(random_state):
-    """The integer seed (or None) a fit runs on: an integer or None as it is, a numpy
-    ``Generator`` or ``RandomState`` drawing one (advancing it: two fits given the same
-    generator differ, reproducibly, as in scikit-learn)."""
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**63))
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(2**63 - 1, dtype=np.int64))
-    return random_state
 N_THREADS = Constraint(lambda v: _is_int(v) and v != 0, "a non-zero integer (-1: all cores)")
 N_THREADS.c_int = True
 #: a Gaussian leaf's std floor: its square must stay finite (as real training values do)

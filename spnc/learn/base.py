@@ -18,7 +18,7 @@ from .._warn import warn_user
 from ..data import as_data, attr_names, is_frame, refuse_1d, unmasked
 from ..errors import DataError, NotFittedError, ParameterError
 from ..graph import SPN
-from ._params import GENERATORS, json_value, seed_of, validate_params
+from ._params import GENERATORS, SeedLike, json_value, seed_of, validate_params
 
 
 @functools.lru_cache(maxsize=None)
@@ -331,6 +331,7 @@ class DensityEstimator:
             raise DataError("X has no rows to score")
         return float(np.mean(ll))
 
-    def sample(self, n: int, seed: int | None = None) -> np.ndarray:
-        """Draw ``n`` rows from the learned model, reproducible for a given ``seed``."""
+    def sample(self, n: int, seed: SeedLike = None) -> np.ndarray:
+        """Draw ``n`` rows from the learned model, reproducible for a given integer ``seed``
+        (a numpy ``Generator`` or ``RandomState`` draws one)."""
         return self._model().sample(n, seed=seed)      # not int(n): 1.5 would draw 1 row
