@@ -241,3 +241,17 @@ def test_oslrau_fits_a_source_opened_by_the_caller(tmp_path):
     got = OSLRAU().fit(IterableSource(blocks)).spn_
     assert got.var_names == ["a", "b", "c"]
     np.testing.assert_array_equal(got.log_likelihood(X), OSLRAU().fit([X[:300], X[300:]]).spn_.log_likelihood(X))
+
+
+def test_oslrau_fits_a_callable_of_blocks():
+    # was: "X holds a function, not an array of rows" (the other learners took it)
+    from spnc.learn.oslrau import OSLRAU
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(3).normal(size=(600, 3)) @ np.array([[1, .8, 0], [0, .6, 0], [0, 0, 1.]])
+    want = OSLRAU(random_state=0).fit(X)
+    calls = []
+    got = OSLRAU(random_state=0).fit(lambda: calls.append(1) or iter([X[:250], X[250:]]))
+    assert calls == [1] and np.array_equal(got.score_samples(X), want.score_samples(X))
+    named = OSLRAU(random_state=0).fit(lambda: (pd.DataFrame(X[i:i + 200], columns=list("abc")) for i in (0, 200, 400)))
+    assert list(named.feature_names_in_) == ["a", "b", "c"] and named.spn_.var_names == ["a", "b", "c"]
+    assert np.array_equal(named.score_samples(pd.DataFrame(X, columns=list("abc"))), want.score_samples(X))

@@ -181,23 +181,20 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
         seed = seed_of(self.random_state)       # a generator, in partial_fit: a seed drawn from it
         self._seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed) \
             & (2**64 - 1)
-        self._n_seen = 0
-        self._n_batches = 0
+        self._n_seen = self._n_batches = 0
         self._alloc({k: np.zeros(0, dt) for k, dt in _DTYPES.items()} |
                     {"scope_ptr": np.zeros(1, np.int64), "cov_ptr": np.zeros(1, np.int64),
                      "child_ptr": np.zeros(1, np.int64)})
         leaves = [self._new(LEAF, [v], np.zeros(1), np.ones((1, 1))) for v in range(d)]
-        if d == 1:
-            self._root = leaves[0]
-        else:
-            self._root = self._new(PRODUCT, range(d), np.zeros(d), np.eye(d), leaves)
+        self._root = leaves[0] if d == 1 else self._new(PRODUCT, range(d), np.zeros(d), np.eye(d), leaves)
 
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None) -> "OSLRAU":
         """One pass over ``X``: an array (n, d), an h5py dataset or Zarr array, a file spec
-        (``"data.h5:/X"``, ``"data.zarr"``, ``"data.npy"``), or an iterable of batches
-        (arrays). Starts from the fully factorised model; with ``select``, every candidate
-        takes the same pass and the best one is kept."""
+        (``"data.h5:/X"``, ``"data.zarr"``, ``"data.npy"``), an iterable of batches (arrays
+        or DataFrames) or a callable returning one (called once). Starts from the fully
+        factorised model; with ``select``, every candidate takes the same pass and the best
+        one is kept."""
         self._no_target(y)
         self._d = None       # unfitted until the pass starts: a refused refit leaves no old model
         if isinstance(X, (str, os.PathLike)):
@@ -208,6 +205,7 @@ class OSLRAU(DensityEstimator, StructureEdits, TreeStore):
                 src.close()
         if isinstance(X, _stream.ArraySource) and X.order is None:     # opened by the caller
             return self.fit(X.A)
+        X = X() if callable(X) and not isinstance(X, _stream.BlockSource) else X    # one pass: one call
         self._validate_params()
         for k in ("_overrides", "selection_"):      # a new pass: an earlier select is forgotten
             self.__dict__.pop(k, None)
