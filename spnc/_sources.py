@@ -2,6 +2,8 @@
 at a time (see :mod:`spnc.stream`, which re-exports them)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 from typing import Any, Iterable, Iterator
@@ -30,6 +32,23 @@ def split_spec(path: str) -> tuple[str, str | None]:
             continue
         return path[:k], path[k + 1:] or None
     return path, None
+
+
+#: the first DataFrame block's own columns of a source named "X", while record_columns runs
+_FIRST_COLUMNS: contextvars.ContextVar = contextvars.ContextVar("spnc_first_columns", default=None)
+
+
+@contextlib.contextmanager
+def record_columns():
+    """Within this block, the columns of the first DataFrame block read from a source named
+    "X" (in that block's own order) are appended to the list it yields: a fit over blocks
+    read once knows the names its data had after reading them."""
+    seen: list[str] = []
+    token = _FIRST_COLUMNS.set(seen)
+    try:
+        yield seen
+    finally:
+        _FIRST_COLUMNS.reset(token)
 
 
 def is_streamed(X: Any) -> bool:
@@ -165,6 +184,9 @@ class IterableSource(BlockSource):
                                     "is cannot be known; give every block as a DataFrame, or every block as an "
                                     "array in one column order")
                 warn = self.positional and self.names is None
+                seen = _FIRST_COLUMNS.get()
+                if seen == [] and self.name == "X":
+                    seen.extend(str(c) for c in b.columns)
                 # names only: a learner checks them for storage once it has read the blocks
                 b, cols = as_data(b, self.names, f"{self.name}: the block at row {r0}", model_names=False)
                 if warn:

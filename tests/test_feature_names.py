@@ -252,3 +252,20 @@ def test_an_array_x_valid_after_a_dataframe_x_warns_as_a_query_does():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             fit(df[:50])
+
+
+def test_blocks_from_a_callable_name_the_fit_even_with_a_named_init():
+    """With a named init, EM over a callable of DataFrame blocks left feature_names_in_
+    unset (the blocks are read once, inside the fit); it is now the first block's columns
+    in its own order, as a DataFrame fit gives them, and a block lacking one is refused."""
+    from spnc.learn import EM
+    init = LearnSPN(min_instances=50).fit(FRAME).spn_      # Bernoulli leaves: EM streams them
+    cba = FRAME[["c", "b", "a"]]
+    blocks = lambda: (cba.iloc[i:i + 40] for i in (0, 40, 80))      # noqa: E731
+    got = EM(init=init, max_iter=2).fit(blocks)
+    want = EM(init=init, max_iter=2).fit(cba)
+    assert list(got.feature_names_in_) == list(want.feature_names_in_) == ["c", "b", "a"]
+    assert np.allclose(got.spn_.weight, want.spn_.weight)
+    short = lambda: iter([cba.iloc[:40], cba.iloc[40:, :2]])     # noqa: E731
+    with pytest.raises(spnc.DataError, match="'a'"):
+        EM(init=init, max_iter=2).fit(short)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._sources import ArraySource, is_streamed, open_source
+from .._sources import ArraySource, is_streamed, open_source, record_columns
 from .._sweep import cell
 from .._text import counted
 from .._threads import blas_threads
@@ -90,12 +90,13 @@ def _leave_fit(token: contextvars.Token) -> None:
     _FITTING.reset(token)
 
 
-def _input_names(X, est) -> list[str] | None:
+def _input_names(X, est, seen: list[str]) -> list[str] | None:
     """The column names the training data ``X`` of ``est`` has, in its own column order
     (None: it has none): a DataFrame's, a dataset's ``columns`` attribute (HDF5, Zarr, as
     a spec string or a block source), the first block's of a list of DataFrame blocks.
-    Blocks from a callable or iterator are read once only: their names are the learned
-    model's, unless it had them from a named ``init``."""
+    Blocks from a callable or iterator are read once only: their first DataFrame block's,
+    ``seen`` as the fit read it, or else the learned model's, unless it had them from a
+    named ``init``."""
     if is_frame(X):
         return [str(c) for c in X.columns]
     if isinstance(X, (list, tuple)) and X and all(is_frame(b) for b in X):
@@ -109,6 +110,8 @@ def _input_names(X, est) -> list[str] | None:
     A = X.A if isinstance(X, ArraySource) else X
     if getattr(A, "attrs", None) is not None:
         return attr_names(A)
+    if seen and is_streamed(X):
+        return list(seen)
     spn = getattr(est, "spn_", None)
     if is_streamed(X) and not isinstance(X, (list, tuple)) and spn is not None \
             and getattr(getattr(est, "init", None), "var_names", None) is None:
@@ -146,12 +149,13 @@ def _fresh_fit(fit):
         try:
             _forget_fitted(self)
             refuse_1d(args[0] if args else kwargs.get("X"))
-            out = fit(self, *args, **kwargs)
+            with record_columns() as seen:
+                out = fit(self, *args, **kwargs)
         finally:
             _leave_fit(token)
             if swapped:
                 self.random_state = rs
-        names = _input_names(args[0] if args else kwargs.get("X"), self)
+        names = _input_names(args[0] if args else kwargs.get("X"), self, seen)
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
         return out
