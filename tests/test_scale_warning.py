@@ -92,3 +92,18 @@ def test_constant_columns_at_a_tiny_scale_are_not_warned_about(name):
     Y = X.copy()
     Y[:, 2] = 2.5e-20
     make().fit(Y)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-6])
+def test_em_over_streamed_blocks_warns_as_in_memory(scale):
+    """Was silent: EM over a list or callable of blocks (or a dataset) skipped the check.
+    The first pass gathers the column moments block by block, with no extra pass."""
+    Y = X * scale
+    Y[::7, 1] = np.nan
+    want = _scale_warnings(lambda: EM(init=INIT, max_iter=2).fit(Y))
+    blocks = [Y[i:i + 90] for i in range(0, len(Y), 90)]
+    for data in (blocks, lambda: iter(blocks)):
+        got = _scale_warnings(lambda: EM(init=INIT, max_iter=2).fit(data))
+        assert len(got) == len(want) == 1
+        assert str(got[0].message) == str(want[0].message)
+    assert _scale_warnings(lambda: EM(init=INIT, max_iter=2).fit([X[:200], X[200:]])) == []

@@ -21,6 +21,7 @@ from .. import stream as _stream
 from ..chowliu import check_weights
 from ..errors import DataError, ParameterError
 from ._em_mstep import NOT_ADDED as _NOT_ADDED
+from ._scale import block_moments, merge_moments, moments_std, warn_small
 from ._training import bounded_vars, check_real_range
 
 
@@ -44,6 +45,7 @@ def prepare(em, model, X, sample_weight) -> tuple[Any, np.ndarray | None, float]
         raise ParameterError("batch_size", f"variant='online' over streamed X takes one batch of all rows per pass "
                                            f"(batch_size >= the {n} rows); smaller batches are drawn at random "
                                            "and need X in memory")
+    em._scale_cols = bounded_vars(model)    # the first pass gathers their moments (see estep)
     if sample_weight is None:
         return src, None, float(n)
     w = check_weights(sample_weight, n)
@@ -101,6 +103,9 @@ def _estep_block(block: np.ndarray, r0: int, ctx: tuple) -> dict:
         Xb, wb = Xb[rows - r0], wb[rows - r0]
     est = em._estep(spn, Xb, wb, hard, stats, rows=rows)
     est["kept"] = {}
+    cols = getattr(em, "_scale_cols", None)
+    if cols is not None and len(cols):
+        est["scale"] = block_moments(Xb[:, cols])
     return est
 
 
@@ -110,8 +115,11 @@ def add_estep(a: dict | None, b: dict | None) -> dict | None:
         return b if a is None else a
     leaf = {k: {f: (v if f in _NOT_ADDED else v + b["leaf"][k][f]) for f, v in s.items()}
             for k, s in a["leaf"].items()}
-    return {"objective": a["objective"] + b["objective"], "edge_counts": a["edge_counts"] + b["edge_counts"],
-            "node_counts": a["node_counts"] + b["node_counts"], "leaf": leaf, "kept": {}}
+    out = {"objective": a["objective"] + b["objective"], "edge_counts": a["edge_counts"] + b["edge_counts"],
+           "node_counts": a["node_counts"] + b["node_counts"], "leaf": leaf, "kept": {}}
+    if "scale" in a:
+        out["scale"] = merge_moments(a["scale"], b["scale"])
+    return out
 
 
 def fit_client(X):
@@ -131,7 +139,13 @@ def estep(em, spn, src, w, hard: bool, stats: bool) -> dict:
         # else Dask falls back to its local scheduler, or fails on data persisted there
         raise ParameterError("client", f"the Dask client {client!r} the fit started on was closed between "
                                        "its passes; keep it open until fit returns")
+    cols = em.__dict__.pop("_scale_cols", None)     # the fit's first pass only
     light = copy.copy(em)
     light.init = None          # the starting model stays on the client
     light._client = None       # the client object stays here too
-    return _stream.map_reduce(_estep_block, src, (light, spn, w, hard, stats), add_estep, client=client)
+    light._scale_cols = cols
+    out = _stream.map_reduce(_estep_block, src, (light, spn, w, hard, stats), add_estep, client=client)
+    if out is not None and "scale" in out:     # as an in-memory fit warns (EM.fit)
+        warn_small(moments_std(out.pop("scale")), float(em.min_std), "min_std", "EM", cols=cols,
+                   names=spn.var_names)
+    return out

@@ -117,3 +117,41 @@ def warn_tracked(est, names: Sequence[str] | None = None) -> None:
     std = st["scale"] * np.sqrt(st["m2"] / st["n"])
     std[_flat(st["lo"], st["hi"])] = 0.0
     st["warned"] = warn_small(std, floor[0], floor[1], type(est).__name__, names=names, what=floor[2])
+
+
+def block_moments(A: np.ndarray) -> dict:
+    """Column moments of one block (NaN cells left out) that :func:`merge_moments` adds up
+    over blocks in any grouping: counts, a scale (the largest magnitude), the mean and
+    summed squared deviations of the values over it, the smallest and largest values."""
+    A = np.asarray(A, dtype=np.float64)
+    seen = ~np.isnan(A)
+    c = seen.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top = np.where(seen, np.abs(A), 0.0).max(axis=0, initial=0.0)
+        s = np.where(top > 0, top, 1.0)
+        B = np.where(seen, A / s, 0.0)
+        m = B.sum(axis=0) / np.maximum(c, 1)
+        M2 = (np.where(seen, B - m, 0.0) ** 2).sum(axis=0)
+    return {"c": c, "s": s, "m": m, "M2": M2, "lo": np.where(seen, A, np.inf).min(axis=0, initial=np.inf),
+            "hi": np.where(seen, A, -np.inf).max(axis=0, initial=-np.inf)}
+
+
+def merge_moments(a: dict, b: dict) -> dict:
+    """The moments of two blocks' rows together (Chan et al.'s pairwise update, on a
+    common scale)."""
+    S = np.maximum(a["s"], b["s"])
+    fa, fb = a["s"] / S, b["s"] / S
+    ma, mb = a["m"] * fa, b["m"] * fb
+    c = a["c"] + b["c"]
+    d = mb - ma
+    cc = np.maximum(c, 1)
+    return {"c": c, "s": S, "m": ma + d * b["c"] / cc,
+            "M2": a["M2"] * fa * fa + b["M2"] * fb * fb + d * d * a["c"] * b["c"] / cc,
+            "lo": np.minimum(a["lo"], b["lo"]), "hi": np.maximum(a["hi"], b["hi"])}
+
+
+def moments_std(t: dict) -> np.ndarray:
+    """The column std of merged moments, 0 for constant (or empty) columns, as
+    :func:`column_std` gives it."""
+    std = t["s"] * np.sqrt(t["M2"] / np.maximum(t["c"], 1))
+    return np.where(_flat(t["lo"], t["hi"]) | (t["c"] == 0), 0.0, std)
