@@ -274,11 +274,11 @@ class SPN:
         to be accurate, raise :class:`DataError` (:func:`log_conditional`)."""
         Xq, cq = self._check_X(X_query, "X_query", defer=True)
         Xe, ce = self._check_X(X_evidence, "X_evidence", defer=True)
-        q = self._forward(Xq, MARGINAL, n_threads, cq)      # bad values are refused first
-        e = self._forward(Xe, MARGINAL, n_threads, ce)
-        if Xq.shape[0] != Xe.shape[0]:
+        if Xq.shape[0] != Xe.shape[0]:          # before two passes over the rows
             raise DataError(f"X_query has {Xq.shape[0]} rows and X_evidence {Xe.shape[0]}: one evidence "
                             "row per query row")
+        q = self._forward(Xq, MARGINAL, n_threads, cq)      # bad values are refused first
+        e = self._forward(Xe, MARGINAL, n_threads, ce)
         bad = ~np.isnan(Xe) & (np.isnan(Xq) | (Xq != Xe))
         if bad.any():
             r, c = (int(i) for i in np.argwhere(bad)[0])

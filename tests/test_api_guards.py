@@ -212,3 +212,13 @@ def test_assigning_var_names_is_checked_as_on_construction(binary, tmp_path):
     assert spnc.load(tmp_path / "m.h5").var_names == ["w", "x", "y", "z"]
     spn.var_names = None
     assert spn.var_names is None
+
+
+def test_conditional_refuses_unequal_row_counts_before_any_pass(binary, monkeypatch):
+    """The row counts were compared only after both log-likelihood passes had run."""
+    spn = ChowLiuTree().fit(binary).spn_
+    ev = np.full_like(binary, np.nan)
+    ev[:, 0] = binary[:, 0]
+    monkeypatch.setattr(type(spn), "_forward", lambda *a, **k: pytest.fail("a pass ran"))
+    with pytest.raises(DataError, match="X_query has 300 rows and X_evidence 299: one evidence row per query row"):
+        spn.conditional(binary, ev[:-1])
