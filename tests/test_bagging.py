@@ -133,6 +133,7 @@ class _FirstToStartFails(LearnSPN):
         try:
             os.close(os.open(os.path.join(log, "failed"), os.O_CREAT | os.O_EXCL))
         except FileExistsError:
+            open(os.path.join(log, f"start-{self.random_state}"), "w").close()
             time.sleep(2.0)
             open(os.path.join(log, f"done-{self.random_state}"), "w").close()
             return super().fit(X, y, X_valid)
@@ -146,6 +147,17 @@ def test_a_failed_bag_in_a_process_is_raised_without_waiting_for_the_others(tmp_
     with pytest.raises(spnc.errors.DataError, match=r"^BaggedSPN, bag [1-8] of 8: the first bag to start fails"):
         BaggedSPN(_FirstToStartFails(g_factor=5.0), n_bags=8, n_jobs=2, random_state=0).fit(X)
     assert not [f for f in os.listdir(tmp_path) if f.startswith("done")]     # none waited for
+
+
+def test_bags_queued_in_a_process_pool_do_not_start_after_a_failure(tmp_path, monkeypatch):
+    # was: the up to n_jobs + 1 bags already handed to the processes ran to the end after
+    # the error, and the interpreter waited for them at exit
+    monkeypatch.setenv("SPNC_TEST_BAG_LOG", str(tmp_path))
+    X = np.random.default_rng(0).integers(0, 2, size=(60, 3)).astype(float)
+    with pytest.raises(spnc.errors.DataError, match="the first bag to start fails"):
+        BaggedSPN(_FirstToStartFails(g_factor=5.0), n_bags=8, n_jobs=2, random_state=0).fit(X)
+    time.sleep(3.0)     # what still runs ends: at most the bag the other process had started
+    assert len([f for f in os.listdir(tmp_path) if f.startswith("start")]) <= 1
 
 
 def test_bagged_spn_out_of_bag_errors_name_the_row_of_x():

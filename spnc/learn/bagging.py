@@ -52,11 +52,23 @@ def _draw(dist: Any, rng: np.random.Generator) -> Any:
     return dist
 
 
+#: in a worker process of a BaggedSPN pool: the pool's Event, set by the first bag to fail
+_STOP = None
+
+
+def _join_pool(stop) -> None:
+    global _STOP
+    _STOP = stop
+
+
 def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
-             oob: bool = False, bag: tuple[int, int] = (0, 1)) -> tuple[SPN, float, float]:
+             oob: bool = False, bag: tuple[int, int] = (0, 1)) -> tuple[SPN, float, float] | None:
     """One bag (runs in a worker process): the model, its mean training log-likelihood on
     all rows and its fit seconds. ``oob``: the rows the sample missed are the bag's
-    ``X_valid``. ``bag``: (index, number of bags), for errors."""
+    ``X_valid``. ``bag``: (index, number of bags), for errors. In a pool, a bag that
+    starts once another has failed returns None, unfitted."""
+    if _STOP is not None and _STOP.is_set():
+        return None
     t0 = time.perf_counter()
     try:
         missed = None
@@ -75,12 +87,21 @@ def _fit_bag(cls: type, params: dict, X: np.ndarray, rows: np.ndarray,
         secs = time.perf_counter() - t0
         ll = float(np.mean(spn.log_likelihood(X, n_threads=1)))
     except DataError as e:
+        _stop_pool()
         oob_rows = " (its X_valid: the rows of X its bootstrap sample missed)" if oob else ""
         raise DataError(f"BaggedSPN, bag {bag[0] + 1} of {bag[1]}{oob_rows}: {e}") from e
     except Exception as e:
+        _stop_pool()
         e.add_note(f"BaggedSPN: raised by bag {bag[0] + 1} of {bag[1]}")
         raise
     return spn, ll, secs
+
+
+def _stop_pool() -> None:
+    """Set the pool's Event before a failed bag's error leaves the worker: the bags queued
+    to this process and the others do not start."""
+    if _STOP is not None:
+        _STOP.set()
 
 
 @contextlib.contextmanager
@@ -341,7 +362,9 @@ class BaggedSPN(DensityEstimator):
                 _report(self.verbose, i, len(plans), results[i])
         else:
             ctx = multiprocessing.get_context("spawn")     # OpenMP runtimes are not fork-safe
-            pool, ok = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx), False
+            stop = ctx.Event()      # the first bag to fail sets it (_fit_bag)
+            pool, ok = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_join_pool,
+                                              initargs=(stop,)), False
             try:
                 with _main_not_rerun(cls, plans), _stdlib_start_method():
                     futs = {pool.submit(_fit_bag, cls, p, X, rows, oobs[i], (i, len(plans))): i
@@ -349,7 +372,8 @@ class BaggedSPN(DensityEstimator):
                 for f in cf.as_completed(futs):
                     i = futs[f]
                     results[i] = f.result()
-                    _report(self.verbose, i, len(plans), results[i])
+                    if results[i] is not None:      # None: stopped by a failure, raised when its turn comes
+                        _report(self.verbose, i, len(plans), results[i])
                 ok = True
             except cf.process.BrokenProcessPool as e:
                 raise RuntimeError("BaggedSPN: a worker process stopped before its bag was fitted (n_jobs > 1 "
@@ -357,6 +381,8 @@ class BaggedSPN(DensityEstimator):
                                    "defined in a script, run the script's code under `if __name__ == "
                                    "\"__main__\":`; or out of memory)") from e
             finally:    # the first failed bag stops the others: no waiting for those running
+                if not ok:
+                    stop.set()
                 pool.shutdown(wait=ok, cancel_futures=not ok)
         models = [r[0] for r in results]
         if self.weights == "valid":
