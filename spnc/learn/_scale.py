@@ -78,47 +78,6 @@ def learner_floor(est) -> tuple[float, str, str | None] | None:
     return None
 
 
-def track(est, A: np.ndarray, fresh: bool, warn: bool) -> None:
-    """Add a batch ``A`` to the running column moments of an oSLRAU learner (``fresh``: its
-    first batch), and with ``warn`` say once what they show (:func:`warn_tracked`). The
-    moments are of the values over a per-column scale, raised as larger values come."""
-    st = None if fresh else est.__dict__.get("_scale_stats")
-    if A.shape[0] == 0:
-        return
-    top = np.abs(A).max(axis=0)
-    if st is None:
-        st = {"n": 0, "scale": np.where(top > 0, top, 1.0), "mean": np.zeros(A.shape[1]),
-              "m2": np.zeros(A.shape[1]), "lo": A.min(axis=0), "hi": A.max(axis=0), "warned": False}
-    grow = top > st["scale"]
-    if grow.any():
-        f = np.where(grow, st["scale"] / np.where(grow, top, 1.0), 1.0)
-        st["scale"] = np.where(grow, top, st["scale"])
-        st["mean"], st["m2"] = st["mean"] * f, st["m2"] * f * f
-    B = A / st["scale"]
-    nb, mb = B.shape[0], B.mean(axis=0)
-    m2b = ((B - mb) ** 2).sum(axis=0)
-    n = st["n"] + nb
-    delta = mb - st["mean"]
-    st["mean"] = st["mean"] + delta * nb / n
-    st["m2"] = st["m2"] + m2b + delta * delta * st["n"] * nb / n
-    st["n"] = n
-    st["lo"], st["hi"] = np.minimum(st["lo"], A.min(axis=0)), np.maximum(st["hi"], A.max(axis=0))
-    est._scale_stats = st
-    if warn:
-        warn_tracked(est)
-
-
-def warn_tracked(est, names: Sequence[str] | None = None) -> None:
-    """The warning of :func:`warn_small` for the moments :func:`track` gathered, once."""
-    st = est.__dict__.get("_scale_stats")
-    floor = learner_floor(est)
-    if st is None or st["warned"] or floor is None:
-        return
-    std = st["scale"] * np.sqrt(st["m2"] / st["n"])
-    std[_flat(st["lo"], st["hi"])] = 0.0
-    st["warned"] = warn_small(std, floor[0], floor[1], type(est).__name__, names=names, what=floor[2])
-
-
 def block_moments(A: np.ndarray) -> dict:
     """Column moments of one block (NaN cells left out) that :func:`merge_moments` adds up
     over blocks in any grouping: counts, a scale (the largest magnitude), the mean and
@@ -155,3 +114,25 @@ def moments_std(t: dict) -> np.ndarray:
     :func:`column_std` gives it."""
     std = t["s"] * np.sqrt(t["M2"] / np.maximum(t["c"], 1))
     return np.where(_flat(t["lo"], t["hi"]) | (t["c"] == 0), 0.0, std)
+
+
+def track(est, A: np.ndarray, fresh: bool, warn: bool) -> None:
+    """Add a batch ``A`` to the running column moments of an oSLRAU learner (``fresh``: its
+    first batch; :func:`merge_moments`), and with ``warn`` say once what they show
+    (:func:`warn_tracked`)."""
+    if A.shape[0] == 0:
+        return
+    st = None if fresh else est.__dict__.get("_scale_stats")
+    b = block_moments(A)
+    est._scale_stats = dict(b, warned=False) if st is None else dict(merge_moments(st, b), warned=st["warned"])
+    if warn:
+        warn_tracked(est)
+
+
+def warn_tracked(est, names: Sequence[str] | None = None) -> None:
+    """The warning of :func:`warn_small` for the moments :func:`track` gathered, once."""
+    st = est.__dict__.get("_scale_stats")
+    floor = learner_floor(est)
+    if st is None or st["warned"] or floor is None:
+        return
+    st["warned"] = warn_small(moments_std(st), floor[0], floor[1], type(est).__name__, names=names, what=floor[2])
