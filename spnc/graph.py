@@ -338,8 +338,9 @@ class SPN:
         if evidence is None:
             if n is None or int(n) < 0:
                 raise ParameterError("n", f"sample needs a whole number n >= 0 (or evidence rows), got {n!r}")
-            _budget.check(16.0 * int(n) * self.n_vars, f"{int(n)} samples of {self.n_vars} variables")
-            X = np.full((int(n), self.n_vars), np.nan)
+            _budget.check(8.0 * int(n) * self.n_vars, f"{int(n)} samples of {self.n_vars} variables")
+            # all missing, read through zero strides: no n x n_vars input to fill (serially)
+            X = np.broadcast_to(np.float64(np.nan), (int(n), self.n_vars))
         else:
             X, check = self._check_X(evidence, "evidence", defer=True)
             ll = self._forward(X, MARGINAL, n_threads, check)     # bad values are refused first

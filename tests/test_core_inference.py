@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 import spnc
+from spnc._kinds import MARGINAL
 from spnc._selection import select
 from spnc.nodes import Product, Sum
 
@@ -373,3 +374,19 @@ def test_linear_sweep_keeps_values_far_below_its_zero_marker():
     ll = np.empty(1)        # the max-product sweep itself keeps such values finite
     select(spn, E, spnc.graph.MAX, seed=0, n_threads=None, evidence=True, ll=ll, root_value=np.empty(1))
     assert np.isfinite(ll).all()
+
+
+@pytest.mark.parametrize("kind", ["inline", "gaussian", "mvn"])
+def test_unconditional_sampling_reads_no_filled_input(kind):
+    """sample(n) reads an all-missing input through zero strides: the draws are those of
+    a filled NaN matrix, on inline leaves (staged blocks) and leaf-matrix leaves alike."""
+    if kind == "inline":
+        spn = _model(3, [2, 3, 2, 4])[1]
+    elif kind == "gaussian":
+        spn = spnc.compile(Sum([spnc.Gaussian(0, -2.0, 0.5), spnc.Gaussian(0, 3.0, 1.0)], [0.25, 0.75]))
+    else:
+        spn = spnc.compile(spnc.MultivariateGaussian([0, 1], [1.0, -1.0], [[1.0, 0.8], [0.8, 2.0]]))
+    for nt in (1, 2):
+        want = select(spn, np.full((700, spn.n_vars), np.nan), MARGINAL, seed=11, n_threads=nt,
+                      evidence=False)
+        np.testing.assert_array_equal(spn.sample(700, seed=11, n_threads=nt), want)
