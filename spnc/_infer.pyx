@@ -428,3 +428,18 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                     _fold(&edge_acc[0, 0], &eslot[k, 0], nE)
                     _fold(&node_acc[0, 0], &nslot[k, 0], nN)
     graph.plain_record(n_blocks, budget0, budget, True)
+
+
+cdef extern from "_kernels.h":
+    int spnc_lut_off
+    int SPNC_HAS_LUT() nogil
+
+
+def leaf_lookup(on=None) -> bool:
+    """Whether this module's sweeps read inline leaves of up to 7 states by a register
+    lookup (AVX-512 CPUs; see ``spnc_leaf_lut512``); ``on=False`` turns it off, so tests
+    can compare the lookup with the generic loops. Not thread-safe: tests only."""
+    global spnc_lut_off
+    if on is not None:
+        spnc_lut_off = not on
+    return bool(SPNC_HAS_LUT())

@@ -32,6 +32,12 @@ static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *
     const double *restrict xv = SPNC_XV(g, g->XT, g->var[c], col0);
     const double *restrict p = g->lin + g->off[c];
     int j;
+#ifdef SPNC_X86_512
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+        spnc_leaf_lut512(m, NULL, xv, p, 1.0, g->nst[c], put ? 1 : 2);
+        return;
+    }
+#endif
     if (g->nst[c] == 2) {
         const double a0 = p[0], a1 = p[1];
         for (j = 0; j < SPNC_B; j++) {

@@ -48,6 +48,54 @@ typedef struct {
 /* Variable v's values of the block starting at column col0 of the chunk. */
 #define SPNC_XV(g, base, v, col0) ((base) + (int64_t)(v) * (g)->xm + ((col0) - (g)->x0))
 
+#ifdef SPNC_X86_512
+/* Inline leaves of at most SPNC_LUT_STATES states are read by a lookup in one register: the
+ * table holds the leaf's value of each state (probability or log) and `miss` after them; a
+ * missing x (NaN) becomes the index past the last state (vminpd returns its second operand
+ * for NaN) and a permute reads the lane, one per 8 rows, where the generic loops take two
+ * to three compares and as many masked broadcasts, all on one port of Intel's cores. The
+ * table is one masked load: built from scalars on the stack, it stalled on store forwarding.
+ * s = y (op 1), s * y (op 2), s + y (op 3) or base + y (op 4), for the values y of rows x. */
+#define SPNC_LUT_STATES 7
+__attribute__((target("avx512f,avx512dq")))
+static void spnc_leaf_lut512(double *restrict s, const double *restrict base, const double *restrict x,
+                             const double *restrict tab_values, double miss, int32_t ns, int op)
+{
+    const __m512d tab = _mm512_mask_loadu_pd(_mm512_set1_pd(miss), (__mmask8)((1u << ns) - 1u), tab_values);
+    const __m512d past = _mm512_set1_pd((double)ns);
+    int j;
+    for (j = 0; j < SPNC_B; j += 8) {
+        const __m512d y = _mm512_permutexvar_pd(_mm512_cvttpd_epi64(_mm512_min_pd(_mm512_loadu_pd(x + j), past)),
+                                                tab);
+        __m512d r;
+        switch (op) {
+        case 1: r = y; break;
+        case 2: r = _mm512_mul_pd(_mm512_loadu_pd(s + j), y); break;
+        case 3: r = _mm512_add_pd(_mm512_loadu_pd(s + j), y); break;
+        default: r = _mm512_add_pd(_mm512_loadu_pd(base + j), y); break;
+        }
+        _mm512_storeu_pd(s + j, r);
+    }
+}
+
+/* spnc_lin_leaf_mul's lookup: mantissas into m, exponents added to x (missing: 0.5 * 2^1). */
+__attribute__((target("avx512f,avx512dq")))
+static void spnc_lin_leaf_lut512(double *restrict m, double *restrict x, const double *restrict xv,
+                                 const double *restrict sm, const double *restrict se, int32_t ns)
+{
+    const __mmask8 k = (__mmask8)((1u << ns) - 1u);
+    const __m512d tm = _mm512_mask_loadu_pd(_mm512_set1_pd(0.5), k, sm);
+    const __m512d te = _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), k, se);
+    const __m512d past = _mm512_set1_pd((double)ns);
+    int j;
+    for (j = 0; j < SPNC_B; j += 8) {
+        const __m512i i = _mm512_cvttpd_epi64(_mm512_min_pd(_mm512_loadu_pd(xv + j), past));
+        _mm512_storeu_pd(m + j, _mm512_mul_pd(_mm512_loadu_pd(m + j), _mm512_permutexvar_pd(i, tm)));
+        _mm512_storeu_pd(x + j, _mm512_add_pd(_mm512_loadu_pd(x + j), _mm512_permutexvar_pd(i, te)));
+    }
+}
+#endif
+
 /* Add (log domain) leaf c's log-values for rows col0.. to s, or (put) write them there; with
  * base, write base + them (a product's first two children at once: no copy of the first). */
 static SPNC_INLINE void spnc_leaf_log_to(double *restrict s, const double *restrict base, const spnc_net *g,
@@ -57,6 +105,12 @@ static SPNC_INLINE void spnc_leaf_log_to(double *restrict s, const double *restr
     const double *restrict lp = g->logp + g->off[c];
     const double miss = g->miss[c];
     int j;
+#ifdef SPNC_X86_512
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+        spnc_leaf_lut512(s, base, x, lp, miss, g->nst[c], base ? 4 : (put ? 1 : 3));
+        return;
+    }
+#endif
     if (g->nst[c] == 2) {
         const double a0 = lp[0], a1 = lp[1];
         for (j = 0; j < SPNC_B; j++) {
@@ -89,6 +143,12 @@ static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x
     const double *restrict sm = g->lm + g->off[c];
     const double *restrict se = g->le + g->off[c];
     int j;
+#ifdef SPNC_X86_512
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+        spnc_lin_leaf_lut512(m, x, xv, sm, se, g->nst[c]);
+        return;
+    }
+#endif
     if (g->nst[c] == 2) {
         const double a0 = sm[0], a1 = sm[1], b0 = se[0], b1 = se[1];
         for (j = 0; j < SPNC_B; j++) {
