@@ -85,6 +85,89 @@ static inline int spnc_dense_sum(int64_t k, uint64_t an)
 }
 #endif
 
+#ifdef SPNC_X86_512
+/* spnc_mix64 and spnc_rand_uniform(seed, row + i, node, 0) for the 8 rows i of a vector. */
+__attribute__((target("avx512f,avx512dq")))
+static inline __m512i spnc_mix512(__m512i z)
+{
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64((long long)0x94D049BB133111EBULL));
+    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+__attribute__((target("avx512f,avx512dq")))
+static inline __m512d spnc_rand_uniform512(uint64_t seed, int64_t row, uint64_t node)
+{
+    const __m512i rows = _mm512_add_epi64(_mm512_set1_epi64(row), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+    __m512i h = spnc_mix512(_mm512_add_epi64(_mm512_set1_epi64((long long)(seed * 0x9E3779B97F4A7C15ULL)), rows));
+    h = spnc_mix512(_mm512_xor_si512(h, _mm512_set1_epi64((long long)(node * 0xD1B54A32D192ED03ULL))));
+    h = spnc_mix512(_mm512_xor_si512(h, _mm512_set1_epi64((long long)0x632BE59BD9B4E019ULL)));   /* k = 0 */
+    return _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(h, 11)), _mm512_set1_pd(0.5)),
+                         _mm512_set1_pd(1.0 / 9007199254740992.0));
+}
+
+/* An unconditional draw of sum n's edge (k <= 64 of them, from edge a) for each row of an,
+ * 8 rows at a time: the scalar loop picks the first edge whose running sum of weights
+ * reaches u, that is the number of running sums below u (they never decrease), or the
+ * last edge of positive weight when none does. The running sums are the loop's, so are
+ * the picks. */
+__attribute__((target("avx512f,avx512dq")))
+static void spnc_draw512(const spnc_net *g, int64_t n, int64_t a, int64_t k, uint64_t an, uint64_t seed,
+                         int64_t row, uint64_t *A)
+{
+    double cw[64], cum = 0.0;
+    int64_t e, last = -1, pick[8];
+    int jb;
+    for (e = 0; e < k; e++) {
+        const double p = g->w[a + e];
+        if (p > 0.0) last = e;
+        cum += p;
+        cw[e] = cum;
+    }
+    for (jb = 0; jb < SPNC_B; jb += 8) {
+        const uint64_t m8 = (an >> jb) & 0xffu;
+        if (!m8) continue;
+        const __m512d u = spnc_rand_uniform512(seed, row + jb, (uint64_t)n);
+        __m512i cnt = _mm512_setzero_si512();
+        for (e = 0; e < k; e++)
+            cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(_mm512_set1_pd(cw[e]), u, _CMP_LT_OQ), cnt,
+                                        _mm512_set1_epi64(1));
+        _mm512_storeu_si512(pick, cnt);
+        SPNC_FOR_BITS(b, m8, {
+            const int64_t pe = pick[b] < k ? pick[b] : last;
+            if (pe >= 0) A[g->pslot[g->child[a + pe]]] |= 1ULL << (jb + b);
+        });
+    }
+}
+/* spnc_leaf_fill's draws of a leaf of ns <= 64 states (probabilities p) into y for the rows
+ * of fill, 8 at a time, as spnc_draw512 draws a sum's edge (the same states). */
+__attribute__((target("avx512f,avx512dq")))
+static void spnc_fill_draw512(double *y, const double *p, int64_t ns, uint64_t fill, uint64_t seed, int64_t row,
+                              uint64_t node)
+{
+    double cw[64], cum = 0.0;
+    int64_t st, last = -1;
+    int jb;
+    for (st = 0; st < ns; st++) {
+        if (p[st] > 0.0) last = st;
+        cum += p[st];
+        cw[st] = cum;
+    }
+    for (jb = 0; jb < SPNC_B; jb += 8) {
+        const __mmask8 m8 = (__mmask8)((fill >> jb) & 0xffu);
+        if (!m8) continue;
+        const __m512d u = spnc_rand_uniform512(seed, row + jb, node);
+        __m512i cnt = _mm512_setzero_si512();
+        for (st = 0; st < ns; st++)
+            cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(_mm512_set1_pd(cw[st]), u, _CMP_LT_OQ), cnt,
+                                        _mm512_set1_epi64(1));
+        cnt = _mm512_mask_blend_epi64(_mm512_cmpeq_epi64_mask(cnt, _mm512_set1_epi64(ns)), cnt,
+                                      _mm512_set1_epi64(last));
+        _mm512_mask_storeu_pd(y + jb, m8, _mm512_cvtepi64_pd(cnt));
+    }
+}
+#endif
+
 /* Inline leaf n on the trees of rows an fills its variable where it is missing (mb: the
  * missing entries' masks per variable) in out_XT: its most probable state (mode 1) or one
  * drawn, keyed by (seed, row, n). */
@@ -107,6 +190,12 @@ static inline void spnc_leaf_fill(const spnc_net *g, int64_t n, int64_t col0, in
         SPNC_FOR_BITS(j, fill, { y[j] = b; });
         return;
     }
+#ifdef SPNC_X86_512
+    if (ns <= 64 && __builtin_popcountll(fill) >= 16 && SPNC_HAS_LUT()) {
+        spnc_fill_draw512(y, g->lin + o, ns, fill, seed, row, (uint64_t)n);
+        return;
+    }
+#endif
     SPNC_FOR_BITS(j, fill, {
         double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
         int64_t st, pick = -1, last = -1;
@@ -213,6 +302,11 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                     if (edge_acc) edge_acc[pe] += row_w[j];
                 });
             } else {
+#ifdef SPNC_X86_512
+                if (!evidence && k >= 4 && k <= 64 && __builtin_popcountll(an) >= 16 && SPNC_HAS_LUT())
+                    spnc_draw512(g, n, a, k, an, seed, row, A);
+                else
+#endif
                 SPNC_FOR_BITS(j, an, {
                     double u = spnc_rand_uniform(seed, row + j, n, 0), cum = 0.0;
                     int64_t pick = -1, last = -1;

@@ -1,6 +1,8 @@
-"""The register lookup of inline leaves (AVX-512) against the generic compare-and-select
-loops: every query gives the same bits either way, on leaves of 2 to 9 states (up to 7
-take the lookup), in the plain, scaled and log-domain sweeps, with missing values."""
+"""The AVX-512 paths of the sweeps against the generic loops, switched together by
+``_infer.leaf_lookup``: the register lookup of inline leaves (every query gives the same
+bits either way, on leaves of 2 to 9 states, up to 7 taking the lookup, in the plain,
+scaled and log-domain sweeps, with missing values) and the 8-row draws of sampling (the
+same draws)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 import spnc
 from spnc import _graph, _infer
 from spnc.learn import EM
+from spnc.nodes import Product, Sum
 
 from conftest import all_states, eval_linear, random_spn
 
@@ -65,9 +68,30 @@ def test_every_query_has_the_same_bits_with_and_without_the_lookup(generic_too, 
         _same(*generic_too(lambda: spn.mpe(Xm, log_likelihood=True, n_threads=nt)))
         _same(*generic_too(lambda: spn.backward(Xm, leaf_responsibilities=True, n_threads=nt)))
         _same(*generic_too(lambda: spn.sample(evidence=Xm, seed=4, n_threads=nt)))
+        _same(*generic_too(lambda: spn.sample(900, seed=4, n_threads=nt)))
     _same(*generic_too(lambda: EM(init=spn, max_iter=2, random_state=0).fit(Xm).spn_.log_likelihood(X)))
     # the scaled sweep (plain doubles off) reads the leaves through its own lookup
     spn._compiled = _graph.Graph(spn.kind, spn.child_ptr, spn.child, spn.logw, spn.leaf_slot, spn.roots,
                                  spn.n_leaves, spn.weight, plain=False)
     _same(*generic_too(lambda: spn.log_likelihood(Xm)))
     _same(*generic_too(lambda: spn.backward(Xm)))
+
+
+@pytest.mark.parametrize("k", [4, 12, 70])
+def test_wide_sums_and_many_state_leaves_draw_the_same_samples(generic_too, k):
+    """Sums of k edges (some of weight 0) and leaves of up to 12 states: the 8-row draws
+    pick the edge and state the row-by-row loop picks, and their frequencies match."""
+    rng = np.random.default_rng(k)
+    card = [12, 2, 5]
+    w = rng.dirichlet(np.ones(k))
+    w[::5] = 0.0
+    kids = [Product([spnc.Categorical(0, rng.dirichlet(np.ones(12))), spnc.Bernoulli(1, float(rng.uniform(.1, .9))),
+                     spnc.Categorical(2, rng.dirichlet(np.ones(5)))]) for _ in range(k)]
+    spn = spnc.compile(Sum(kids, w / w.sum()), cardinality=card)
+    for nt in (1, 2):
+        a, b = generic_too(lambda: spn.sample(4000, seed=9, n_threads=nt))
+        np.testing.assert_array_equal(a, b)
+    S = spn.sample(60000, seed=1)
+    p = np.exp(spn.log_likelihood(all_states(card)))
+    freq = np.bincount((S[:, 0] * 10 + S[:, 1] * 5 + S[:, 2]).astype(int), minlength=120) / len(S)
+    assert np.abs(freq - p).max() < 0.01
