@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import time
 import uuid
 from typing import Any, Callable
 
@@ -151,9 +152,42 @@ def _compute(objs, client, what: str):
     if client is None:
         return dask.compute(*objs)
     try:
-        return client.gather(client.compute(objs))
+        futs = client.compute(objs)
+        pending = list(futs)
+        while pending:
+            done = {id(f) for f in _finished(pending, client)}
+            pending = [f for f in pending if id(f) not in done]
+        return [_result(f, client) for f in futs]
     except Exception as e:
         raise failed(e, client, what)
+
+
+def _open(client) -> None:
+    if getattr(client, "status", None) in ("closing", "closed"):
+        raise RuntimeError("the Dask client was closed")
+
+
+def _finished(pending: list, client) -> list:
+    """The futures of ``pending`` that are done, waiting for one in steps of 20 ms. A client
+    closed meanwhile raises: its futures may never finish, and a result awaited from it
+    (``as_completed``, ``gather``, ``result()`` without a timeout) would wait forever."""
+    while True:
+        _open(client)
+        done = [f for f in pending if f.done()]
+        if done:
+            return done
+        time.sleep(0.02)
+
+
+def _result(f, client):
+    """``f.result()`` of a finished future, in steps of a second while the client is open."""
+    while True:
+        _open(client)
+        try:
+            return f.result(timeout=1.0)
+        except TimeoutError:
+            if f.status == "error":     # the task's own TimeoutError
+                raise
 
 
 def failed(e: Exception, client, what: str) -> Exception:
@@ -215,7 +249,7 @@ def each(fn: Callable, calls: list[tuple], keys: list[str], done: Callable[[int,
     an interrupt) no further task starts, those waiting are cancelled and the error is
     raised at once: tasks already running cannot be interrupted and end unseen."""
     import dask
-    from distributed import Event, as_completed
+    from distributed import Event
     go = Event(f"spnc-go-{uuid.uuid4().hex}", client)
     go.set()
     task = dask.delayed(_UntilFirstFailure(fn, go.name), pure=False)
@@ -223,12 +257,16 @@ def each(fn: Callable, calls: list[tuple], keys: list[str], done: Callable[[int,
     where = {f.key: i for i, f in enumerate(futs)}
     stopped, ok = [], False
     try:
-        for f in as_completed(futs):
-            out = f.result()        # the first error: raised here
-            if out is None:         # stopped by a failure whose error is on its way
-                stopped.append(where[f.key])
-            else:
-                done(where[f.key], out)
+        pending = list(futs)
+        while pending:
+            ready = _finished(pending, client)
+            pending = [f for f in pending if all(f is not r for r in ready)]
+            for f in ready:
+                out = _result(f, client)        # the first error: raised here
+                if out is None:                 # stopped by a failure whose error is on its way
+                    stopped.append(where[f.key])
+                else:
+                    done(where[f.key], out)
         ok = not stopped
     except Exception as e:
         raise failed(e, client, what)
