@@ -431,15 +431,15 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
 
 
 cdef extern from "_kernels.h":
-    int spnc_lut_off
-    int SPNC_HAS_LUT() nogil
+    int spnc_dq_off
+    int SPNC_HAS_DQ() nogil
 
 
-def leaf_lookup(on=None) -> bool:
-    """Whether this module's sweeps read inline leaves of up to 7 states by a register
-    lookup (AVX-512 CPUs; see ``spnc_leaf_lut512``); ``on=False`` turns it off, so tests
-    can compare the lookup with the generic loops. Not thread-safe: tests only."""
-    global spnc_lut_off
+def dq_paths(on=None) -> bool:
+    """Whether this module's sweeps take their AVX-512DQ kernels (the register lookup of
+    inline leaves, the 8-row draws of sampling); ``on=False`` turns them off, so tests can
+    compare them with the generic loops. Not thread-safe: tests only."""
+    global spnc_dq_off
     if on is not None:
-        spnc_lut_off = not on
-    return bool(SPNC_HAS_LUT())
+        spnc_dq_off = not on
+    return bool(SPNC_HAS_DQ())

@@ -36,13 +36,13 @@
 #define SPNC_X86_512 1
 #define SPNC_HAS_512() __builtin_cpu_supports("avx512bw")
 #endif
-/* The register lookups of inline leaves (spnc_leaf_lut512) also convert doubles to 64-bit
- * integers (AVX-512DQ); spnc_lut_off = 1 (tests) takes the generic loops instead. */
-static int spnc_lut_off = 0;
+/* Kernels that also need AVX-512DQ (64-bit integer lanes): the register lookups of inline
+ * leaves and the 8-row draws of sampling. spnc_dq_off = 1 (tests) takes the generic loops. */
+static int spnc_dq_off = 0;
 #ifdef SPNC_X86_512
-#define SPNC_HAS_LUT() (!spnc_lut_off && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+#define SPNC_HAS_DQ() (!spnc_dq_off && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
 #else
-#define SPNC_HAS_LUT() 0
+#define SPNC_HAS_DQ() 0
 #endif
 /* block kernels are inlined into the sweeps of _sweeps.h, which are the cloned functions */
 #define SPNC_INLINE inline __attribute__((always_inline))

@@ -33,7 +33,7 @@ static SPNC_INLINE void spnc_plain_leaf_mul(double *restrict m, const spnc_net *
     const double *restrict p = g->lin + g->off[c];
     int j;
 #ifdef SPNC_X86_512
-    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_DQ()) {
         spnc_leaf_lut512(m, NULL, xv, p, 1.0, g->nst[c], put ? 1 : 2);
         return;
     }

@@ -106,64 +106,69 @@ static inline __m512d spnc_rand_uniform512(uint64_t seed, int64_t row, uint64_t 
                          _mm512_set1_pd(1.0 / 9007199254740992.0));
 }
 
+/* The running sums cw of the k <= 64 weights p (as the row-by-row draws add them); returns
+ * the last index of positive weight (-1: none). */
+static inline int64_t spnc_running_sums(const double *p, int64_t k, double *cw)
+{
+    double cum = 0.0;
+    int64_t e, last = -1;
+    for (e = 0; e < k; e++) {
+        if (p[e] > 0.0) last = e;
+        cum += p[e];
+        cw[e] = cum;
+    }
+    return last;
+}
+
+/* The draws of rows row..row+7 among k choices of running sums cw: the row-by-row loop
+ * picks the first choice whose running sum reaches u, that is the number of running sums
+ * below u (they never decrease), or `last` when none does. So the picks are the loop's. */
+__attribute__((target("avx512f,avx512dq")))
+static inline __m512i spnc_picks512(const double *cw, int64_t k, int64_t last, uint64_t seed, int64_t row,
+                                    uint64_t node)
+{
+    const __m512d u = spnc_rand_uniform512(seed, row, node);
+    __m512i cnt = _mm512_setzero_si512();
+    int64_t e;
+    for (e = 0; e < k; e++)
+        cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(_mm512_set1_pd(cw[e]), u, _CMP_LT_OQ), cnt,
+                                    _mm512_set1_epi64(1));
+    return _mm512_mask_blend_epi64(_mm512_cmpeq_epi64_mask(cnt, _mm512_set1_epi64(k)), cnt, _mm512_set1_epi64(last));
+}
+
 /* An unconditional draw of sum n's edge (k <= 64 of them, from edge a) for each row of an,
- * 8 rows at a time: the scalar loop picks the first edge whose running sum of weights
- * reaches u, that is the number of running sums below u (they never decrease), or the
- * last edge of positive weight when none does. The running sums are the loop's, so are
- * the picks. */
+ * 8 rows at a time. */
 __attribute__((target("avx512f,avx512dq")))
 static void spnc_draw512(const spnc_net *g, int64_t n, int64_t a, int64_t k, uint64_t an, uint64_t seed,
                          int64_t row, uint64_t *A)
 {
-    double cw[64], cum = 0.0;
-    int64_t e, last = -1, pick[8];
+    double cw[64];
+    int64_t pick[8];
+    const int64_t last = spnc_running_sums(g->w + a, k, cw);
     int jb;
-    for (e = 0; e < k; e++) {
-        const double p = g->w[a + e];
-        if (p > 0.0) last = e;
-        cum += p;
-        cw[e] = cum;
-    }
     for (jb = 0; jb < SPNC_B; jb += 8) {
         const uint64_t m8 = (an >> jb) & 0xffu;
         if (!m8) continue;
-        const __m512d u = spnc_rand_uniform512(seed, row + jb, (uint64_t)n);
-        __m512i cnt = _mm512_setzero_si512();
-        for (e = 0; e < k; e++)
-            cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(_mm512_set1_pd(cw[e]), u, _CMP_LT_OQ), cnt,
-                                        _mm512_set1_epi64(1));
-        _mm512_storeu_si512(pick, cnt);
+        _mm512_storeu_si512(pick, spnc_picks512(cw, k, last, seed, row + jb, (uint64_t)n));
         SPNC_FOR_BITS(b, m8, {
-            const int64_t pe = pick[b] < k ? pick[b] : last;
-            if (pe >= 0) A[g->pslot[g->child[a + pe]]] |= 1ULL << (jb + b);
+            if (pick[b] >= 0) A[g->pslot[g->child[a + pick[b]]]] |= 1ULL << (jb + b);
         });
     }
 }
+
 /* spnc_leaf_fill's draws of a leaf of ns <= 64 states (probabilities p) into y for the rows
- * of fill, 8 at a time, as spnc_draw512 draws a sum's edge (the same states). */
+ * of fill, 8 at a time. */
 __attribute__((target("avx512f,avx512dq")))
 static void spnc_fill_draw512(double *y, const double *p, int64_t ns, uint64_t fill, uint64_t seed, int64_t row,
                               uint64_t node)
 {
-    double cw[64], cum = 0.0;
-    int64_t st, last = -1;
+    double cw[64];
+    const int64_t last = spnc_running_sums(p, ns, cw);
     int jb;
-    for (st = 0; st < ns; st++) {
-        if (p[st] > 0.0) last = st;
-        cum += p[st];
-        cw[st] = cum;
-    }
     for (jb = 0; jb < SPNC_B; jb += 8) {
         const __mmask8 m8 = (__mmask8)((fill >> jb) & 0xffu);
-        if (!m8) continue;
-        const __m512d u = spnc_rand_uniform512(seed, row + jb, node);
-        __m512i cnt = _mm512_setzero_si512();
-        for (st = 0; st < ns; st++)
-            cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(_mm512_set1_pd(cw[st]), u, _CMP_LT_OQ), cnt,
-                                        _mm512_set1_epi64(1));
-        cnt = _mm512_mask_blend_epi64(_mm512_cmpeq_epi64_mask(cnt, _mm512_set1_epi64(ns)), cnt,
-                                      _mm512_set1_epi64(last));
-        _mm512_mask_storeu_pd(y + jb, m8, _mm512_cvtepi64_pd(cnt));
+        if (m8)
+            _mm512_mask_storeu_pd(y + jb, m8, _mm512_cvtepi64_pd(spnc_picks512(cw, ns, last, seed, row + jb, node)));
     }
 }
 #endif
@@ -191,7 +196,7 @@ static inline void spnc_leaf_fill(const spnc_net *g, int64_t n, int64_t col0, in
         return;
     }
 #ifdef SPNC_X86_512
-    if (ns <= 64 && __builtin_popcountll(fill) >= 16 && SPNC_HAS_LUT()) {
+    if (ns <= 64 && __builtin_popcountll(fill) >= 16 && SPNC_HAS_DQ()) {
         spnc_fill_draw512(y, g->lin + o, ns, fill, seed, row, (uint64_t)n);
         return;
     }
@@ -303,7 +308,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 });
             } else {
 #ifdef SPNC_X86_512
-                if (!evidence && k >= 4 && k <= 64 && __builtin_popcountll(an) >= 16 && SPNC_HAS_LUT())
+                if (!evidence && k >= 4 && k <= 64 && __builtin_popcountll(an) >= 16 && SPNC_HAS_DQ())
                     spnc_draw512(g, n, a, k, an, seed, row, A);
                 else
 #endif

@@ -58,6 +58,12 @@ typedef struct {
  * s = y (op 1), s * y (op 2), s + y (op 3) or base + y (op 4), for the values y of rows x. */
 #define SPNC_LUT_STATES 7
 __attribute__((target("avx512f,avx512dq")))
+static inline __m512i spnc_state_index512(const double *x, __m512d past)
+{
+    return _mm512_cvttpd_epi64(_mm512_min_pd(_mm512_loadu_pd(x), past));
+}
+
+__attribute__((target("avx512f,avx512dq")))
 static void spnc_leaf_lut512(double *restrict s, const double *restrict base, const double *restrict x,
                              const double *restrict tab_values, double miss, int32_t ns, int op)
 {
@@ -65,8 +71,7 @@ static void spnc_leaf_lut512(double *restrict s, const double *restrict base, co
     const __m512d past = _mm512_set1_pd((double)ns);
     int j;
     for (j = 0; j < SPNC_B; j += 8) {
-        const __m512d y = _mm512_permutexvar_pd(_mm512_cvttpd_epi64(_mm512_min_pd(_mm512_loadu_pd(x + j), past)),
-                                                tab);
+        const __m512d y = _mm512_permutexvar_pd(spnc_state_index512(x + j, past), tab);
         __m512d r;
         switch (op) {
         case 1: r = y; break;
@@ -89,7 +94,7 @@ static void spnc_lin_leaf_lut512(double *restrict m, double *restrict x, const d
     const __m512d past = _mm512_set1_pd((double)ns);
     int j;
     for (j = 0; j < SPNC_B; j += 8) {
-        const __m512i i = _mm512_cvttpd_epi64(_mm512_min_pd(_mm512_loadu_pd(xv + j), past));
+        const __m512i i = spnc_state_index512(xv + j, past);
         _mm512_storeu_pd(m + j, _mm512_mul_pd(_mm512_loadu_pd(m + j), _mm512_permutexvar_pd(i, tm)));
         _mm512_storeu_pd(x + j, _mm512_add_pd(_mm512_loadu_pd(x + j), _mm512_permutexvar_pd(i, te)));
     }
@@ -106,7 +111,7 @@ static SPNC_INLINE void spnc_leaf_log_to(double *restrict s, const double *restr
     const double miss = g->miss[c];
     int j;
 #ifdef SPNC_X86_512
-    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_DQ()) {
         spnc_leaf_lut512(s, base, x, lp, miss, g->nst[c], base ? 4 : (put ? 1 : 3));
         return;
     }
@@ -144,7 +149,7 @@ static SPNC_INLINE void spnc_lin_leaf_mul(double *restrict m, double *restrict x
     const double *restrict se = g->le + g->off[c];
     int j;
 #ifdef SPNC_X86_512
-    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_LUT()) {
+    if (g->nst[c] <= SPNC_LUT_STATES && SPNC_HAS_DQ()) {
         spnc_lin_leaf_lut512(m, x, xv, sm, se, g->nst[c]);
         return;
     }

@@ -152,12 +152,7 @@ def _compute(objs, client, what: str):
     if client is None:
         return dask.compute(*objs)
     try:
-        futs = client.compute(objs)
-        pending = list(futs)
-        while pending:
-            done = {id(f) for f in _finished(pending, client)}
-            pending = [f for f in pending if id(f) not in done]
-        return [_result(f, client) for f in futs]
+        return [_result(f, client) for f in client.compute(objs)]
     except Exception as e:
         raise failed(e, client, what)
 
@@ -167,20 +162,21 @@ def _open(client) -> None:
         raise RuntimeError("the Dask client was closed")
 
 
-def _finished(pending: list, client) -> list:
-    """The futures of ``pending`` that are done, waiting for one in steps of 20 ms. A client
-    closed meanwhile raises: its futures may never finish, and a result awaited from it
-    (``as_completed``, ``gather``, ``result()`` without a timeout) would wait forever."""
+def _finished(pending: list, client) -> tuple[list, list]:
+    """The futures of ``pending`` that are done (at least one, waiting in steps of 20 ms)
+    and the others. A client closed meanwhile raises: its futures may never finish, and a
+    result awaited from it (``as_completed``, ``gather``, ``result()`` without a timeout)
+    would wait forever."""
     while True:
         _open(client)
-        done = [f for f in pending if f.done()]
-        if done:
-            return done
+        done = [f.done() for f in pending]
+        if any(done):
+            return [f for f, d in zip(pending, done) if d], [f for f, d in zip(pending, done) if not d]
         time.sleep(0.02)
 
 
 def _result(f, client):
-    """``f.result()`` of a finished future, in steps of a second while the client is open."""
+    """``f.result()``, waited for in steps of a second while the client is open."""
     while True:
         _open(client)
         try:
@@ -259,8 +255,7 @@ def each(fn: Callable, calls: list[tuple], keys: list[str], done: Callable[[int,
     try:
         pending = list(futs)
         while pending:
-            ready = _finished(pending, client)
-            pending = [f for f in pending if all(f is not r for r in ready)]
+            ready, pending = _finished(pending, client)
             for f in ready:
                 out = _result(f, client)        # the first error: raised here
                 if out is None:                 # stopped by a failure whose error is on its way

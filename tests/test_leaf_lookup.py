@@ -1,5 +1,5 @@
 """The AVX-512 paths of the sweeps against the generic loops, switched together by
-``_infer.leaf_lookup``: the register lookup of inline leaves (every query gives the same
+``_infer.dq_paths``: the register lookup of inline leaves (every query gives the same
 bits either way, on leaves of 2 to 9 states, up to 7 taking the lookup, in the plain,
 scaled and log-domain sweeps, with missing values) and the 8-row draws of sampling (the
 same draws)."""
@@ -21,17 +21,17 @@ CARDS = [[2, 2, 2, 2, 2], [3, 3, 4, 5, 2], [7, 8, 2, 6], [9, 3, 7, 2]]
 @pytest.fixture
 def generic_too():
     """Yields a function running a query with the lookup, then with the generic loops."""
-    if not _infer.leaf_lookup():
+    if not _infer.dq_paths():
         pytest.skip("this CPU has no AVX-512 lookup: only the generic loops run")
 
     def both(f):
         try:
             a = f()
-            _infer.leaf_lookup(False)
-            assert not _infer.leaf_lookup()
+            _infer.dq_paths(False)
+            assert not _infer.dq_paths()
             return a, f()
         finally:
-            _infer.leaf_lookup(True)
+            _infer.dq_paths(True)
     return both
 
 
