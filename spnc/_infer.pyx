@@ -298,7 +298,7 @@ cdef inline void _fold(double *tot, const double *part, Py_ssize_t n) noexcept n
 
 def select_ws(Graph graph) -> int:
     """Doubles of workspace per thread that :func:`select` needs."""
-    return (max(graph.c.n_nodes, 2 * graph.c.n_slots) + graph.c.n_sums + 1) * SPNC_B
+    return (max(graph.c.n_nodes, 2 * graph.c.n_slots) + 1) * SPNC_B + graph.c.n_sum_edges
 
 
 def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double[:, ::1] L,
@@ -363,9 +363,11 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         lnet = chunk_net(g, &ll_states.c, out_XT if not staged else XT, L, True)
         lnet.m = net.m
     cdef Py_ssize_t W_arg = max(N, 2 * g.n_slots) * SPNC_B
+    if ws.shape[1] < W_arg + SPNC_B + g.n_sum_edges:
+        raise ValueError("select: workspace smaller than select_ws")
     cdef double best, v
-    cdef double *W, *arg
-    cdef uint64_t *A
+    cdef double *W
+    cdef uint64_t *A, *G
     cdef int budget0 = graph.plain_budget(n_blocks, True) if want_ll else 0, budget = budget0
     # counts (hard EM) as in backward: fixed groups of blocks whose partial counts start from
     # zero in a slot of their own and are added to row 0 in group order; without counts the
@@ -383,7 +385,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
         for k in prange(ng, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
             t = threadid()
             W = &ws[t, 0]
-            arg = W + W_arg
+            G = <uint64_t *> (W + W_arg)
             A = &acts[t, 0]
             if count:
                 memset(&eslot[k, 0], 0, nE * sizeof(double))
@@ -397,7 +399,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                     for i in range(start.shape[0]):
                         A[g.pslot[start[i]]] = 0
                 if evidence:
-                    spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else arg)
+                    spnc_forward_log(nb, col0, W, mode, cs, ns, NULL, NULL if sampling else G)
                 for j in range(SPNC_B):
                     pick = 0
                     best = 0.0
@@ -407,7 +409,7 @@ def select(Graph graph, LeafStates states, const double[:, ::1] XT, const double
                     if best > -INFINITY:
                         A[g.pslot[roots[pick]]] |= (<uint64_t> 1) << j
                 # staged: the block is completed in place in the thread's buffer
-                spnc_select(nb, col0, mode, evidence, W, arg, A, seed, row0 + col0, &row_w[col0],
+                spnc_select(nb, col0, mode, evidence, W, G, A, seed, row0 + col0, &row_w[col0],
                             &eslot[k, 0] if count else NULL, &nslot[k, 0] if count else NULL, la, lr,
                             <double *> nb.XT if unstage else oxt, A + g.n_pslots, n_vars, vis, vcl, n_vis)
                 if unstage:
@@ -437,9 +439,10 @@ cdef extern from "_kernels.h":
 
 def dq_paths(on=None) -> bool:
     """Whether this module's sweeps take their AVX-512DQ kernels (the register lookup of
-    inline leaves, the 8-row draws of sampling); ``on=False`` turns them off, so tests can
+    inline leaves, the 8-row draws of sampling, the max-product sums); ``on=False`` turns them off, so tests can
     compare them with the generic loops. Not thread-safe: tests only."""
     global spnc_dq_off
     if on is not None:
         spnc_dq_off = not on
     return bool(SPNC_HAS_DQ())
+

@@ -37,7 +37,8 @@
 #define SPNC_HAS_512() __builtin_cpu_supports("avx512bw")
 #endif
 /* Kernels that also need AVX-512DQ (64-bit integer lanes): the register lookups of inline
- * leaves and the 8-row draws of sampling. spnc_dq_off = 1 (tests) takes the generic loops. */
+ * leaves and the 8-row draws of sampling; the max-product sums take the same switch. spnc_dq_off
+ * = 1 (tests) takes the generic loops. */
 static int spnc_dq_off = 0;
 #ifdef SPNC_X86_512
 #define SPNC_HAS_DQ() (!spnc_dq_off && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
@@ -186,48 +187,62 @@ static SPNC_INLINE void spnc_max_rows(double *restrict out, const double *restri
     }
 }
 
-#ifdef SPNC_X86_512
-/* spnc_max_rows (stride SPNC_B, init -inf) eight rows to a vector: half the instructions.
- * The same compares (v > m, false for NaN), so the same maxima and arg-maxes. */
-__attribute__((target("avx512f")))
-static void spnc_max_rows512(double *restrict out, const double *restrict W, const int32_t *restrict ch,
-                             const double *restrict add, int64_t k, double *restrict arg)
+/* A max-product sum's arg-max edges as bits: G[e] (one word per edge, bit j: row j) holds
+ * the rows where edge e beat the running maximum of the edges before it, so a row's arg-max
+ * edge (first maximum) is the last edge whose bit is set, edge 0 when none is. Rows (not
+ * one double per row and sum) are what the top-down pass needs: it reads each edge's rows
+ * as one word. */
+static inline void spnc_arg_bits(uint64_t *restrict G, const double *restrict ag, int64_t k)
 {
     int64_t e;
-    int j0, i;
-    for (j0 = 0; j0 < SPNC_B; j0 += 32) {
-        __m512d m[4], ag[4];
-        for (i = 0; i < 4; i++) { m[i] = _mm512_set1_pd(-INFINITY); ag[i] = _mm512_setzero_pd(); }
-        for (e = 0; e < k; e++) {
-            const double *restrict c = W + (int64_t)ch[e] * SPNC_B + j0;
-            const __m512d lw = _mm512_set1_pd(add[e]), de = _mm512_set1_pd((double)e);
-            for (i = 0; i < 4; i++) {
-                const __m512d v = _mm512_add_pd(_mm512_loadu_pd(c + 8 * i), lw);
-                const __mmask8 gt = _mm512_cmp_pd_mask(v, m[i], _CMP_GT_OQ);
-                m[i] = _mm512_mask_mov_pd(m[i], gt, v);
-                if (arg) ag[i] = _mm512_mask_mov_pd(ag[i], gt, de);
-            }
-        }
-        for (i = 0; i < 4; i++) {
-            _mm512_storeu_pd(out + j0 + 8 * i, m[i]);
-            if (arg) _mm512_storeu_pd(arg + j0 + 8 * i, ag[i]);
+    int j;
+    for (e = 0; e < k; e++) G[e] = 0;
+    for (j = 0; j < SPNC_B; j++) G[(int64_t)ag[j]] |= 1ULL << j;
+}
+
+#ifdef SPNC_X86_512
+/* spnc_max_rows (stride SPNC_B, init -inf) eight rows to a vector, the 64 rows of the block
+ * at once; with G, each edge's compares are stored as its word of bits (byte i: rows 8i to
+ * 8i + 7) in place of a running arg-max per row: a byte store, not a blend on the vector
+ * pipes. The same compares (v > m, false for NaN), so the same maxima and arg-maxes. */
+__attribute__((target("avx512f")))
+static void spnc_max_rows512(double *restrict out, const double *restrict W, const int32_t *restrict ch,
+                             const double *restrict add, int64_t k, uint64_t *restrict G)
+{
+    __m512d m[8];
+    int64_t e;
+    int i;
+    for (i = 0; i < 8; i++) m[i] = _mm512_set1_pd(-INFINITY);
+    for (e = 0; e < k; e++) {
+        const double *restrict c = W + (int64_t)ch[e] * SPNC_B;
+        const __m512d lw = _mm512_set1_pd(add[e]);
+        volatile uint8_t *gb = (volatile uint8_t *)(G + e);   /* byte stores, not shifts into one */
+        for (i = 0; i < 8; i++) {
+            const __m512d v = _mm512_add_pd(_mm512_loadu_pd(c + 8 * i), lw);
+            const __mmask8 gt = _mm512_cmp_pd_mask(v, m[i], _CMP_GT_OQ);
+            m[i] = _mm512_mask_mov_pd(m[i], gt, v);
+            if (G) gb[i] = (uint8_t)gt;
         }
     }
+    for (i = 0; i < 8; i++) _mm512_storeu_pd(out + 8 * i, m[i]);
 }
 #endif
 
-/* The max-product sum node: out = max_e(logw[e] + W[ch[e]]), arg as above. */
+/* The max-product sum node: out = max_e(logw[e] + W[ch[e]]), its arg-max edges in G (see
+ * spnc_arg_bits) when G is given. */
 static SPNC_INLINE void spnc_max_block(double *restrict out, const double *restrict W,
                                        const int32_t *restrict ch, const double *restrict logw, int64_t k,
-                                       double *restrict arg)
+                                       uint64_t *restrict G)
 {
+    double ag[SPNC_B];
 #ifdef SPNC_X86_512
-    if (SPNC_HAS_512()) {
-        spnc_max_rows512(out, W, ch, logw, k, arg);
+    if (SPNC_HAS_DQ()) {
+        spnc_max_rows512(out, W, ch, logw, k, G);
         return;
     }
 #endif
-    spnc_max_rows(out, W, SPNC_B, ch, logw, k, -INFINITY, arg);
+    spnc_max_rows(out, W, SPNC_B, ch, logw, k, -INFINITY, G ? ag : NULL);
+    if (G) spnc_arg_bits(G, ag, k);
 }
 
 /* out = logsumexp_e(logw[e] + W[ch[e]]) over the k edges of one sum node; with T, each

@@ -46,7 +46,7 @@ cdef extern from "_select.h" nogil:
         int64_t xm
         int64_t x0
     void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
-                          const int32_t *ns, double *T, double *arg)
+                          const int32_t *ns, double *T, uint64_t *G)
     void spnc_forward_log_some(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
                                const int32_t *ns, const int64_t *nodes, int64_t n_list)
     void spnc_forward_lin(const spnc_net *g, int64_t col0, double *W, const int32_t *cs, const int32_t *ns,
@@ -71,11 +71,11 @@ cdef extern from "_select.h" nogil:
                               const double *wt, double *sacc, double *node_acc,
                               double *leaf_resp, double *all_post, double *state_acc)
     void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                     const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
+                     const uint64_t *G, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                      double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
                      double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit,
                      const uint8_t *vclear, int64_t n_visit)
-    void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
+    void spnc_route(const spnc_net *g, const uint64_t *G, uint64_t *A, uint64_t *bits, int64_t stride,
                     double *edge_acc)
     int spnc_stage(const double *X, int64_t rs, int64_t cs, int64_t n, int64_t n_vars, double *xb,
                    const double *card)

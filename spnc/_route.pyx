@@ -30,9 +30,11 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
     cdef const int64_t[::1] start = graph.start_
     cdef int64_t pick
     cdef double best
-    cdef double *W, *arg
-    cdef uint64_t *A
+    cdef double *W
+    cdef uint64_t *A, *G
     cdef bint has_entry = entry is not None and not pick_one
+    if ws.shape[1] < W_arg + SPNC_B + g.n_sum_edges:
+        raise ValueError("route: workspace smaller than select_ws")
     if n_blocks * SPNC_B > XT.shape[1] or word0 + n_blocks * wpb > bits.shape[1] or bits.shape[0] != g.n_nodes:
         raise ValueError("route: bits or chunk too small")
     if has_entry and (entry.shape[0] != R or word0 + n_blocks * wpb > entry.shape[1]):
@@ -42,12 +44,12 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="static"):
         t = threadid()
         W = &ws[t, 0]
-        arg = W + W_arg
+        G = <uint64_t *> (W + W_arg)
         A = &acts[t, 0]
         col0 = b * SPNC_B
         for i in range(start.shape[0]):
             A[g.pslot[start[i]]] = 0
-        spnc_forward_log(&net, col0, W, MAX, g.child_slot, g.node_slot, NULL, arg)
+        spnc_forward_log(&net, col0, W, MAX, g.child_slot, g.node_slot, NULL, G)
         if has_entry:
             for i in range(R):
                 A[g.pslot[roots[i]]] |= entry[i, word0 + b * wpb]
@@ -59,4 +61,4 @@ def route(Graph graph, LeafStates states, const double[:, ::1] XT, const double[
                 else:
                     for i in range(R):
                         A[g.pslot[roots[i]]] |= (<uint64_t> 1) << j
-        spnc_route(&net, arg, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])
+        spnc_route(&net, G, A, &bits[0, word0 + b * wpb], bits.shape[1], &edge_acc[t, 0])

@@ -24,33 +24,29 @@
         }                                                         \
     } while (0)
 
-/* The rows of each edge of a max-product sum at once, where AVX-512BW is there: the block's
- * arg-max edges (doubles) become 64 bytes, and one byte compare per edge gives the edge's
- * row mask. Walking the active rows costs about 8 cycles a row (each row's OR into a
- * child's mask waits for the previous one); this costs about 30 plus 4 per edge, so it is
- * taken when the sum has at least k/2 + 8 active rows (so k <= 112: bytes tell the edges
- * apart). Masks are the same bits either way. edge_acc (if given) gets each edge's rows,
- * weighted by row_w, or counted when row_w is NULL (routing). */
-#ifdef SPNC_X86_512
-__attribute__((target("avx512f,avx512bw,popcnt")))
-static void spnc_arg_masks512(const spnc_net *g, int64_t a, int64_t k, const double *ar, uint64_t an,
-                              uint64_t *A, double *edge_acc, const double *row_w)
+/* The rows of an taking each edge of a max-product sum (a row's arg-max edge is the last
+ * whose bit is set in the forward's G, edge 0 when none is: spnc_arg_bits): the edges from
+ * the last, each taking the rows of an still left that it holds, edge 0 the rest. Each
+ * edge's rows are ORed into its child's mask, and edge_acc (if given) gets them, weighted
+ * by row_w (in increasing row order), or counted when row_w is NULL (routing). */
+static inline void spnc_arg_rows(const spnc_net *g, int64_t a, int64_t k, const uint64_t *G, uint64_t an,
+                                 uint64_t *A, double *edge_acc, const double *row_w)
 {
-    __m128i q[4];
-    __m512i b;
+    uint64_t left = an;
     int64_t e;
-    int i;
-    for (i = 0; i < 4; i++) {
-        const __m256i lo = _mm512_cvttpd_epi32(_mm512_loadu_pd(ar + 16 * i));
-        const __m256i hi = _mm512_cvttpd_epi32(_mm512_loadu_pd(ar + 16 * i + 8));
-        q[i] = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    if (!edge_acc) {   /* no branch on which edges have rows: ORing none in changes nothing */
+        for (e = k - 1; e > 0; e--) {
+            const uint64_t m = G[e] & left;
+            left ^= m;
+            A[g->pslot[g->child[a + e]]] |= m;
+        }
+        if (k) A[g->pslot[g->child[a]]] |= left;
+        return;
     }
-    b = _mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1);
-    b = _mm512_inserti32x4(b, q[2], 2);
-    b = _mm512_inserti32x4(b, q[3], 3);
-    for (e = 0; e < k; e++) {
-        const uint64_t m = an & _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8((char)e));
+    for (e = k - 1; e >= 0 && left; e--) {
+        const uint64_t m = e ? G[e] & left : left;
         if (!m) continue;
+        left &= ~m;
         A[g->pslot[g->child[a + e]]] |= m;
         if (!edge_acc) continue;
         if (row_w) SPNC_FOR_BITS(j, m, { edge_acc[a + e] += row_w[j]; });
@@ -58,6 +54,7 @@ static void spnc_arg_masks512(const spnc_net *g, int64_t a, int64_t k, const dou
     }
 }
 
+#ifdef SPNC_X86_512
 /* Bit j set where x[j] (j < 64) is NaN: eight compares where the scalar loop takes 64. */
 __attribute__((target("avx512f")))
 static uint64_t spnc_nan_bits512(const double *x)
@@ -78,11 +75,6 @@ static void spnc_fill512(double *y, uint64_t fill, double b)
     for (i = 0; i < 8; i++) _mm512_mask_storeu_pd(y + 8 * i, (__mmask8)(fill >> (8 * i)), v);
 }
 
-/* True when spnc_arg_masks512 is the cheaper way for a sum of k edges and active rows an. */
-static inline int spnc_dense_sum(int64_t k, uint64_t an)
-{
-    return 2 * __builtin_popcountll(an) >= k + 16 && SPNC_HAS_512();
-}
 #endif
 
 #ifdef SPNC_X86_512
@@ -248,7 +240,7 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
 
 /* One induced tree per row, as row masks A in the backward plan's slots (set by the caller
  * for the roots). mode 1 (max): each active sum takes the arg-max edge the forward stored in
- * arg (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
+ * G (and, with edge_acc, adds the row's weight to that edge's count). mode 0 (sampling):
  * each active sum draws an edge with probability w_c S_c / S_n from the log-domain values
  * W (slot = node) if evidence, else with the plain weight w_c, keyed by (seed, row, node). Leaves mark
  * leaf_active / leaf_resp (stride m) and inline leaves fill their missing variable in
@@ -261,7 +253,7 @@ static inline void spnc_product_fills(const spnc_net *g, int64_t n, int64_t col0
  * (the slot's last reader: a later node may own it). */
 SPNC_CLONES
 static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence, const double *W,
-                        const double *arg, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
+                        const uint64_t *G, uint64_t *A, uint64_t seed, int64_t row, const double *row_w,
                         double *edge_acc, double *node_acc, uint8_t *leaf_active, double *leaf_resp,
                         double *out_XT, uint64_t *mb, int64_t n_vars, const int32_t *visit,
                         const uint8_t *vclear, int64_t n_visit)
@@ -295,17 +287,7 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
                 for (e = 0; e < k; e++)
                     if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
             if (mode == 1) {
-                const double *restrict ar = arg + g->sidx[n] * SPNC_B;
-#ifdef SPNC_X86_512
-                if (spnc_dense_sum(k, an)) {
-                    spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, row_w);
-                } else
-#endif
-                SPNC_FOR_BITS(j, an, {
-                    const int64_t pe = a + (int64_t)ar[j];
-                    A[g->pslot[g->child[pe]]] |= 1ULL << j;
-                    if (edge_acc) edge_acc[pe] += row_w[j];
-                });
+                spnc_arg_rows(g, a, k, G + g->toff[n], an, A, edge_acc, row_w);
             } else {
 #ifdef SPNC_X86_512
                 if (!evidence && k >= 4 && k <= 64 && __builtin_popcountll(an) >= 16 && SPNC_HAS_DQ())
@@ -353,10 +335,10 @@ static void spnc_select(const spnc_net *g, int64_t col0, int mode, int evidence,
 
 /* Hard routing of rows to nodes (merging): the max-product selection of spnc_select on the
  * same row masks A, each node's mask written to bits[n * stride] (bit j: row j of the block)
- * and each sum edge's rows counted in edge_acc. arg holds the forward's arg-max edge of each
- * sum (first maximum). */
+ * and each sum edge's rows counted in edge_acc. G holds the forward's arg-max edges of each
+ * sum as bits (spnc_arg_bits). */
 SPNC_CLONES
-static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64_t *bits, int64_t stride,
+static void spnc_route(const spnc_net *g, const uint64_t *G, uint64_t *A, uint64_t *bits, int64_t stride,
                        double *edge_acc)
 {
     int64_t n;
@@ -365,19 +347,9 @@ static void spnc_route(const spnc_net *g, const double *arg, uint64_t *A, uint64
         const uint64_t an = A[g->pslot[n]];
         int64_t e;
         if (g->kind[n] == 0) {
-            const double *restrict ar = arg + g->sidx[n] * SPNC_B;
             for (e = 0; e < k; e++)
                 if (g->first[a + e]) A[g->pslot[g->child[a + e]]] = 0;
-#ifdef SPNC_X86_512
-            if (spnc_dense_sum(k, an)) {
-                spnc_arg_masks512(g, a, k, ar, an, A, edge_acc, NULL);
-            } else
-#endif
-            SPNC_FOR_BITS(j, an, {
-                const int64_t pe = a + (int64_t)ar[j];
-                A[g->pslot[g->child[pe]]] |= 1ULL << j;
-                edge_acc[pe] += 1.0;
-            });
+            spnc_arg_rows(g, a, k, G + g->toff[n], an, A, edge_acc, NULL);
         } else if (g->kind[n] == 1) {
             spnc_product_masks(g, a, k, an, A);
         }

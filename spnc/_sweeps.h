@@ -234,11 +234,11 @@ static SPNC_INLINE void spnc_lin_prod_node(double *restrict out, const double *r
 
 /* Forward sweep in the log domain, sum-product (mode 0) or max-product (mode 1): node n's
  * values at W + ns[n] * SPNC_B, children's slots cs per edge. With T (mode 0), sums write
- * their edges' shares; with arg (mode 1), sums write their arg-max edge per row (SPNC_B
- * int32 per sum, at sidx). */
+ * their edges' shares; with G (mode 1), sums write their arg-max edges as bits (a word per
+ * edge, at toff: see spnc_arg_bits). */
 SPNC_CLONES
 static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mode, const int32_t *cs,
-                             const int32_t *ns, double *T, double *arg)
+                             const int32_t *ns, double *T, uint64_t *G)
 {
     int64_t n;
     for (n = 0; n < g->n_nodes; n++) {
@@ -256,7 +256,7 @@ static void spnc_forward_log(const spnc_net *g, int64_t col0, double *W, int mod
         } else if (mode == 0) {
             spnc_sum_block(out, W, cs + a, g->logw + a, k, T ? T + g->toff[n] * SPNC_B : NULL);
         } else {
-            spnc_max_block(out, W, cs + a, g->logw + a, k, arg ? arg + g->sidx[n] * SPNC_B : NULL);
+            spnc_max_block(out, W, cs + a, g->logw + a, k, G ? G + g->toff[n] : NULL);
         }
     }
 }

@@ -1,13 +1,15 @@
 """MPE and hard routing on sums of every width against a plain numpy max-product
-selection. Sums with many active rows take each edge's row mask at once (AVX-512 CPUs),
-sums with few active rows or many edges (more than 112) walk the rows: both must pick the
-first maximising child of every row, as the reference does."""
+selection. The forward keeps each sum edge's rows that beat the edges before it as one
+word; the top-down pass reads a row's arg-max edge as the last edge holding it. Both the
+AVX-512 kernel and the generic loops must pick the first maximising child of every row, as
+the reference does, ties included."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import spnc
+from spnc import _infer
 from spnc.learn.routing import route
 from spnc.nodes import Product, Sum
 
@@ -65,6 +67,14 @@ def test_mpe_and_routing_match_numpy_selection_on_sums_of_every_width(seed, miss
         filled, mp = spn.mpe(X, n_threads=nt)
         np.testing.assert_array_equal(filled, want)
         np.testing.assert_allclose(mp, value, rtol=1e-13, atol=0)
+    if _infer.dq_paths():                               # the generic loops, same choices
+        try:
+            _infer.dq_paths(False)
+            filled, mp2 = spn.mpe(X, n_threads=2)
+        finally:
+            _infer.dq_paths(True)
+        np.testing.assert_array_equal(filled, want)
+        np.testing.assert_array_equal(mp2, mp)
     _, _, act, want_ec = _reference(spn, want)          # routing: the completed rows
     ec = np.zeros(spn.n_edges)
     R = route(spn, want, edge_counts=ec)
