@@ -8,9 +8,9 @@ it, so what is derived from its parameters is rebuilt, as in EM's fit) and sampl
 with each query's cost relative to a log-likelihood pass and the ratio against (a) a node-by-node numpy
 evaluation (one vectorised numpy call per node over all rows) and (b) a layer-by-layer
 numpy evaluation (all nodes of one depth at once over blocks of rows), both measured in
-the same run. Per model a floor line gives the multiplies per row any exact pass needs and
-the smallest backward / log-likelihood ratio they allow at the multiply pipes' peak (see
-print_floor). Times are medians of repeats, taken in rounds over all queries (see
+the same run. Per model a floor line gives the operations per row any exact pass needs and
+the smallest MPE, backward and EM-step / log-likelihood ratios they allow at the arithmetic
+pipes' peak (see operations, print_floor). Times are medians of repeats, taken in rounds over all queries (see
 time_rounds); the machine is shared, trust the ratios.
 
     python tools/bench_inference.py                 # default sizes
@@ -289,28 +289,34 @@ def learned_plants(data: str, cache: str | None) -> spnc.SPN | None:
     return spn
 
 
-def multiplies(spn: spnc.SPN) -> tuple[int, int]:
-    """Multiplies per row that any exact linear-domain pass needs (leaves not counted):
-    the forward, one per sum edge (w_e S_c) and k - 1 per product of k children; the
-    backward after it, two per sum edge (w_e q_s towards the child's posterior and
-    q_s S_c towards the edge's count, neither shared with the other) and one per sum
-    (q_s times the row weight)."""
+def operations(spn: spnc.SPN) -> dict[str, int]:
+    """Arithmetic operations per row any exact pass needs (leaf reads not counted, a
+    multiply-add counted as one): ``forward``, one per sum edge (w_e S_c added to the sum) and k - 1 per
+    product of k children; ``mpe``, the forward's with two per sum edge (the weighted term,
+    then the running maximum: no instruction fuses the two), arg-max and top-down pass free;
+    ``backward`` (after a forward), two per sum edge (w_e q_s to the child's posterior,
+    q_s S_c to the edge's count) and one per sum (q_s times the row weight); ``em``, the
+    backward's and one per leaf (its posterior added to a state count), M-step free."""
     deg = np.diff(spn.child_ptr)
     sums, prods = spn.kind == SUM, spn.kind == PRODUCT
-    sum_edges = int(deg[sums].sum())
-    return sum_edges + int((deg[prods] - 1).sum()), 2 * sum_edges + int(sums.sum())
+    sum_edges, prod_ops = int(deg[sums].sum()), int((deg[prods] - 1).sum())
+    bwd = 2 * sum_edges + int(sums.sum())
+    return {"forward": sum_edges + prod_ops, "mpe": 2 * sum_edges + prod_ops, "backward": bwd,
+            "em": bwd + spn.n_leaves}
 
 
 def print_floor(spn: spnc.SPN, ll_rows_per_s: float, peak: float) -> None:
-    """What the multiply pipes allow: the share of their peak today's log-likelihood pass
-    uses, and the smallest backward / log-likelihood ratio any kernel could reach, with
-    today's forward and with a forward at the peak too (the backward pass runs a forward
-    first)."""
-    fwd, bwd = multiplies(spn)
-    t_ll = 1.0 / ll_rows_per_s
-    print(f"{'':>9} {'':>7} floor      multiplies per row: forward {fwd}, backward {bwd}; the log-likelihood pass "
-          f"uses {fwd / peak / t_ll:.0%} of the peak; backward / loglik >= {1 + bwd / peak / t_ll:.2f} with this "
-          f"forward, >= {(fwd + bwd) / fwd:.2f} with a forward at the peak")
+    """What the arithmetic pipes allow: the share of their peak today's log-likelihood pass
+    uses, and the smallest MPE, backward and EM-step / log-likelihood ratios any kernel
+    could reach, with today's forward and with a forward at the peak (the backward and the
+    EM step run a forward first; MPE's forward replaces it)."""
+    ops = operations(spn)
+    fwd, t_ll = ops["forward"], 1.0 / ll_rows_per_s
+    ideal = f"MPE {ops['mpe'] / fwd:.2f}, backward {1 + ops['backward'] / fwd:.2f}, EM step {1 + ops['em'] / fwd:.2f}"
+    print(f"{'':>9} {'':>7} floor      operations per row: forward {fwd}, MPE {ops['mpe']}, backward {ops['backward']}, "
+          f"EM {ops['em']}; the log-likelihood pass uses {fwd / peak / t_ll:.0%} of the peak; / loglik >= "
+          f"backward {1 + ops['backward'] / peak / t_ll:.2f}, EM step {1 + ops['em'] / peak / t_ll:.2f} with this "
+          f"forward; >= {ideal} with a forward at the peak")
 
 
 def main(argv=None) -> int:
