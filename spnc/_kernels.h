@@ -37,13 +37,16 @@
 #define SPNC_HAS_512() __builtin_cpu_supports("avx512bw")
 #endif
 /* Kernels that also need AVX-512DQ (64-bit integer lanes): the register lookups of inline
- * leaves and the 8-row draws of sampling; the max-product sums take the same switch. spnc_dq_off
- * = 1 (tests) takes the generic loops. */
+ * leaves and the vector draws of sampling (those of a few rows packed together also need
+ * VBMI2's byte compress); the max-product sums take the same switch. spnc_dq_off = 1
+ * (tests) takes the generic loops. */
 static int spnc_dq_off = 0;
 #ifdef SPNC_X86_512
 #define SPNC_HAS_DQ() (!spnc_dq_off && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+#define SPNC_HAS_VBMI2() (SPNC_HAS_DQ() && __builtin_cpu_supports("avx512vbmi2"))
 #else
 #define SPNC_HAS_DQ() 0
+#define SPNC_HAS_VBMI2() 0
 #endif
 /* block kernels are inlined into the sweeps of _sweeps.h, which are the cloned functions */
 #define SPNC_INLINE inline __attribute__((always_inline))
