@@ -135,8 +135,8 @@ static inline __m512i spnc_picks512(const double *cw, int64_t k, int64_t last, u
 }
 
 /* An unconditional draw of sum n's edge (k <= 64 of them, from edge a) for each row of an,
- * 8 rows at a time. */
-__attribute__((target("avx512f,avx512dq")))
+ * 8 rows at a time; the rows of each edge go to its child's mask. */
+__attribute__((target("avx512f,avx512dq,avx512bw")))
 static void spnc_draw512(const spnc_net *g, int64_t n, int64_t a, int64_t k, uint64_t an, uint64_t seed,
                          int64_t row, uint64_t *A)
 {
@@ -144,6 +144,27 @@ static void spnc_draw512(const spnc_net *g, int64_t n, int64_t a, int64_t k, uin
     int64_t pick[8];
     const int64_t last = spnc_running_sums(g->w + a, k, cw);
     int jb;
+    if (2 * k + 24 <= __builtin_popcountll(an)) {
+        /* each row's pick as a byte (-1, none, as 0xff), then one byte compare per edge
+           gives the edge's rows: about 24 + 2k operations instead of a read-modify-write
+           of a child's mask per row, which wait on each other when rows pick alike
+           (sample(20 000) on region 1 k: 0.86x; wider sums gain nothing) */
+        __m128i q[8];
+        __m512i b;
+        int64_t e;
+        for (jb = 0; jb < SPNC_B; jb += 8)
+            q[jb / 8] = (an >> jb) & 0xffu
+                ? _mm512_cvtepi64_epi8(spnc_picks512(cw, k, last, seed, spnc_iota8(row + jb), (uint64_t)n))
+                : _mm_set1_epi8(-1);
+        b = _mm512_inserti32x4(_mm512_castsi128_si512(_mm_unpacklo_epi64(q[0], q[1])), _mm_unpacklo_epi64(q[2], q[3]), 1);
+        b = _mm512_inserti32x4(b, _mm_unpacklo_epi64(q[4], q[5]), 2);
+        b = _mm512_inserti32x4(b, _mm_unpacklo_epi64(q[6], q[7]), 3);
+        for (e = 0; e < k; e++) {
+            const uint64_t m = an & _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8((char)e));
+            if (m) A[g->pslot[g->child[a + e]]] |= m;
+        }
+        return;
+    }
     for (jb = 0; jb < SPNC_B; jb += 8) {
         const uint64_t m8 = (an >> jb) & 0xffu;
         if (!m8) continue;
