@@ -7,7 +7,8 @@
 #define SPNC_DRAWS_H
 
 #ifdef SPNC_X86_512
-/* spnc_mix64 and spnc_rand_uniform(seed, row + i, node, 0) for the 8 rows i of a vector. */
+/* spnc_mix64, and spnc_rand_uniform(seed, r, node, 0), for the row numbers r in the 8 lanes
+ * of rows. */
 __attribute__((target("avx512f,avx512dq")))
 static inline __m512i spnc_mix512(__m512i z)
 {

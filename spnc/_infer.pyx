@@ -439,10 +439,9 @@ cdef extern from "_kernels.h":
 
 def dq_paths(on=None) -> bool:
     """Whether this module's sweeps take their AVX-512DQ kernels (the register lookup of
-    inline leaves, the 8-row draws of sampling, the max-product sums); ``on=False`` turns them off, so tests can
-    compare them with the generic loops. Not thread-safe: tests only."""
+    inline leaves, the vector draws of sampling, the max-product sums); ``on=False`` turns
+    them off, so tests can compare them with the generic loops. Not thread-safe: tests only."""
     global spnc_dq_off
     if on is not None:
         spnc_dq_off = not on
     return bool(SPNC_HAS_DQ())
-

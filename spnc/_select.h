@@ -48,7 +48,6 @@ static inline void spnc_arg_rows(const spnc_net *g, int64_t a, int64_t k, const 
         if (!m) continue;
         left &= ~m;
         A[g->pslot[g->child[a + e]]] |= m;
-        if (!edge_acc) continue;
         if (row_w) SPNC_FOR_BITS(j, m, { edge_acc[a + e] += row_w[j]; });
         else edge_acc[a + e] += (double)__builtin_popcountll(m);      /* rows, unweighted */
     }
